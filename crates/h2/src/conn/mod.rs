@@ -1,0 +1,409 @@
+//! The HTTP/2 server connection: bytes and time in, frames, events and deadlines out.
+//!
+//! Call order, as in quinn: feed input with [`Connection::handle_input`] and expired timers with
+//! [`Connection::handle_timeout`]; then drain [`Connection::poll_transmit`] (bytes for the
+//! socket), [`Connection::poll_event`] (requests, bodies, resets) and [`Connection::poll_timeout`]
+//! (the next deadline). The handler side answers with `send_response`, `send_data`,
+//! `send_trailers`, `reset` and `release`.
+
+mod recv;
+mod send;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use sluice_hpack as hpack;
+
+use crate::config::Config;
+use crate::error::{Error, Initiator, Reason};
+use crate::flow::{RecvWindow, SendWindow, WindowPolicy, DEFAULT_WINDOW};
+use crate::frame::{self, GoAway, RstStream, Setting, Settings, WindowUpdate};
+use crate::request::{Field, RequestHead};
+use crate::sched::Scheduler;
+use crate::stream::Stream;
+
+/// Something the application must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A new request. Answer with [`Connection::send_response`].
+    Request {
+        /// Stream.
+        stream: u32,
+        /// Pseudo-header and regular fields.
+        head: RequestHead,
+        /// The request has no body.
+        end_stream: bool,
+    },
+    /// Request body bytes. Call [`Connection::release`] as they are consumed.
+    Data {
+        /// Stream.
+        stream: u32,
+        /// Bytes (may be empty when only `end_stream` is news).
+        data: Bytes,
+        /// Last body bytes.
+        end_stream: bool,
+    },
+    /// Request trailers; the body is complete.
+    Trailers {
+        /// Stream.
+        stream: u32,
+        /// Trailer fields.
+        fields: Vec<Field>,
+    },
+    /// The stream is gone (reset by the peer, or by us for a peer error): stop work on it.
+    Reset {
+        /// Stream.
+        stream: u32,
+        /// Why.
+        error: Error,
+    },
+    /// The peer sent GOAWAY.
+    GoAway {
+        /// Code.
+        reason: Reason,
+    },
+    /// The connection failed; GOAWAY is queued and the connection closes once it is written.
+    ConnectionError(Error),
+}
+
+/// A call the engine could not honour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// No such open stream (reset, finished, or never opened).
+    UnknownStream,
+    /// The response head was already sent, or the body already ended.
+    InvalidState,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::UnknownStream => "no such open stream",
+            Self::InvalidState => "not allowed in the stream's state",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Preface {
+    /// Waiting for the 24-byte client magic.
+    Magic,
+    /// Magic seen, the first frame must be SETTINGS (RFC 9113 §3.4).
+    Settings,
+    Done,
+}
+
+/// A counter of peer actions per time window.
+#[derive(Debug)]
+struct Budget {
+    limit: u32,
+    count: u32,
+    start: Instant,
+    window: Duration,
+}
+
+impl Budget {
+    fn new(limit: u32, window: Duration, now: Instant) -> Self {
+        Self { limit, count: 0, start: now, window }
+    }
+
+    /// Count one; `true` when the budget is exceeded.
+    fn spend(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.start) >= self.window {
+            self.start = now;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.count > self.limit
+    }
+}
+
+/// A header block being assembled from HEADERS and CONTINUATION frames.
+#[derive(Debug)]
+struct Block {
+    stream: u32,
+    buf: Vec<u8>,
+    end_stream: bool,
+    continuations: u32,
+    priority: Option<frame::PriorityFields>,
+}
+
+/// Streams remembered after closing, to tell "closed" from "never opened" (RFC 9113 §5.1).
+const RECENTLY_CLOSED: usize = 256;
+
+/// Control output above which the engine stops asking for input, so a peer that sends
+/// without reading cannot grow our queue without bound.
+const MAX_CONTROL_BACKLOG: usize = 256 * 1024;
+
+/// One HTTP/2 server connection.
+pub struct Connection {
+    cfg: Config,
+    policy: Box<dyn WindowPolicy>,
+    inbuf: BytesMut,
+    preface: Preface,
+    decoder: hpack::Decoder,
+    encoder: hpack::Encoder,
+    peer_max_frame: usize,
+    peer_initial_window: u32,
+    send_window: SendWindow,
+    recv_window: RecvWindow,
+    conn_received: u64,
+    streams: HashMap<u32, Stream>,
+    max_client_stream: u32,
+    recently_closed: VecDeque<u32>,
+    block: Option<Block>,
+    control: Vec<u8>,
+    heads: VecDeque<u32>,
+    sched: Scheduler,
+    sent_dirty: Vec<u32>,
+    events: VecDeque<Event>,
+    resets: Budget,
+    pings: Budget,
+    settings_budget: Budget,
+    unacked_settings: u32,
+    settings_deadline: Option<Instant>,
+    header_deadline: Option<Instant>,
+    last_activity: Instant,
+    /// GOAWAY sent after an error: nothing more is read or sent but that frame.
+    failed: bool,
+    /// Graceful shutdown: last stream we accept.
+    draining: Option<u32>,
+    peer_goaway: bool,
+}
+
+impl Connection {
+    /// A new server connection at `now`. Our SETTINGS (and a connection WINDOW_UPDATE) are
+    /// queued at once; the server may send them before the client preface arrives (§3.4).
+    pub fn new(cfg: Config, policy: Box<dyn WindowPolicy>, now: Instant) -> Self {
+        let stream_window = policy.initial_stream_window();
+        let conn_window = policy.initial_connection_window();
+        let mut values = vec![
+            Setting::MaxConcurrentStreams(cfg.max_concurrent_streams),
+            Setting::InitialWindowSize(stream_window),
+            Setting::MaxHeaderListSize(cfg.max_header_list_size),
+            Setting::EnablePush(0),
+        ];
+        if cfg.header_table_size != 4096 {
+            values.insert(0, Setting::HeaderTableSize(cfg.header_table_size));
+        }
+        if cfg.no_rfc7540_priorities {
+            values.push(Setting::NoRfc7540Priorities(1));
+        }
+        let mut control = Vec::with_capacity(256);
+        Settings { ack: false, values }.encode(&mut control);
+        let mut recv_window = RecvWindow::new(DEFAULT_WINDOW, conn_window);
+        if let Some(inc) = recv_window.poll_update() {
+            WindowUpdate { stream: 0, increment: inc }.encode(&mut control);
+        }
+        Self {
+            // Until our SETTINGS is acknowledged the peer may use the RFC default table size
+            // (RFC 7541 §4.2), so the decoder accepts the larger of the two.
+            decoder: hpack::Decoder::new(cfg.header_table_size.max(4096) as usize),
+            encoder: hpack::Encoder::new(),
+            policy,
+            inbuf: BytesMut::with_capacity(32 * 1024),
+            preface: Preface::Magic,
+            peer_max_frame: 16_384,
+            peer_initial_window: DEFAULT_WINDOW,
+            send_window: SendWindow::new(DEFAULT_WINDOW),
+            recv_window,
+            conn_received: 0,
+            streams: HashMap::new(),
+            max_client_stream: 0,
+            recently_closed: VecDeque::with_capacity(RECENTLY_CLOSED),
+            block: None,
+            control,
+            heads: VecDeque::new(),
+            sched: Scheduler::default(),
+            sent_dirty: Vec::new(),
+            events: VecDeque::new(),
+            resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window, now),
+            pings: Budget::new(cfg.max_pings_per_window, cfg.flood_window, now),
+            settings_budget: Budget::new(cfg.max_settings_per_window, cfg.flood_window, now),
+            unacked_settings: 1,
+            settings_deadline: Some(now + cfg.settings_timeout),
+            header_deadline: Some(now + cfg.header_timeout),
+            last_activity: now,
+            failed: false,
+            draining: None,
+            peer_goaway: false,
+            cfg,
+        }
+    }
+
+    /// Feed bytes read from the socket.
+    pub fn handle_input(&mut self, now: Instant, data: &[u8]) {
+        if self.failed {
+            return;
+        }
+        self.last_activity = now;
+        self.inbuf.extend_from_slice(data);
+        loop {
+            match self.step(now) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The socket reached end of input: the peer will send nothing more.
+    pub fn handle_eof(&mut self) {
+        if !self.failed {
+            self.failed = true;
+            for (id, _) in std::mem::take(&mut self.streams) {
+                let error = Error::Stream { id, reason: Reason::CANCEL, initiator: Initiator::Remote, detail: "connection closed by peer" };
+                self.events.push_back(Event::Reset { stream: id, error });
+            }
+        }
+    }
+
+    /// Run expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.failed {
+            return;
+        }
+        if self.settings_deadline.is_some_and(|d| now >= d) {
+            self.fail(Error::conn(Reason::SETTINGS_TIMEOUT, "SETTINGS not acknowledged in time"));
+        } else if self.header_deadline.is_some_and(|d| now >= d) {
+            self.fail(Error::conn(Reason::PROTOCOL_ERROR, "request header timeout"));
+        } else if self.idle_deadline().is_some_and(|d| now >= d) {
+            self.fail(Error::Connection { reason: Reason::NO_ERROR, initiator: Initiator::Local, detail: "idle timeout" });
+        }
+    }
+
+    /// The next deadline, if any.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.failed {
+            return None;
+        }
+        [self.settings_deadline, self.header_deadline, self.idle_deadline()].into_iter().flatten().min()
+    }
+
+    /// The next event, if any.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Whether the driver should keep reading: false once the connection failed or while
+    /// too much control output (e.g. PING acknowledgements) waits for the socket.
+    pub fn wants_read(&self) -> bool {
+        !self.failed && self.control.len() < MAX_CONTROL_BACKLOG
+    }
+
+    /// Whether the connection is finished: once the driver has written everything
+    /// `poll_transmit` produced, it closes the socket.
+    pub fn is_done(&self) -> bool {
+        let quiet = self.control.is_empty() && self.heads.is_empty();
+        if self.failed {
+            return quiet;
+        }
+        (self.draining.is_some() || self.peer_goaway) && self.streams.is_empty() && quiet
+    }
+
+    /// Start a graceful shutdown: GOAWAY with the last stream we will process (RFC 9113 §6.8);
+    /// streams up to it finish, later ones are refused.
+    pub fn go_away(&mut self) {
+        if self.failed || self.draining.is_some() {
+            return;
+        }
+        self.draining = Some(self.max_client_stream);
+        GoAway { last_stream: self.max_client_stream, reason: Reason::NO_ERROR, debug: Vec::new() }.encode(&mut self.control);
+    }
+
+    /// Number of open streams.
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    fn idle_deadline(&self) -> Option<Instant> {
+        (self.streams.is_empty() && self.block.is_none()).then(|| self.last_activity + self.cfg.idle_timeout)
+    }
+
+    /// A connection error: queue GOAWAY, forget the streams, stop.
+    fn fail(&mut self, e: Error) {
+        if self.failed {
+            return;
+        }
+        let reason = e.reason();
+        let detail = match &e {
+            Error::Connection { detail, .. } | Error::Stream { detail, .. } => *detail,
+        };
+        let last = self.max_client_stream;
+        GoAway { last_stream: last, reason, debug: detail.as_bytes().to_vec() }.encode(&mut self.control);
+        self.heads.clear();
+        for (id, _) in std::mem::take(&mut self.streams) {
+            self.events.push_back(Event::Reset { stream: id, error: e.clone() });
+        }
+        self.sched = Scheduler::default();
+        self.failed = true;
+        self.events.push_back(Event::ConnectionError(e));
+    }
+
+    /// Reset a stream because of an error, ours or the peer's, and tell the application.
+    fn reset_stream(&mut self, now: Instant, error: Error) {
+        let Error::Stream { id, reason, initiator, .. } = error else {
+            return self.fail(error);
+        };
+        RstStream { stream: id, reason }.encode(&mut self.control);
+        if initiator == Initiator::Remote && self.resets.spend(now) {
+            return self.fail(Error::conn(Reason::ENHANCE_YOUR_CALM, "too many stream errors"));
+        }
+        if self.remove_stream(id) {
+            self.events.push_back(Event::Reset { stream: id, error });
+        }
+    }
+
+    /// Forget a stream: return its unconsumed credit to the connection window and remember it
+    /// as closed. Returns whether it existed.
+    fn remove_stream(&mut self, id: u32) -> bool {
+        let Some(s) = self.streams.remove(&id) else { return false };
+        if s.scheduled {
+            self.sched.remove(id, s.priority);
+        }
+        self.heads.retain(|&h| h != id);
+        self.recv_window.release(u32::try_from(s.unreleased).unwrap_or(u32::MAX));
+        if self.recently_closed.len() == RECENTLY_CLOSED {
+            self.recently_closed.pop_front();
+        }
+        self.recently_closed.push_back(id);
+        true
+    }
+
+    /// Close the stream if both directions are done.
+    fn maybe_close(&mut self, id: u32) {
+        if self.streams.get(&id).is_some_and(|s| !s.recv_open && !s.send_open) {
+            self.remove_stream(id);
+        }
+    }
+
+    /// Put a stream in or out of the scheduler to match its state.
+    fn update_ready(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        let ready = s.ready();
+        if ready != s.scheduled {
+            if ready {
+                self.sched.push(id, s.priority);
+            } else {
+                self.sched.remove(id, s.priority);
+            }
+            s.scheduled = ready;
+        }
+    }
+
+    fn new_stream(&self) -> Stream {
+        let initial = self.policy.initial_stream_window();
+        Stream::new(self.peer_initial_window, initial, initial)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,401 @@
+//! The receive path: frames in, state changes and events out.
+
+use std::time::Instant;
+
+use bytes::{Buf, Bytes};
+
+use super::{Block, Connection, Event, Preface};
+use crate::error::{Error, Initiator, Reason};
+use crate::flow::RecvStats;
+use crate::frame::{self, kind, Data, GoAway, Head, Headers, Ping, Priority as PriorityFrame, RstStream, Setting, Settings, WindowUpdate, PREFACE};
+use crate::priority::Priority;
+use crate::request;
+use crate::stream::HeadState;
+
+/// Largest frame we accept: our SETTINGS_MAX_FRAME_SIZE, left at the RFC 9113 §4.2 default.
+const MAX_FRAME: u32 = 16_384;
+
+impl Connection {
+    /// Parse and handle one frame from the input buffer; `Ok(false)` when more bytes are needed.
+    pub(super) fn step(&mut self, now: Instant) -> Result<bool, Error> {
+        if self.preface == Preface::Magic {
+            let n = self.inbuf.len().min(PREFACE.len());
+            if self.inbuf[..n] != PREFACE[..n] {
+                return Err(Error::conn(Reason::PROTOCOL_ERROR, "invalid connection preface"));
+            }
+            if n < PREFACE.len() {
+                return Ok(false);
+            }
+            self.inbuf.advance(PREFACE.len());
+            self.preface = Preface::Settings;
+        }
+        let Some(head) = Head::parse(&self.inbuf) else { return Ok(false) };
+        if head.len > MAX_FRAME {
+            return Err(Error::conn(Reason::FRAME_SIZE_ERROR, "frame larger than SETTINGS_MAX_FRAME_SIZE"));
+        }
+        let total = frame::HEADER_LEN + head.len as usize;
+        if self.inbuf.len() < total {
+            self.inbuf.reserve(total - self.inbuf.len());
+            return Ok(false);
+        }
+        self.inbuf.advance(frame::HEADER_LEN);
+        let payload = self.inbuf.split_to(head.len as usize).freeze();
+        if self.preface == Preface::Settings {
+            if head.kind != kind::SETTINGS || head.has(frame::flag::ACK) {
+                return Err(Error::conn(Reason::PROTOCOL_ERROR, "first frame is not SETTINGS"));
+            }
+            self.preface = Preface::Done;
+            if self.block.is_none() {
+                self.header_deadline = None;
+            }
+        }
+        match self.on_frame(now, head, payload) {
+            Ok(()) => Ok(true),
+            Err(e @ Error::Stream { .. }) => {
+                self.reset_stream(now, e);
+                Ok(!self.failed)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn on_frame(&mut self, now: Instant, head: Head, payload: Bytes) -> Result<(), Error> {
+        if let Some(b) = &self.block {
+            // §6.10: a header block is a single unit; nothing may interleave.
+            if head.kind != kind::CONTINUATION || head.stream != b.stream {
+                return Err(Error::conn(Reason::PROTOCOL_ERROR, "frame interleaved with a header block"));
+            }
+        }
+        match head.kind {
+            kind::DATA => self.on_data(now, Data::decode(&head, payload)?),
+            kind::HEADERS => self.on_headers(now, &head, payload),
+            kind::CONTINUATION => self.on_continuation(now, &head, payload),
+            kind::PRIORITY => self.on_priority(PriorityFrame::decode(&head, &payload)?),
+            kind::RST_STREAM => self.on_rst_stream(now, RstStream::decode(&head, &payload)?),
+            kind::SETTINGS => self.on_settings(now, Settings::decode(&head, &payload)?),
+            kind::PUSH_PROMISE => Err(Error::conn(Reason::PROTOCOL_ERROR, "PUSH_PROMISE from a client")),
+            kind::PING => self.on_ping(now, Ping::decode(&head, &payload)?),
+            kind::GOAWAY => {
+                let g = GoAway::decode(&head, &payload)?;
+                self.peer_goaway = true;
+                self.events.push_back(Event::GoAway { reason: g.reason });
+                Ok(())
+            }
+            kind::WINDOW_UPDATE => self.on_window_update(&head, &payload),
+            // §5.5: unknown frame types are ignored.
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a client stream ID was never opened and is above every opened one (idle, §5.1).
+    fn is_idle(&self, id: u32) -> bool {
+        id > self.max_client_stream
+    }
+
+    fn on_data(&mut self, now: Instant, d: Data) -> Result<(), Error> {
+        let id = d.stream;
+        if self.is_idle(id) {
+            return Err(Error::conn(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
+        }
+        if self.recv_window.receive(d.flow_len).is_err() {
+            return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "DATA beyond the connection window"));
+        }
+        self.conn_received += u64::from(d.flow_len);
+        let padding = d.flow_len - d.data.len() as u32;
+        let Some(s) = self.streams.get_mut(&id) else {
+            // Closed stream: the bytes still count for the connection (§6.9), so hand them back.
+            self.recv_window.release(d.flow_len);
+            self.queue_conn_update(now);
+            return Err(Error::stream(id, Reason::STREAM_CLOSED, "DATA on a closed stream"));
+        };
+        if !s.recv_open {
+            self.recv_window.release(d.flow_len);
+            self.queue_conn_update(now);
+            return Err(Error::stream(id, Reason::STREAM_CLOSED, "DATA after END_STREAM"));
+        }
+        if s.recv.receive(d.flow_len).is_err() {
+            self.recv_window.release(d.flow_len);
+            self.queue_conn_update(now);
+            return Err(Error::stream(id, Reason::FLOW_CONTROL_ERROR, "DATA beyond the stream window"));
+        }
+        s.received += d.data.len() as u64;
+        // §8.1.1: content-length must match the DATA received.
+        if let Some(cl) = s.content_length {
+            if s.received > cl || (d.end_stream && s.received != cl) {
+                self.recv_window.release(d.flow_len);
+                self.queue_conn_update(now);
+                return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "body length differs from content-length"));
+            }
+        }
+        let mut give_back = padding;
+        if s.discard {
+            give_back += d.data.len() as u32;
+        } else {
+            s.unreleased += d.data.len() as u64;
+        }
+        if d.end_stream {
+            s.recv_open = false;
+        }
+        let deliver = !s.discard && (!d.data.is_empty() || d.end_stream);
+        if give_back > 0 {
+            self.release_inner(now, id, give_back);
+        }
+        if deliver {
+            self.events.push_back(Event::Data { stream: id, data: d.data, end_stream: d.end_stream });
+        }
+        if d.end_stream {
+            self.maybe_close(id);
+        }
+        Ok(())
+    }
+
+    fn on_headers(&mut self, now: Instant, head: &Head, payload: Bytes) -> Result<(), Error> {
+        let h = Headers::decode(head, payload)?;
+        if h.stream % 2 == 0 {
+            return Err(Error::conn(Reason::PROTOCOL_ERROR, "client used an even stream ID"));
+        }
+        self.block = Some(Block { stream: h.stream, buf: h.fragment.to_vec(), end_stream: h.end_stream, continuations: 0, priority: h.priority });
+        if h.end_headers {
+            self.finish_block(now)
+        } else {
+            self.header_deadline.get_or_insert(now + self.cfg.header_timeout);
+            Ok(())
+        }
+    }
+
+    fn on_continuation(&mut self, now: Instant, head: &Head, payload: Bytes) -> Result<(), Error> {
+        let c = frame::Continuation::decode(head, payload);
+        let Some(b) = &mut self.block else {
+            return Err(Error::conn(Reason::PROTOCOL_ERROR, "CONTINUATION without HEADERS"));
+        };
+        b.continuations += 1;
+        // A compressed block cannot usefully exceed twice the decoded limit (§6.5.2 counts 32
+        // bytes per field on top of the strings); bound both count and size.
+        let max_block = 2 * self.cfg.max_header_list_size as usize + 16_384;
+        if b.continuations > self.cfg.max_continuation_frames || b.buf.len() + c.fragment.len() > max_block {
+            return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, "CONTINUATION flood"));
+        }
+        b.buf.extend_from_slice(&c.fragment);
+        if c.end_headers {
+            self.finish_block(now)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A complete header block: decode it (always, to keep HPACK in sync), then open a stream or
+    /// take trailers.
+    fn finish_block(&mut self, now: Instant) -> Result<(), Error> {
+        // Invariant: callers set `self.block` just before.
+        let Some(b) = self.block.take() else { return Ok(()) };
+        if self.preface == Preface::Done {
+            self.header_deadline = None;
+        }
+        let mut list: Vec<(Bytes, Bytes)> = Vec::new();
+        let limit = self.cfg.max_header_list_size as usize;
+        let decoded = self.decoder.decode(&b.buf, limit, &mut |n, v, _| list.push((Bytes::copy_from_slice(n), Bytes::copy_from_slice(v))));
+        let too_large = match decoded {
+            Ok(()) => false,
+            Err(sluice_hpack::DecodeError::HeaderListTooLarge) => true,
+            Err(_) => return Err(Error::conn(Reason::COMPRESSION_ERROR, "HPACK decoding failed")),
+        };
+        let id = b.stream;
+        if let Some(s) = self.streams.get_mut(&id) {
+            // A second header block on an open stream: trailers (§8.1).
+            if !s.recv_open {
+                return Err(Error::stream(id, Reason::STREAM_CLOSED, "HEADERS after END_STREAM"));
+            }
+            if !b.end_stream {
+                return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "trailers without END_STREAM"));
+            }
+            if too_large {
+                return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "trailers too large"));
+            }
+            let fields = request::trailers(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
+            if s.content_length.is_some_and(|cl| cl != s.received) {
+                return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "body length differs from content-length"));
+            }
+            s.recv_open = false;
+            if !s.discard {
+                self.events.push_back(Event::Trailers { stream: id, fields });
+            }
+            self.maybe_close(id);
+            return Ok(());
+        }
+        if !self.is_idle(id) {
+            // §5.1.1: a stream ID may not be reused or go backwards.
+            return Err(if self.recently_closed.contains(&id) {
+                Error::conn(Reason::STREAM_CLOSED, "HEADERS on a closed stream")
+            } else {
+                Error::conn(Reason::PROTOCOL_ERROR, "stream ID lower than a previous one")
+            });
+        }
+        self.max_client_stream = id;
+        if let Some(p) = b.priority {
+            if p.dependency == id {
+                return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "stream depends on itself"));
+            }
+        }
+        if self.draining.is_some() || self.peer_goaway {
+            return Err(Error::Stream { id, reason: Reason::REFUSED_STREAM, initiator: Initiator::Local, detail: "connection is shutting down" });
+        }
+        if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
+            // §5.1.2: beyond SETTINGS_MAX_CONCURRENT_STREAMS.
+            return Err(Error::stream(id, Reason::REFUSED_STREAM, "too many concurrent streams"));
+        }
+        let mut s = self.new_stream();
+        s.recv_open = !b.end_stream;
+        if too_large {
+            // §8.2.2 / RFC 6585: answer 431 and drop the body.
+            s.discard = true;
+            s.head = HeadState::Pending(431, vec![request::Field::new("content-length", "0")], true);
+            self.streams.insert(id, s);
+            self.heads.push_back(id);
+            return Ok(());
+        }
+        let head = request::request_head(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
+        s.content_length = request::content_length(&head).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
+        if b.end_stream && s.content_length.is_some_and(|cl| cl != 0) {
+            return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "content-length on a request without body"));
+        }
+        if let Some(v) = head.get(b"priority") {
+            s.priority = Priority::parse(v, Priority::default());
+            s.priority_from_header = true;
+        } else if let (Some(p), false) = (b.priority, self.cfg.no_rfc7540_priorities) {
+            s.priority = Priority::from_rfc7540_weight(p.weight);
+        }
+        self.streams.insert(id, s);
+        self.events.push_back(Event::Request { stream: id, head, end_stream: b.end_stream });
+        let _ = now;
+        Ok(())
+    }
+
+    fn on_priority(&mut self, p: PriorityFrame) -> Result<(), Error> {
+        if self.cfg.no_rfc7540_priorities {
+            return Ok(());
+        }
+        let id = p.stream;
+        if let Some(s) = self.streams.get_mut(&id) {
+            if !s.priority_from_header {
+                let next = Priority::from_rfc7540_weight(p.fields.weight);
+                if s.scheduled {
+                    self.sched.remove(id, s.priority);
+                    self.sched.push(id, next);
+                }
+                s.priority = next;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_rst_stream(&mut self, now: Instant, r: RstStream) -> Result<(), Error> {
+        if self.is_idle(r.stream) {
+            return Err(Error::conn(Reason::PROTOCOL_ERROR, "RST_STREAM on an idle stream"));
+        }
+        if self.streams.contains_key(&r.stream) {
+            // Rapid Reset (CVE-2023-44487): streams opened and cancelled at once cost us work.
+            if self.resets.spend(now) {
+                return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, "too many stream resets"));
+            }
+            self.remove_stream(r.stream);
+            let error = Error::Stream { id: r.stream, reason: r.reason, initiator: Initiator::Remote, detail: "reset by peer" };
+            self.events.push_back(Event::Reset { stream: r.stream, error });
+        }
+        Ok(())
+    }
+
+    fn on_settings(&mut self, now: Instant, s: Settings) -> Result<(), Error> {
+        if s.ack {
+            if self.unacked_settings > 0 {
+                self.unacked_settings -= 1;
+                if self.unacked_settings == 0 {
+                    self.settings_deadline = None;
+                    self.decoder.set_max_table_size(self.cfg.header_table_size as usize);
+                }
+            }
+            return Ok(());
+        }
+        if self.settings_budget.spend(now) {
+            return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, "SETTINGS flood"));
+        }
+        for v in s.values {
+            match v {
+                Setting::HeaderTableSize(n) => self.encoder.set_max_table_size(n as usize),
+                Setting::InitialWindowSize(n) => {
+                    // §6.9.2: adjust every stream's send window by the difference.
+                    let delta = i64::from(n) - i64::from(self.peer_initial_window);
+                    self.peer_initial_window = n;
+                    let ids: Vec<u32> = self.streams.keys().copied().collect();
+                    for id in ids {
+                        if let Some(s) = self.streams.get_mut(&id) {
+                            if s.send_window.adjust(delta).is_err() {
+                                return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE overflows a window"));
+                            }
+                        }
+                        self.update_ready(id);
+                    }
+                }
+                Setting::MaxFrameSize(n) => self.peer_max_frame = n as usize,
+                _ => {}
+            }
+        }
+        Settings { ack: true, values: Vec::new() }.encode(&mut self.control);
+        Ok(())
+    }
+
+    fn on_ping(&mut self, now: Instant, p: Ping) -> Result<(), Error> {
+        if p.ack {
+            return Ok(());
+        }
+        if self.pings.spend(now) {
+            return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, "PING flood"));
+        }
+        Ping { ack: true, payload: p.payload }.encode(&mut self.control);
+        Ok(())
+    }
+
+    fn on_window_update(&mut self, head: &Head, payload: &[u8]) -> Result<(), Error> {
+        if head.stream != 0 && self.is_idle(head.stream) {
+            return Err(Error::conn(Reason::PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream"));
+        }
+        let w = WindowUpdate::decode(head, payload)?;
+        if w.stream == 0 {
+            if self.send_window.grow(w.increment).is_err() {
+                return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "connection window above 2^31-1"));
+            }
+            return Ok(());
+        }
+        let Some(s) = self.streams.get_mut(&w.stream) else { return Ok(()) };
+        if s.send_window.grow(w.increment).is_err() {
+            return Err(Error::stream(w.stream, Reason::FLOW_CONTROL_ERROR, "stream window above 2^31-1"));
+        }
+        self.update_ready(w.stream);
+        Ok(())
+    }
+
+    /// Return `n` consumed bytes of `id` as credit, stream and connection.
+    pub(super) fn release_inner(&mut self, now: Instant, id: u32, n: u32) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.recv.release(n);
+            if s.recv_open {
+                let stats = RecvStats { received: s.received, window: s.recv.target(), active_streams: 0 };
+                let target = self.policy.stream_target(&stats, now);
+                s.recv.set_target(target);
+                if let Some(inc) = s.recv.poll_update() {
+                    WindowUpdate { stream: id, increment: inc }.encode(&mut self.control);
+                }
+            }
+        }
+        self.recv_window.release(n);
+        self.queue_conn_update(now);
+    }
+
+    pub(super) fn queue_conn_update(&mut self, now: Instant) {
+        let stats = RecvStats { received: self.conn_received, window: self.recv_window.target(), active_streams: self.streams.len() };
+        let target = self.policy.connection_target(&stats, now);
+        self.recv_window.set_target(target);
+        if let Some(inc) = self.recv_window.poll_update() {
+            WindowUpdate { stream: 0, increment: inc }.encode(&mut self.control);
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The send path: the handler's calls queue heads and bytes; `poll_transmit` turns them into
+//! frames in scheduler order, spending connection credit only as frames are produced.
+
+use std::time::Instant;
+
+use bytes::{Buf, Bytes};
+
+use super::{Connection, SendError};
+use crate::error::{Error, Initiator, Reason};
+use crate::frame::{kind, Data, Head, Headers, RstStream};
+use crate::priority::Priority;
+use crate::request::Field;
+use crate::stream::HeadState;
+
+/// Frames smaller than this are not worth cutting to fit the caller's byte budget; the pick
+/// waits for the next transmit instead.
+const MIN_FRAME: usize = 1024;
+
+impl Connection {
+    /// Queue the response head of `stream`. With `end_stream` the response has no body.
+    pub fn send_response(&mut self, stream: u32, status: u16, fields: Vec<Field>, end_stream: bool) -> Result<(), SendError> {
+        let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
+        if !matches!(s.head, HeadState::None) {
+            return Err(SendError::InvalidState);
+        }
+        s.head = HeadState::Pending(status, fields, end_stream);
+        if end_stream {
+            s.end_queued = true;
+        }
+        self.heads.push_back(stream);
+        Ok(())
+    }
+
+    /// Queue body bytes; with `end_stream` the body ends after them. The engine buffers what it
+    /// is given: the driver bounds it with [`Connection::buffered`] and [`Connection::drain_sent`].
+    pub fn send_data(&mut self, stream: u32, data: Bytes, end_stream: bool) -> Result<(), SendError> {
+        let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
+        if s.end_queued || matches!(s.head, HeadState::None) {
+            return Err(SendError::InvalidState);
+        }
+        if !data.is_empty() {
+            s.queued += data.len();
+            s.queue.push_back(data);
+        }
+        s.end_queued |= end_stream;
+        self.update_ready(stream);
+        Ok(())
+    }
+
+    /// Queue trailers; they end the stream after the queued body.
+    pub fn send_trailers(&mut self, stream: u32, fields: Vec<Field>) -> Result<(), SendError> {
+        let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
+        if s.end_queued || matches!(s.head, HeadState::None) {
+            return Err(SendError::InvalidState);
+        }
+        s.trailers = Some(fields);
+        s.end_queued = true;
+        self.update_ready(stream);
+        Ok(())
+    }
+
+    /// Reset a stream from our side (handler failure, cancelled upload, ...).
+    pub fn reset(&mut self, stream: u32, reason: Reason) {
+        if self.failed {
+            return;
+        }
+        RstStream { stream, reason }.encode(&mut self.control);
+        self.remove_stream(stream);
+    }
+
+    /// The application consumed `n` body bytes of `stream`: they become flow-control credit.
+    pub fn release(&mut self, now: Instant, stream: u32, n: usize) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        let n = (n as u64).min(s.unreleased);
+        s.unreleased -= n;
+        self.release_inner(now, stream, n as u32);
+    }
+
+    /// The application will not read the rest of this request body: credit for what was
+    /// delivered and for everything still to come returns at once.
+    pub fn discard_body(&mut self, now: Instant, stream: u32) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        s.discard = true;
+        let n = std::mem::take(&mut s.unreleased);
+        self.release_inner(now, stream, n as u32);
+    }
+
+    /// Change a stream's send priority (handler's choice, or PRIORITY_UPDATE later).
+    pub fn set_priority(&mut self, stream: u32, p: Priority) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        if s.scheduled {
+            self.sched.remove(stream, s.priority);
+            self.sched.push(stream, p);
+        }
+        s.priority = p;
+        s.priority_from_header = true;
+    }
+
+    /// Body bytes of `stream` queued and not yet framed; `None` if the stream is gone.
+    pub fn buffered(&self, stream: u32) -> Option<usize> {
+        self.streams.get(&stream).map(|s| s.queued)
+    }
+
+    /// Report, per stream, body bytes framed since the last call (the driver turns them into
+    /// room for the handler: its backpressure).
+    pub fn drain_sent(&mut self, mut f: impl FnMut(u32, usize)) {
+        for id in std::mem::take(&mut self.sent_dirty) {
+            if let Some(s) = self.streams.get_mut(&id) {
+                let n = std::mem::take(&mut s.sent_unreported);
+                if n > 0 {
+                    f(id, n);
+                }
+            }
+        }
+    }
+
+    /// Queue an extension frame (ORIGIN and friends) as control output.
+    pub fn send_frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        if self.failed {
+            return;
+        }
+        Head { len: payload.len() as u32, kind, flags, stream }.encode(&mut self.control);
+        self.control.extend_from_slice(payload);
+    }
+
+    /// Append frames to `out`: control frames first, then response heads, then body data in
+    /// scheduler order until about `max` bytes were added. Returns whether anything was added.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>, max: usize) -> bool {
+        let start = out.len();
+        out.append(&mut self.control);
+        if self.failed {
+            return out.len() > start;
+        }
+        while let Some(id) = self.heads.pop_front() {
+            self.write_head(id, out);
+        }
+        while out.len() - start < max {
+            let Some(id) = self.sched.next() else { break };
+            if !self.write_data(id, out, max - (out.len() - start)) {
+                break;
+            }
+        }
+        // Streams whose last frame went out may now be closed.
+        let done: Vec<u32> = self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open).map(|(&id, _)| id).collect();
+        for id in done {
+            self.remove_stream(id);
+        }
+        let _ = now;
+        out.append(&mut self.control);
+        out.len() > start
+    }
+
+    fn write_head(&mut self, id: u32, out: &mut Vec<u8>) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        let HeadState::Pending(status, fields, end) = std::mem::replace(&mut s.head, HeadState::Sent) else { return };
+        let status = status.to_string();
+        let list = std::iter::once((&b":status"[..], status.as_bytes(), false)).chain(fields.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name))));
+        let mut block = Vec::with_capacity(128);
+        self.encoder.encode(list, &mut block);
+        Headers::encode(id, &block, end, self.peer_max_frame, out);
+        if end {
+            s.send_open = false;
+        }
+        self.update_ready(id);
+    }
+
+    /// Frame one quantum of `id`. Returns false when the connection window is exhausted or the
+    /// budget is too small for a useful frame (the loop stops).
+    fn write_data(&mut self, id: u32, out: &mut Vec<u8>, budget: usize) -> bool {
+        let conn_avail = self.send_window.available();
+        let Some(s) = self.streams.get_mut(&id) else {
+            return true;
+        };
+        if s.queued == 0 {
+            // Only the end is left: trailers or an empty DATA with END_STREAM (no credit needed).
+            if let Some(trailers) = s.trailers.take() {
+                let list = trailers.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name)));
+                let mut block = Vec::with_capacity(64);
+                self.encoder.encode(list, &mut block);
+                Headers::encode(id, &block, true, self.peer_max_frame, out);
+            } else {
+                Data::encode(id, &[], true, out);
+            }
+            s.send_open = false;
+            self.update_ready(id);
+            return true;
+        }
+        if conn_avail == 0 {
+            return false;
+        }
+        let n = s.queued.min(s.send_window.available()).min(conn_avail).min(self.peer_max_frame).min(self.cfg.quantum);
+        if n > budget && budget < MIN_FRAME.min(n) {
+            return false;
+        }
+        let n = n.min(budget.max(MIN_FRAME));
+        let end = s.end_queued && s.trailers.is_none() && n == s.queued;
+        Head { len: n as u32, kind: kind::DATA, flags: if end { crate::frame::flag::END_STREAM } else { 0 }, stream: id }.encode(out);
+        let mut left = n;
+        while left > 0 {
+            // Invariant: `queued` is the sum of the chunks, and n <= queued.
+            let Some(front) = s.queue.front_mut() else { break };
+            let take = front.len().min(left);
+            out.extend_from_slice(&front[..take]);
+            front.advance(take);
+            if front.is_empty() {
+                s.queue.pop_front();
+            }
+            left -= take;
+        }
+        s.queued -= n;
+        s.send_window.consume(n);
+        self.send_window.consume(n);
+        if s.sent_unreported == 0 {
+            self.sent_dirty.push(id);
+        }
+        s.sent_unreported += n;
+        if end {
+            s.send_open = false;
+        }
+        self.update_ready(id);
+        true
+    }
+
+    /// Reset every stream and close: used when the driver gives up (I/O error).
+    pub fn abort(&mut self, detail: &'static str) {
+        self.fail(Error::Connection { reason: Reason::INTERNAL_ERROR, initiator: Initiator::Local, detail });
+    }
+}
+
+/// Fields an intermediary must not index (RFC 7541 §7.1.3): credentials.
+fn is_sensitive(name: &[u8]) -> bool {
+    matches!(name, b"set-cookie" | b"authorization" | b"proxy-authorization")
+}

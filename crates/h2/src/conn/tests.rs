@@ -1,0 +1,464 @@
+//! Whole-connection tests in memory: frames in, exact frames out.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sluice_hpack as hpack;
+
+use super::*;
+use crate::flow::FixedWindows;
+use crate::frame::{flag, kind, Head, PREFACE};
+
+/// A test client: builds frames and parses what the server sends.
+struct Client {
+    conn: Connection,
+    enc: hpack::Encoder,
+    dec: hpack::Decoder,
+    now: Instant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum F {
+    Settings(bool),
+    WindowUpdate(u32, u32),
+    Headers(u32, Vec<(String, String)>, bool),
+    Data(u32, usize, bool),
+    Rst(u32, Reason),
+    GoAway(u32, Reason),
+    Ping(bool),
+    Other(u8),
+}
+
+impl Client {
+    fn new(cfg: Config) -> Self {
+        Self::with_windows(cfg, FixedWindows { stream: 65_535, connection: 65_535 })
+    }
+
+    fn with_windows(cfg: Config, w: FixedWindows) -> Self {
+        let now = Instant::now();
+        let mut c = Self { conn: Connection::new(cfg, Box::new(w), now), enc: hpack::Encoder::new(), dec: hpack::Decoder::new(4096), now };
+        let mut first = PREFACE.to_vec();
+        frame(&mut first, kind::SETTINGS, 0, 0, &[]);
+        c.input(&first);
+        let out = c.output();
+        assert_eq!(out[0], F::Settings(false), "server SETTINGS first");
+        assert!(out.contains(&F::Settings(true)), "our SETTINGS acknowledged: {out:?}");
+        let mut ack = Vec::new();
+        frame(&mut ack, kind::SETTINGS, flag::ACK, 0, &[]);
+        c.input(&ack);
+        c
+    }
+
+    fn input(&mut self, b: &[u8]) {
+        self.conn.handle_input(self.now, b);
+    }
+
+    fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        let mut b = Vec::new();
+        frame(&mut b, kind, flags, stream, payload);
+        self.input(&b);
+    }
+
+    fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.enc.encode(fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes(), false)), &mut out);
+        out
+    }
+
+    fn request(&mut self, stream: u32, path: &str, end: bool) {
+        let b = self.block(&[(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", path)]);
+        self.send(kind::HEADERS, flag::END_HEADERS | if end { flag::END_STREAM } else { 0 }, stream, &b);
+    }
+
+    fn output_max(&mut self, max: usize) -> Vec<F> {
+        let mut buf = Vec::new();
+        let _ = self.conn.poll_transmit(self.now, &mut buf, max);
+        self.parse(&buf)
+    }
+
+    fn output(&mut self) -> Vec<F> {
+        self.output_max(usize::MAX)
+    }
+
+    fn parse(&mut self, mut b: &[u8]) -> Vec<F> {
+        let mut v = Vec::new();
+        while let Some(h) = Head::parse(b) {
+            let p = &b[9..9 + h.len as usize];
+            v.push(match h.kind {
+                kind::SETTINGS => F::Settings(h.has(flag::ACK)),
+                kind::WINDOW_UPDATE => F::WindowUpdate(h.stream, u32::from_be_bytes(p.try_into().unwrap())),
+                kind::HEADERS => {
+                    let mut fields = Vec::new();
+                    self.dec.decode(p, 1 << 20, &mut |n, v, _| fields.push((String::from_utf8_lossy(n).into(), String::from_utf8_lossy(v).into()))).unwrap();
+                    F::Headers(h.stream, fields, h.has(flag::END_STREAM))
+                }
+                kind::DATA => F::Data(h.stream, p.len(), h.has(flag::END_STREAM)),
+                kind::RST_STREAM => F::Rst(h.stream, Reason(u32::from_be_bytes(p.try_into().unwrap()))),
+                kind::GOAWAY => F::GoAway(u32::from_be_bytes(p[..4].try_into().unwrap()), Reason(u32::from_be_bytes(p[4..8].try_into().unwrap()))),
+                kind::PING => F::Ping(h.has(flag::ACK)),
+                k => F::Other(k),
+            });
+            b = &b[9 + h.len as usize..];
+        }
+        v
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.conn.poll_event()).collect()
+    }
+}
+
+fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    Head { len: payload.len() as u32, kind, flags, stream }.encode(out);
+    out.extend_from_slice(payload);
+}
+
+fn goaway_reason(out: &[F]) -> Option<Reason> {
+    out.iter().find_map(|f| if let F::GoAway(_, r) = f { Some(*r) } else { None })
+}
+
+#[test]
+fn get_request_and_response() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/index.html", true);
+    let ev = c.events();
+    let Event::Request { stream: 1, head, end_stream: true } = &ev[0] else { panic!("{ev:?}") };
+    assert_eq!(head.path.as_deref(), Some(&b"/index.html"[..]));
+    c.conn.send_response(1, 200, vec![Field::new("content-length", "5")], false).unwrap();
+    c.conn.send_data(1, Bytes::from_static(b"hello"), true).unwrap();
+    let out = c.output();
+    assert_eq!(out, vec![F::Headers(1, vec![(":status".into(), "200".into()), ("content-length".into(), "5".into())], false), F::Data(1, 5, true)]);
+    assert_eq!(c.conn.open_streams(), 0, "both sides done: stream closed");
+}
+
+#[test]
+fn bad_preface_is_protocol_error() {
+    let now = Instant::now();
+    let mut conn = Connection::new(Config::default(), Box::<FixedWindows>::default(), now);
+    conn.handle_input(now, b"GET / HTTP/1.1\r\n\r\n");
+    let mut buf = Vec::new();
+    let _ = conn.poll_transmit(now, &mut buf, usize::MAX);
+    assert!(matches!(conn.poll_event(), Some(Event::ConnectionError(e)) if e.reason() == Reason::PROTOCOL_ERROR));
+    assert!(conn.is_done());
+}
+
+#[test]
+fn respects_peer_stream_window_and_resumes_on_update() {
+    let mut c = Client::new(Config::default());
+    // Peer SETTINGS_INITIAL_WINDOW_SIZE = 10.
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 10]);
+    let _ = c.output();
+    c.request(1, "/", true);
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    c.conn.send_data(1, Bytes::from(vec![1u8; 25]), true).unwrap();
+    let out = c.output();
+    assert_eq!(out[1..], [F::Data(1, 10, false)]);
+    assert_eq!(c.output(), vec![]);
+    c.send(kind::WINDOW_UPDATE, 0, 1, &20u32.to_be_bytes());
+    assert_eq!(c.output(), vec![F::Data(1, 15, true)]);
+}
+
+#[test]
+fn settings_initial_window_change_applies_to_open_streams() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    // Shrink to 0 before any data: nothing may be sent, then raise to 100.
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0]);
+    c.conn.send_data(1, Bytes::from(vec![0u8; 300]), true).unwrap();
+    let out = c.output();
+    assert!(!out.iter().any(|f| matches!(f, F::Data(..))), "{out:?}");
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 100]);
+    assert_eq!(c.output(), vec![F::Settings(true), F::Data(1, 100, false)]);
+}
+
+#[test]
+fn continuation_flood_is_enhance_your_calm() {
+    let cfg = Config { max_continuation_frames: 3, ..Config::default() };
+    let mut c = Client::new(cfg);
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/")]);
+    c.send(kind::HEADERS, 0, 1, &b[..1]);
+    for _ in 0..4 {
+        c.send(kind::CONTINUATION, 0, 1, &[]);
+    }
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::ENHANCE_YOUR_CALM));
+}
+
+#[test]
+fn headers_split_over_continuation() {
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/split")]);
+    c.send(kind::HEADERS, flag::END_STREAM, 1, &b[..2]);
+    c.send(kind::CONTINUATION, flag::END_HEADERS, 1, &b[2..]);
+    let ev = c.events();
+    assert!(matches!(&ev[0], Event::Request { stream: 1, head, .. } if head.path.as_deref() == Some(&b"/split"[..])));
+}
+
+#[test]
+fn interleaved_frame_during_header_block_is_protocol_error() {
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/")]);
+    c.send(kind::HEADERS, flag::END_STREAM, 1, &b);
+    c.send(kind::DATA, 0, 3, b"x");
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::PROTOCOL_ERROR));
+}
+
+#[test]
+fn rapid_reset_is_enhance_your_calm() {
+    let cfg = Config { max_resets_per_window: 5, ..Config::default() };
+    let mut c = Client::new(cfg);
+    for i in 0..6u32 {
+        let id = 1 + 2 * i;
+        c.request(id, "/", false);
+        c.send(kind::RST_STREAM, 0, id, &Reason::CANCEL.0.to_be_bytes());
+    }
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::ENHANCE_YOUR_CALM));
+    let ev = c.events();
+    // Five resets by the peer, then the sixth stream is reset when the connection fails.
+    assert_eq!(ev.iter().filter(|e| matches!(e, Event::Reset { .. })).count(), 6);
+}
+
+#[test]
+fn resets_outside_the_window_are_forgiven() {
+    let cfg = Config { max_resets_per_window: 2, flood_window: Duration::from_secs(1), ..Config::default() };
+    let mut c = Client::new(cfg);
+    for i in 0..6u32 {
+        let id = 1 + 2 * i;
+        c.now += Duration::from_millis(600);
+        c.request(id, "/", false);
+        c.send(kind::RST_STREAM, 0, id, &Reason::CANCEL.0.to_be_bytes());
+    }
+    assert_eq!(goaway_reason(&c.output()), None);
+}
+
+#[test]
+fn ping_flood_is_enhance_your_calm() {
+    let cfg = Config { max_pings_per_window: 3, ..Config::default() };
+    let mut c = Client::new(cfg);
+    for _ in 0..3 {
+        c.send(kind::PING, 0, 0, &[1; 8]);
+    }
+    assert_eq!(c.output(), vec![F::Ping(true); 3]);
+    c.send(kind::PING, 0, 0, &[1; 8]);
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::ENHANCE_YOUR_CALM));
+}
+
+#[test]
+fn settings_flood_is_enhance_your_calm() {
+    let cfg = Config { max_settings_per_window: 4, ..Config::default() };
+    let mut c = Client::new(cfg);
+    // One SETTINGS was the preface's.
+    for _ in 0..4 {
+        c.send(kind::SETTINGS, 0, 0, &[]);
+    }
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::ENHANCE_YOUR_CALM));
+}
+
+#[test]
+fn too_many_streams_are_refused() {
+    let cfg = Config { max_concurrent_streams: 2, ..Config::default() };
+    let mut c = Client::new(cfg);
+    c.request(1, "/", false);
+    c.request(3, "/", false);
+    c.request(5, "/", false);
+    assert_eq!(c.output(), vec![F::Rst(5, Reason::REFUSED_STREAM)]);
+    assert_eq!(c.conn.open_streams(), 2);
+}
+
+#[test]
+fn oversized_header_list_gets_431_and_table_stays_in_sync() {
+    let cfg = Config { max_header_list_size: 200, ..Config::default() };
+    let mut c = Client::new(cfg);
+    let big = "v".repeat(100);
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("x-a", &big), ("x-b", &big)]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1, &b);
+    let out = c.output();
+    assert!(matches!(&out[0], F::Headers(1, f, true) if f[0].1 == "431"), "{out:?}");
+    // The next request on the same HPACK context decodes fine.
+    c.request(3, "/next", true);
+    assert!(c.events().iter().any(|e| matches!(e, Event::Request { stream: 3, .. })));
+}
+
+#[test]
+fn malformed_request_is_stream_error() {
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "GET"), (":path", "/")]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1, &b);
+    assert_eq!(c.output(), vec![F::Rst(1, Reason::PROTOCOL_ERROR)]);
+    assert!(c.events().is_empty(), "no request event for a malformed request");
+}
+
+#[test]
+fn content_length_mismatch_is_stream_error() {
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/"), ("content-length", "3")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    c.send(kind::DATA, flag::END_STREAM, 1, b"toolong");
+    assert_eq!(c.output(), vec![F::Rst(1, Reason::PROTOCOL_ERROR)]);
+}
+
+#[test]
+fn data_on_idle_stream_is_connection_error_and_on_closed_stream_is_stream_closed() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    c.conn.send_response(1, 204, vec![], true).unwrap();
+    let _ = c.output();
+    c.send(kind::DATA, 0, 1, b"x");
+    assert_eq!(c.output(), vec![F::Rst(1, Reason::STREAM_CLOSED)]);
+    c.send(kind::DATA, 0, 7, b"x");
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::PROTOCOL_ERROR));
+}
+
+#[test]
+fn headers_on_closed_vs_lower_stream() {
+    let mut c = Client::new(Config::default());
+    c.request(3, "/", true);
+    c.conn.send_response(3, 204, vec![], true).unwrap();
+    let _ = c.output();
+    c.request(3, "/", true);
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::STREAM_CLOSED));
+    let mut c = Client::new(Config::default());
+    c.request(5, "/", true);
+    c.request(3, "/", true);
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::PROTOCOL_ERROR));
+}
+
+#[test]
+fn request_body_credit_returns_when_released() {
+    let mut c = Client::with_windows(Config::default(), FixedWindows { stream: 65_535, connection: 1 << 20 });
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    for _ in 0..3 {
+        c.send(kind::DATA, 0, 1, &[0; 16_000]);
+    }
+    let _ = c.events();
+    assert_eq!(c.output(), vec![], "nothing consumed yet: no WINDOW_UPDATE");
+    let now = c.now;
+    c.conn.release(now, 1, 10_000);
+    assert_eq!(c.output(), vec![], "less than half the window to hand back");
+    c.conn.release(now, 1, 38_000);
+    assert_eq!(c.output(), vec![F::WindowUpdate(1, 48_000)]);
+    // The stream window is full again (65,535): one byte more is a stream FLOW_CONTROL_ERROR.
+    for _ in 0..4 {
+        c.send(kind::DATA, 0, 1, &[0; 16_000]);
+    }
+    c.send(kind::DATA, 0, 1, &[0; 2_000]);
+    assert_eq!(c.output(), vec![F::Rst(1, Reason::FLOW_CONTROL_ERROR)]);
+}
+
+#[test]
+fn padding_is_returned_at_once() {
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    let mut p = vec![200u8];
+    p.extend_from_slice(&[0; 40_000 - 1]);
+    c.send(kind::DATA, flag::PADDED, 1, &p[..16_384]);
+    c.send(kind::DATA, flag::PADDED, 1, &p[..16_384]);
+    c.send(kind::DATA, flag::PADDED, 1, &p[..16_384]);
+    let ev = c.events();
+    assert!(matches!(&ev[1], Event::Data { stream: 1, data, end_stream: false } if data.len() == 16_384 - 201));
+    // 3 × 201 padding bytes is too little to pass half the window: no update yet.
+    assert_eq!(c.output(), vec![]);
+}
+
+#[test]
+fn graceful_goaway_finishes_open_streams_and_refuses_new() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    let _ = c.events();
+    c.conn.go_away();
+    assert_eq!(c.output(), vec![F::GoAway(1, Reason::NO_ERROR)]);
+    c.request(3, "/", true);
+    assert_eq!(c.output(), vec![F::Rst(3, Reason::REFUSED_STREAM)]);
+    assert!(!c.conn.is_done());
+    c.conn.send_response(1, 200, vec![], true).unwrap();
+    let _ = c.output();
+    assert!(c.conn.is_done());
+}
+
+#[test]
+fn idle_and_settings_timeouts() {
+    let cfg = Config { idle_timeout: Duration::from_secs(5), ..Config::default() };
+    let mut c = Client::new(cfg);
+    let t = c.conn.poll_timeout().unwrap();
+    assert_eq!(t, c.now + Duration::from_secs(5));
+    c.conn.handle_timeout(t);
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::NO_ERROR));
+    let now = Instant::now();
+    let mut conn = Connection::new(Config::default(), Box::<FixedWindows>::default(), now);
+    conn.handle_input(now, PREFACE);
+    conn.handle_input(now, &[0, 0, 0, kind::SETTINGS, 0, 0, 0, 0, 0]);
+    conn.handle_timeout(now + Duration::from_secs(11));
+    assert!(matches!(std::iter::from_fn(|| conn.poll_event()).last(), Some(Event::ConnectionError(e)) if e.reason() == Reason::SETTINGS_TIMEOUT));
+}
+
+#[test]
+fn urgent_response_overtakes_bulk_within_one_quantum() {
+    let mut c = Client::new(Config::default());
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]);
+    c.send(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/img"), ("priority", "u=5, i")]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1, &b);
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    c.conn.send_data(1, Bytes::from(vec![0u8; 1 << 20]), true).unwrap();
+    let out = c.output_max(64 * 1024);
+    assert_eq!(out.iter().filter(|f| matches!(f, F::Data(1, _, false))).count(), 4, "{out:?}");
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/css"), ("priority", "u=0")]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 3, &b);
+    c.conn.send_response(3, 200, vec![], false).unwrap();
+    c.conn.send_data(3, Bytes::from(vec![0u8; 50_000]), true).unwrap();
+    let out = c.output_max(64 * 1024);
+    let data: Vec<_> = out.iter().filter(|f| matches!(f, F::Data(..))).cloned().collect();
+    assert_eq!(data[..4], [F::Data(3, 16_384, false), F::Data(3, 16_384, false), F::Data(3, 16_384, false), F::Data(3, 848, true)]);
+    assert!(data[4..].iter().all(|f| matches!(f, F::Data(1, _, false))), "bulk resumes only after the urgent response: {data:?}");
+}
+
+#[test]
+fn incremental_streams_share_round_robin() {
+    let mut c = Client::new(Config::default());
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]);
+    c.send(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+    for id in [1, 3] {
+        let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("priority", "u=3, i")]);
+        c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, id, &b);
+        c.conn.send_response(id, 200, vec![], false).unwrap();
+        c.conn.send_data(id, Bytes::from(vec![0u8; 100_000]), true).unwrap();
+    }
+    let out = c.output_max(4 * 16_384);
+    let ids: Vec<u32> = out.iter().filter_map(|f| if let F::Data(id, ..) = f { Some(*id) } else { None }).collect();
+    assert_eq!(ids, [1, 3, 1, 3]);
+}
+
+#[test]
+fn drain_sent_reports_framed_bytes() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    c.conn.send_data(1, Bytes::from(vec![0u8; 40_000]), false).unwrap();
+    let _ = c.output();
+    let mut seen = Vec::new();
+    c.conn.drain_sent(|id, n| seen.push((id, n)));
+    assert_eq!(seen, [(1, 40_000)]);
+    assert_eq!(c.conn.buffered(1), Some(0));
+}
+
+#[test]
+fn trailers_follow_body() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    c.conn.send_data(1, Bytes::from_static(b"abc"), false).unwrap();
+    c.conn.send_trailers(1, vec![Field::new("grpc-status", "0")]).unwrap();
+    let out = c.output();
+    assert_eq!(out[1..], [F::Data(1, 3, false), F::Headers(1, vec![("grpc-status".into(), "0".into())], true)]);
+}
+
+#[test]
+fn unknown_frames_are_ignored_and_extension_frames_sent() {
+    let mut c = Client::new(Config::default());
+    c.send(0xfa, 0, 0, b"whatever");
+    assert_eq!(c.output(), vec![]);
+    c.conn.send_frame(kind::ORIGIN, 0, 0, b"\x00\x13https://example.com");
+    assert_eq!(c.output(), vec![F::Other(kind::ORIGIN)]);
+}

@@ -1,0 +1,21 @@
+//! Sans-IO HTTP/2 (RFC 9113) server engine.
+//!
+//! The engine owns no sockets, tasks, locks or clocks: bytes and the current time go in
+//! (`handle_*`), frames, events and deadlines come out (`poll_*`). See [`Connection`].
+
+#![warn(missing_docs)]
+
+mod config;
+mod conn;
+mod error;
+pub mod flow;
+pub mod frame;
+pub mod priority;
+mod request;
+mod sched;
+mod stream;
+
+pub use config::Config;
+pub use conn::{Connection, Event, SendError};
+pub use error::{Error, Initiator, Reason};
+pub use request::{Field, RequestHead};

@@ -1,0 +1,219 @@
+//! Turning a decoded header list into a request head, enforcing RFC 9113 §8.2 and §8.3: a
+//! request that breaks these rules is malformed, a stream error of type PROTOCOL_ERROR (§8.1.1).
+
+use bytes::Bytes;
+
+/// One header field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// Lower-case name.
+    pub name: Bytes,
+    /// Value.
+    pub value: Bytes,
+}
+
+impl Field {
+    /// A field from anything byte-like.
+    pub fn new(name: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
+        Self { name: name.into(), value: value.into() }
+    }
+}
+
+/// A request's pseudo-header fields and its regular fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestHead {
+    /// `:method`.
+    pub method: Bytes,
+    /// `:scheme` (absent for CONNECT).
+    pub scheme: Option<Bytes>,
+    /// `:authority`.
+    pub authority: Option<Bytes>,
+    /// `:path` (absent for CONNECT).
+    pub path: Option<Bytes>,
+    /// `:protocol` (RFC 8441).
+    pub protocol: Option<Bytes>,
+    /// Regular fields in order (cookie crumbs kept separate, §8.2.3).
+    pub fields: Vec<Field>,
+}
+
+impl RequestHead {
+    /// The first value of a regular field.
+    pub fn get(&self, name: &[u8]) -> Option<&Bytes> {
+        self.fields.iter().find(|f| f.name == name).map(|f| &f.value)
+    }
+}
+
+/// Fields that are connection-specific and so forbidden in HTTP/2 (RFC 9113 §8.2.2).
+const CONNECTION_SPECIFIC: &[&[u8]] = &[b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"];
+
+/// A field name is valid when it is a non-empty token of lower-case characters (RFC 9113 §8.2.1,
+/// RFC 9110 §5.1); pseudo-header names are checked separately.
+fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.iter().all(|&c| {
+            matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+        })
+}
+
+/// RFC 9113 §8.2.1: no NUL, CR or LF anywhere, no leading or trailing space or tab.
+fn valid_value(v: &[u8]) -> bool {
+    !v.iter().any(|&c| c == 0 || c == b'\r' || c == b'\n')
+        && !matches!(v.first(), Some(b' ' | b'\t'))
+        && !matches!(v.last(), Some(b' ' | b'\t'))
+}
+
+/// Build a request head from decoded fields, or say why it is malformed.
+pub(crate) fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static str> {
+    let mut head = RequestHead { method: Bytes::new(), scheme: None, authority: None, path: None, protocol: None, fields: Vec::new() };
+    let mut method = None;
+    let mut regular_seen = false;
+    for (name, value) in list {
+        if let Some(pseudo) = name.strip_prefix(b":") {
+            if regular_seen {
+                return Err("pseudo-header field after a regular field");
+            }
+            let slot = match pseudo {
+                b"method" => &mut method,
+                b"scheme" => &mut head.scheme,
+                b"authority" => &mut head.authority,
+                b"path" => &mut head.path,
+                b"protocol" => &mut head.protocol,
+                _ => return Err("unknown or response pseudo-header field"),
+            };
+            if slot.is_some() {
+                return Err("duplicate pseudo-header field");
+            }
+            if !valid_value(&value) {
+                return Err("invalid pseudo-header value");
+            }
+            *slot = Some(value);
+            continue;
+        }
+        regular_seen = true;
+        if !valid_name(&name) {
+            return Err("invalid field name (upper case or not a token)");
+        }
+        if !valid_value(&value) {
+            return Err("invalid field value");
+        }
+        if CONNECTION_SPECIFIC.contains(&&name[..]) {
+            return Err("connection-specific field");
+        }
+        if &name[..] == b"te" && &value[..] != b"trailers" {
+            return Err("te other than trailers");
+        }
+        head.fields.push(Field { name, value });
+    }
+    let Some(method) = method else { return Err("missing :method") };
+    head.method = method;
+    if &head.method[..] == b"CONNECT" && head.protocol.is_none() {
+        // §8.5: CONNECT carries only :method and :authority.
+        if head.scheme.is_some() || head.path.is_some() || head.authority.is_none() {
+            return Err("malformed CONNECT request");
+        }
+        return Ok(head);
+    }
+    match &head.path {
+        None => return Err("missing :path"),
+        Some(p) if p.is_empty() => return Err("empty :path"),
+        _ => {}
+    }
+    if head.scheme.is_none() {
+        return Err("missing :scheme");
+    }
+    if head.protocol.is_some() && &head.method[..] != b"CONNECT" {
+        return Err(":protocol on a method other than CONNECT");
+    }
+    Ok(head)
+}
+
+/// Check a trailer section: no pseudo-header fields (§8.1), same field rules as a head.
+pub(crate) fn trailers(list: Vec<(Bytes, Bytes)>) -> Result<Vec<Field>, &'static str> {
+    let mut out = Vec::with_capacity(list.len());
+    for (name, value) in list {
+        if name.starts_with(b":") {
+            return Err("pseudo-header field in trailers");
+        }
+        if !valid_name(&name) || !valid_value(&value) {
+            return Err("invalid trailer field");
+        }
+        if CONNECTION_SPECIFIC.contains(&&name[..]) {
+            return Err("connection-specific field in trailers");
+        }
+        out.push(Field { name, value });
+    }
+    Ok(out)
+}
+
+/// Parse a `content-length` value: digits only, and repeated values must agree (RFC 9110 §8.6).
+pub(crate) fn content_length(head: &RequestHead) -> Result<Option<u64>, &'static str> {
+    let mut found: Option<u64> = None;
+    for f in head.fields.iter().filter(|f| f.name == "content-length") {
+        for part in f.value.split(|&c| c == b',') {
+            let part = part.trim_ascii();
+            if part.is_empty() || !part.iter().all(u8::is_ascii_digit) || part.len() > 19 {
+                return Err("invalid content-length");
+            }
+            let n: u64 = std::str::from_utf8(part).ok().and_then(|s| s.parse().ok()).ok_or("invalid content-length")?;
+            if found.is_some_and(|f| f != n) {
+                return Err("conflicting content-length values");
+            }
+            found = Some(n);
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(fields: &[(&'static str, &'static str)]) -> Vec<(Bytes, Bytes)> {
+        fields.iter().map(|(n, v)| (Bytes::from_static(n.as_bytes()), Bytes::from_static(v.as_bytes()))).collect()
+    }
+
+    const GOOD: &[(&str, &str)] = &[(":method", "GET"), (":scheme", "https"), (":authority", "a.example"), (":path", "/x")];
+
+    #[test]
+    fn good_request() {
+        let h = request_head(list(GOOD)).unwrap();
+        assert_eq!(&h.method[..], b"GET");
+        assert_eq!(h.path.as_deref(), Some(&b"/x"[..]));
+    }
+
+    #[test]
+    fn malformed_requests() {
+        let cases: &[&[(&str, &str)]] = &[
+            &[(":method", "GET"), (":scheme", "https")],
+            &[(":method", "GET"), (":path", "/")],
+            &[(":scheme", "https"), (":path", "/")],
+            &[(":method", "GET"), (":scheme", "https"), (":path", "")],
+            &[(":method", "GET"), (":method", "GET"), (":scheme", "https"), (":path", "/")],
+            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), (":status", "200")],
+            &[(":method", "GET"), (":scheme", "https"), ("a", "b"), (":path", "/")],
+            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("Upper", "x")],
+            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("connection", "close")],
+            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("te", "gzip")],
+            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("x", "a\nb")],
+            &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("x", " a")],
+            &[(":method", "CONNECT"), (":authority", "a:443"), (":path", "/")],
+        ];
+        for c in cases {
+            assert!(request_head(list(c)).is_err(), "{c:?} should be malformed");
+        }
+        assert!(request_head(list(&[(":method", "CONNECT"), (":authority", "a:443")])).is_ok());
+        assert!(request_head(list(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("te", "trailers")])).is_ok());
+    }
+
+    #[test]
+    fn content_lengths() {
+        let mut f = list(GOOD);
+        f.push((Bytes::from_static(b"content-length"), Bytes::from_static(b"10, 10")));
+        assert_eq!(content_length(&request_head(f.clone()).unwrap()), Ok(Some(10)));
+        f.push((Bytes::from_static(b"content-length"), Bytes::from_static(b"11")));
+        assert!(content_length(&request_head(f).unwrap()).is_err());
+        let mut g = list(GOOD);
+        g.push((Bytes::from_static(b"content-length"), Bytes::from_static(b"-1")));
+        assert!(content_length(&request_head(g).unwrap()).is_err());
+    }
+}

@@ -1,0 +1,91 @@
+//! The send scheduler: which stream's data goes next (RFC 9218 §10).
+//!
+//! Strictly by urgency; within one urgency, non-incremental streams one after another in stream
+//! order, then incremental streams round-robin. One pick is one quantum; the engine calls
+//! [`Scheduler::next`] again for every quantum, so a newly urgent stream wins the very next pick.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use crate::priority::Priority;
+
+#[derive(Default, Debug)]
+struct Bucket {
+    sequential: BTreeSet<u32>,
+    round_robin: VecDeque<u32>,
+}
+
+/// Ready streams by urgency.
+#[derive(Default, Debug)]
+pub(crate) struct Scheduler {
+    buckets: [Bucket; 8],
+}
+
+impl Scheduler {
+    /// Mark `id` ready with priority `p` (it must not already be scheduled).
+    pub(crate) fn push(&mut self, id: u32, p: Priority) {
+        let b = &mut self.buckets[usize::from(p.urgency.min(7))];
+        if p.incremental {
+            b.round_robin.push_back(id);
+        } else {
+            b.sequential.insert(id);
+        }
+    }
+
+    /// Remove `id`, scheduled with priority `p`.
+    pub(crate) fn remove(&mut self, id: u32, p: Priority) {
+        let b = &mut self.buckets[usize::from(p.urgency.min(7))];
+        if p.incremental {
+            b.round_robin.retain(|&s| s != id);
+        } else {
+            b.sequential.remove(&id);
+        }
+    }
+
+    /// The next stream to serve. It stays scheduled; for round-robin streams the pick moves it
+    /// to the back of its bucket.
+    pub(crate) fn next(&mut self) -> Option<u32> {
+        for b in &mut self.buckets {
+            if let Some(&id) = b.sequential.first() {
+                return Some(id);
+            }
+            if let Some(id) = b.round_robin.pop_front() {
+                b.round_robin.push_back(id);
+                return Some(id);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(urgency: u8, incremental: bool) -> Priority {
+        Priority { urgency, incremental }
+    }
+
+    #[test]
+    fn exact_order() {
+        let mut s = Scheduler::default();
+        s.push(9, p(5, true));
+        s.push(11, p(5, true));
+        s.push(7, p(3, false));
+        s.push(5, p(3, false));
+        s.push(13, p(3, true));
+        let picks: Vec<_> = (0..3).map(|_| s.next().unwrap()).collect();
+        assert_eq!(picks, [5, 5, 5], "non-incremental lowest id first, repeatedly");
+        s.remove(5, p(3, false));
+        assert_eq!(s.next(), Some(7));
+        s.remove(7, p(3, false));
+        assert_eq!((0..3).map(|_| s.next().unwrap()).collect::<Vec<_>>(), [13, 13, 13]);
+        s.remove(13, p(3, true));
+        assert_eq!((0..4).map(|_| s.next().unwrap()).collect::<Vec<_>>(), [9, 11, 9, 11]);
+        s.push(1, p(0, false));
+        assert_eq!(s.next(), Some(1), "urgent stream wins the next pick");
+        s.remove(1, p(0, false));
+        s.remove(9, p(5, true));
+        s.remove(11, p(5, true));
+        assert_eq!(s.next(), None);
+    }
+}

@@ -1,0 +1,89 @@
+//! Per-stream state.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use crate::flow::{RecvWindow, SendWindow};
+use crate::priority::Priority;
+use crate::request::Field;
+
+/// The response head, from the handler's call until it is framed.
+#[derive(Debug)]
+pub(crate) enum HeadState {
+    /// Nothing sent yet.
+    None,
+    /// Waiting to be framed (status, fields, end_stream).
+    Pending(u16, Vec<Field>, bool),
+    /// Framed.
+    Sent,
+}
+
+/// One stream the peer opened.
+#[derive(Debug)]
+pub(crate) struct Stream {
+    /// The peer may still send (no END_STREAM yet).
+    pub(crate) recv_open: bool,
+    /// We have not framed END_STREAM yet.
+    pub(crate) send_open: bool,
+    pub(crate) head: HeadState,
+    /// Response body bytes waiting for the scheduler.
+    pub(crate) queue: VecDeque<Bytes>,
+    pub(crate) queued: usize,
+    /// The handler has finished the body (END_STREAM follows the queue).
+    pub(crate) end_queued: bool,
+    /// Trailers to send after the queue.
+    pub(crate) trailers: Option<Vec<Field>>,
+    pub(crate) send_window: SendWindow,
+    pub(crate) recv: RecvWindow,
+    /// Body bytes received (without padding), checked against `content_length`.
+    pub(crate) received: u64,
+    pub(crate) content_length: Option<u64>,
+    pub(crate) priority: Priority,
+    /// Priority came from the `priority` header or PRIORITY_UPDATE: RFC 7540 signals no longer apply.
+    pub(crate) priority_from_header: bool,
+    /// In the scheduler (with `priority`).
+    pub(crate) scheduled: bool,
+    /// The application does not want the rest of the body: credit returns at once.
+    pub(crate) discard: bool,
+    /// Body bytes handed to the application and not yet released.
+    pub(crate) unreleased: u64,
+    /// Body bytes framed since the driver last asked.
+    pub(crate) sent_unreported: usize,
+}
+
+impl Stream {
+    pub(crate) fn new(send_initial: u32, recv_initial: u32, recv_target: u32) -> Self {
+        Self {
+            recv_open: true,
+            send_open: true,
+            head: HeadState::None,
+            queue: VecDeque::new(),
+            queued: 0,
+            end_queued: false,
+            trailers: None,
+            send_window: SendWindow::new(send_initial),
+            recv: RecvWindow::new(recv_initial, recv_target),
+            received: 0,
+            content_length: None,
+            priority: Priority::default(),
+            priority_from_header: false,
+            scheduled: false,
+            discard: false,
+            unreleased: 0,
+            sent_unreported: 0,
+        }
+    }
+
+    /// Whether the scheduler should consider this stream: its head is out and it has data it
+    /// may send, or only END_STREAM (or trailers) left, which need no window.
+    pub(crate) fn ready(&self) -> bool {
+        if !matches!(self.head, HeadState::Sent) || !self.send_open {
+            return false;
+        }
+        if self.queued > 0 {
+            return self.send_window.available() > 0;
+        }
+        self.end_queued
+    }
+}
