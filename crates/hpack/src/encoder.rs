@@ -1,0 +1,432 @@
+//! Header block encoding (RFC 7541 §3.2, §6).
+
+use crate::table::{Match, Table, ENTRY_OVERHEAD};
+use crate::{int, string};
+
+/// Largest dynamic table we keep, whatever the peer allows.
+///
+/// The peer's SETTINGS_HEADER_TABLE_SIZE only bounds what we may use; a
+/// bigger table costs memory per connection and gains little for the
+/// responses an edge server sends. 4096 is also the protocol default
+/// (RFC 9113 §6.5.2).
+const MAX_TABLE_SIZE: usize = 4096;
+
+/// Default dynamic table size before any SETTINGS (RFC 9113 §6.5.2).
+const DEFAULT_TABLE_SIZE: usize = 4096;
+
+/// Values shorter than this are not indexed for `cookie`: a short secret in
+/// the table is open to guessing attacks (RFC 7541 §7.1.3).
+const MIN_INDEXED_COOKIE_LEN: usize = 20;
+
+/// Encodes header lists for one peer, keeping our dynamic table.
+///
+/// One `Encoder` serves one direction of one HTTP/2 connection; blocks must
+/// be sent in the order they were encoded.
+#[derive(Debug)]
+pub struct Encoder {
+    table: Table,
+    /// Smallest table size chosen since the last block, when the size has
+    /// changed and the peer has not been told yet (RFC 7541 §4.2).
+    pending_min: Option<usize>,
+    /// The table size we want from the next block on.
+    target_size: usize,
+    /// Whether to Huffman-code strings when that is shorter (always, except
+    /// in tests reproducing the RFC's raw examples).
+    use_huffman: bool,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Encoder {
+    /// Creates an encoder with the protocol's default table size of 4096.
+    pub fn new() -> Self {
+        Self {
+            table: Table::new(DEFAULT_TABLE_SIZE),
+            pending_min: None,
+            target_size: DEFAULT_TABLE_SIZE,
+            use_huffman: true,
+        }
+    }
+
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE changed.
+    ///
+    /// We pick a table size of at most `max` (and at most 4096, to bound
+    /// memory) and signal it with a dynamic table size update at the start of
+    /// the next block. If the size went down and up again in between, the
+    /// minimum is signalled first, then the final size (RFC 7541 §4.2).
+    pub fn set_max_table_size(&mut self, max: usize) {
+        let size = max.min(MAX_TABLE_SIZE);
+        let min = self.pending_min.unwrap_or(self.table.max_size());
+        self.pending_min = Some(min.min(size));
+        self.target_size = size;
+    }
+
+    /// Encodes a header list, appending the header block to `dst`.
+    ///
+    /// Items are `(name, value, sensitive)`; sensitive fields are sent as
+    /// never-indexed literals (RFC 7541 §6.2.3) and never enter the table.
+    pub fn encode<'a>(
+        &mut self,
+        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8], bool)>,
+        dst: &mut Vec<u8>,
+    ) {
+        self.encode_size_updates(dst);
+        for (name, value, sensitive) in headers {
+            self.encode_field(name, value, sensitive, dst);
+        }
+    }
+
+    /// Emits pending dynamic table size updates (RFC 7541 §4.2, §6.3).
+    fn encode_size_updates(&mut self, dst: &mut Vec<u8>) {
+        let Some(min) = self.pending_min.take() else {
+            return;
+        };
+        if min < self.target_size {
+            int::encode(min as u64, 5, 0x20, dst);
+            self.table.set_max_size(min);
+        }
+        if self.table.max_size() != self.target_size {
+            int::encode(self.target_size as u64, 5, 0x20, dst);
+            self.table.set_max_size(self.target_size);
+        }
+    }
+
+    fn encode_field(&mut self, name: &[u8], value: &[u8], sensitive: bool, dst: &mut Vec<u8>) {
+        let found = self.table.find(name, value);
+        let name_index = match found {
+            Match::Full(i) | Match::Name(i) => i,
+            Match::None => 0,
+        };
+
+        if sensitive {
+            // §6.2.3 Literal Header Field Never Indexed: 0001xxxx. Used even
+            // when the field is in the table, so that intermediaries keep
+            // the protection (RFC 7541 §7.1.3).
+            self.encode_literal(name_index, name, value, 4, 0x10, dst);
+            return;
+        }
+        if let Match::Full(index) = found {
+            // §6.1 Indexed Header Field: 1xxxxxxx.
+            int::encode(index as u64, 7, 0x80, dst);
+            return;
+        }
+        if self.should_index(name, value) {
+            // §6.2.1 Literal Header Field with Incremental Indexing: 01xxxxxx.
+            self.encode_literal(name_index, name, value, 6, 0x40, dst);
+            self.table.insert(name, value);
+        } else {
+            // §6.2.2 Literal Header Field without Indexing: 0000xxxx.
+            self.encode_literal(name_index, name, value, 4, 0x00, dst);
+        }
+    }
+
+    fn encode_literal(
+        &self,
+        name_index: usize,
+        name: &[u8],
+        value: &[u8],
+        prefix_bits: u8,
+        flags: u8,
+        dst: &mut Vec<u8>,
+    ) {
+        int::encode(name_index as u64, prefix_bits, flags, dst);
+        if name_index == 0 {
+            self.encode_string(name, dst);
+        }
+        self.encode_string(value, dst);
+    }
+
+    fn encode_string(&self, s: &[u8], dst: &mut Vec<u8>) {
+        let huffman = self.use_huffman && crate::huffman::encoded_len(s) < s.len();
+        string::encode_with(s, huffman, 7, 0, dst);
+    }
+
+    /// Whether a field not yet in the table is worth adding to it.
+    fn should_index(&self, name: &[u8], value: &[u8]) -> bool {
+        // An entry over half the table would evict most of what is there for
+        // a field that rarely repeats verbatim (this also covers a table of
+        // size 0, where nothing fits).
+        let size = name.len() + value.len() + ENTRY_OVERHEAD;
+        if size > self.table.max_size() / 2 {
+            return false;
+        }
+        match name {
+            // A query string is usually unique per request.
+            b":path" => !value.contains(&b'?'),
+            // Values that change with every message (counters, timestamps,
+            // validators): indexing them only evicts useful entries.
+            b"content-length"
+            | b"content-range"
+            | b"date"
+            | b"age"
+            | b"expires"
+            | b"last-modified"
+            | b"etag"
+            | b"if-modified-since"
+            | b"if-unmodified-since"
+            | b"if-none-match"
+            | b"if-match"
+            | b"if-range" => false,
+            // Credentials: keep them out of the table so that they cannot be
+            // probed through compression (RFC 7541 §7.1).
+            b"authorization" | b"proxy-authorization" => false,
+            b"cookie" | b"set-cookie" => value.len() >= MIN_INDEXED_COOKIE_LEN,
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::appendix_c::{hex, sequences, Field};
+    use crate::Decoder;
+
+    fn encode_list(e: &mut Encoder, list: &[(&str, &str)], sensitive: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        e.encode(
+            list.iter()
+                .map(|(n, v)| (n.as_bytes(), v.as_bytes(), sensitive)),
+            &mut out,
+        );
+        out
+    }
+
+    fn decode_all(d: &mut Decoder, block: &[u8]) -> Vec<Field> {
+        let mut out = Vec::new();
+        d.decode(block, usize::MAX, &mut |n, v, s| {
+            out.push((n.to_vec(), v.to_vec(), s))
+        })
+        .expect("our own output decodes");
+        out
+    }
+
+    fn dynamic_entries(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (62..)
+            .map_while(|i| t.get(i))
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn appendix_c_exact_bytes_where_strategy_matches() {
+        // C.2.2 uses "without indexing" for :path where we index, and C.5/C.6
+        // index `date` where we do not; everything else matches exactly.
+        for seq in sequences() {
+            if matches!(seq.name, "C.2.2" | "C.5" | "C.6") {
+                continue;
+            }
+            let mut e = Encoder::new();
+            e.use_huffman = seq.huffman;
+            for (i, block) in seq.blocks.iter().enumerate() {
+                let got = encode_list(&mut e, block.headers, block.never_indexed);
+                assert_eq!(got, hex(block.wire), "{} block {}", seq.name, i + 1);
+                assert_eq!(
+                    e.table.size(),
+                    block.table_size,
+                    "{} block {}",
+                    seq.name,
+                    i + 1
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn appendix_c_round_trips() {
+        for seq in sequences() {
+            for huffman in [false, true] {
+                let mut e = Encoder::new();
+                e.use_huffman = huffman;
+                e.set_max_table_size(seq.table_size);
+                let mut d = Decoder::new(seq.table_size);
+                for (i, block) in seq.blocks.iter().enumerate() {
+                    let wire = encode_list(&mut e, block.headers, block.never_indexed);
+                    assert_eq!(
+                        decode_all(&mut d, &wire),
+                        block.fields(),
+                        "{} {}",
+                        seq.name,
+                        i
+                    );
+                    assert_eq!(d.table_size(), e.table.size());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn c6_without_date_indexing_still_evicts_in_sync() {
+        let seq = sequences().into_iter().find(|s| s.name == "C.6").unwrap();
+        let mut e = Encoder::new();
+        e.set_max_table_size(256);
+        let mut d = Decoder::new(256);
+        let mut total = 0;
+        for block in &seq.blocks {
+            let wire = encode_list(&mut e, block.headers, false);
+            total += wire.len();
+            decode_all(&mut d, &wire);
+            assert_eq!(dynamic_entries(&e.table), dynamic_entries(&d.table));
+        }
+        // The RFC's encoding takes 54 + 8 + 79 = 141 octets; ours adds a
+        // 3-octet size update and sends `date` literally each time.
+        assert!(total < 180, "{total}");
+    }
+
+    #[test]
+    fn size_update_is_emitted_once() {
+        let mut e = Encoder::new();
+        e.set_max_table_size(100);
+        let wire = encode_list(&mut e, &[(":method", "GET")], false);
+        // 100 with a 5-bit prefix: 0x3f, 100 - 31 = 69.
+        assert_eq!(wire, [0x3f, 69, 0x82]);
+        assert_eq!(encode_list(&mut e, &[(":method", "GET")], false), [0x82]);
+    }
+
+    #[test]
+    fn size_update_lowered_then_raised_emits_minimum_then_final() {
+        let mut e = Encoder::new();
+        encode_list(&mut e, &[("x-a", "1")], false);
+        assert_eq!(e.table.size(), 36);
+        e.set_max_table_size(0);
+        e.set_max_table_size(65536); // capped at 4096
+        let wire = encode_list(&mut e, &[], false);
+        assert_eq!(wire, [0x20, 0x3f, 0xe1, 0x1f]);
+        assert_eq!(e.table.size(), 0);
+        let mut d = Decoder::new(4096);
+        decode_all(&mut d, &wire);
+    }
+
+    #[test]
+    fn size_update_minimum_above_zero() {
+        let mut e = Encoder::new();
+        e.set_max_table_size(1000);
+        e.set_max_table_size(2000);
+        let wire = encode_list(&mut e, &[], false);
+        let mut expected = Vec::new();
+        int::encode(1000, 5, 0x20, &mut expected);
+        int::encode(2000, 5, 0x20, &mut expected);
+        assert_eq!(wire, expected);
+    }
+
+    #[test]
+    fn no_update_when_effective_size_is_unchanged() {
+        let mut e = Encoder::new();
+        e.set_max_table_size(8192);
+        assert_eq!(encode_list(&mut e, &[], false), []);
+        e.set_max_table_size(4096);
+        assert_eq!(encode_list(&mut e, &[], false), []);
+    }
+
+    #[test]
+    fn zero_table_never_indexes() {
+        let mut e = Encoder::new();
+        e.set_max_table_size(0);
+        let mut d = Decoder::new(0);
+        let list = [("x-custom", "value"), (":status", "302")];
+        for _ in 0..2 {
+            let wire = encode_list(&mut e, &list, false);
+            assert_eq!(decode_all(&mut d, &wire).len(), 2);
+            assert_eq!((e.table.size(), d.table_size()), (0, 0));
+        }
+    }
+
+    #[test]
+    fn sensitive_fields_are_never_indexed() {
+        let mut e = Encoder::new();
+        let mut d = Decoder::new(4096);
+        // Even a full static match (":method GET") is sent as a literal.
+        let list = [
+            ("authorization", "Bearer abc"),
+            ("x-secret", "s"),
+            (":method", "GET"),
+        ];
+        let wire = encode_list(&mut e, &list, true);
+        assert_eq!(wire[0], 0x1f); // never indexed, name index 23 (15 + 8)
+        let got = decode_all(&mut d, &wire);
+        assert!(got.iter().all(|f| f.2));
+        assert_eq!(got.len(), 3);
+        assert_eq!(e.table.size(), 0);
+        assert_eq!(d.table_size(), 0);
+    }
+
+    #[test]
+    fn volatile_fields_are_not_indexed() {
+        let mut e = Encoder::new();
+        let list = [
+            ("content-length", "1234"),
+            ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),
+            (":path", "/search?q=1"),
+            ("cookie", "short=1"),
+            ("authorization", "Basic Zm9vOmJhcg=="),
+        ];
+        let wire = encode_list(&mut e, &list, false);
+        assert_eq!(e.table.size(), 0);
+        let mut d = Decoder::new(4096);
+        let got = decode_all(&mut d, &wire);
+        assert!(got.iter().all(|f| !f.2));
+        // Whereas a plain repeated field is indexed and then referenced.
+        let list = [("server", "sluice"), (":path", "/static/app.js")];
+        let first = encode_list(&mut e, &list, false);
+        let second = encode_list(&mut e, &list, false);
+        assert_eq!(second, [0xbf, 0xbe]);
+        assert!(first.len() > second.len());
+    }
+
+    #[test]
+    fn huge_values_are_not_indexed() {
+        let mut e = Encoder::new();
+        let big = "x".repeat(3000);
+        let wire = encode_list(&mut e, &[("x-big", &big)], false);
+        assert_eq!(e.table.size(), 0);
+        let mut d = Decoder::new(4096);
+        assert_eq!(decode_all(&mut d, &wire)[0].1.len(), 3000);
+    }
+
+    #[test]
+    fn random_lists_stay_in_sync_with_small_table() {
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let names = [
+            "x-a",
+            "x-b",
+            "content-type",
+            ":status",
+            "cookie",
+            "x-long-header-name",
+        ];
+        let mut e = Encoder::new();
+        e.set_max_table_size(300);
+        let mut d = Decoder::new(300);
+        for round in 0..500 {
+            let list: Vec<(Vec<u8>, Vec<u8>, bool)> = (0..next() % 8)
+                .map(|_| {
+                    let name = names[next() as usize % names.len()].as_bytes().to_vec();
+                    let len = next() as usize % 60;
+                    let value: Vec<u8> = (0..len)
+                        .map(|_| b"abc012/;=\x01\xff"[next() as usize % 11])
+                        .collect();
+                    (name, value, next() % 10 == 0)
+                })
+                .collect();
+            if round % 100 == 99 {
+                let size = next() as usize % 400;
+                e.set_max_table_size(size);
+                d.set_max_table_size(size);
+            }
+            let mut wire = Vec::new();
+            e.encode(list.iter().map(|(n, v, s)| (&n[..], &v[..], *s)), &mut wire);
+            assert_eq!(decode_all(&mut d, &wire), list);
+            assert_eq!(dynamic_entries(&e.table), dynamic_entries(&d.table));
+        }
+    }
+}

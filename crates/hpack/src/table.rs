@@ -1,0 +1,320 @@
+//! The static table (RFC 7541 §2.3.1, Appendix A), the dynamic table
+//! (RFC 7541 §2.3.2, §4) and the combined index address space (§2.3.3).
+
+use std::collections::VecDeque;
+
+/// Per-entry overhead added to name and value lengths when computing an
+/// entry's size (RFC 7541 §4.1); it approximates bookkeeping costs.
+pub(crate) const ENTRY_OVERHEAD: usize = 32;
+
+/// The static table (RFC 7541 Appendix A); index `i` is `STATIC_TABLE[i - 1]`.
+pub(crate) const STATIC_TABLE: [(&[u8], &[u8]); 61] = [
+    (b":authority", b""),
+    (b":method", b"GET"),
+    (b":method", b"POST"),
+    (b":path", b"/"),
+    (b":path", b"/index.html"),
+    (b":scheme", b"http"),
+    (b":scheme", b"https"),
+    (b":status", b"200"),
+    (b":status", b"204"),
+    (b":status", b"206"),
+    (b":status", b"304"),
+    (b":status", b"400"),
+    (b":status", b"404"),
+    (b":status", b"500"),
+    (b"accept-charset", b""),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"accept-language", b""),
+    (b"accept-ranges", b""),
+    (b"accept", b""),
+    (b"access-control-allow-origin", b""),
+    (b"age", b""),
+    (b"allow", b""),
+    (b"authorization", b""),
+    (b"cache-control", b""),
+    (b"content-disposition", b""),
+    (b"content-encoding", b""),
+    (b"content-language", b""),
+    (b"content-length", b""),
+    (b"content-location", b""),
+    (b"content-range", b""),
+    (b"content-type", b""),
+    (b"cookie", b""),
+    (b"date", b""),
+    (b"etag", b""),
+    (b"expect", b""),
+    (b"expires", b""),
+    (b"from", b""),
+    (b"host", b""),
+    (b"if-match", b""),
+    (b"if-modified-since", b""),
+    (b"if-none-match", b""),
+    (b"if-range", b""),
+    (b"if-unmodified-since", b""),
+    (b"last-modified", b""),
+    (b"link", b""),
+    (b"location", b""),
+    (b"max-forwards", b""),
+    (b"proxy-authenticate", b""),
+    (b"proxy-authorization", b""),
+    (b"range", b""),
+    (b"referer", b""),
+    (b"refresh", b""),
+    (b"retry-after", b""),
+    (b"server", b""),
+    (b"set-cookie", b""),
+    (b"strict-transport-security", b""),
+    (b"transfer-encoding", b""),
+    (b"user-agent", b""),
+    (b"vary", b""),
+    (b"via", b""),
+    (b"www-authenticate", b""),
+];
+
+/// Number of static entries; dynamic indices start right after
+/// (RFC 7541 §2.3.3).
+pub(crate) const STATIC_LEN: usize = STATIC_TABLE.len();
+
+/// Result of looking a header field up in the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Match {
+    /// Name and value match the entry at this index.
+    Full(usize),
+    /// Only the name matches the entry at this index.
+    Name(usize),
+    /// Nothing matches.
+    None,
+}
+
+/// Looks `name`/`value` up in the static table.
+fn static_find(name: &[u8], value: &[u8]) -> Match {
+    let mut name_match = Match::None;
+    for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
+        if n.len() == name.len() && n == name {
+            if v == value {
+                return Match::Full(i + 1);
+            }
+            if name_match == Match::None {
+                name_match = Match::Name(i + 1);
+            }
+        } else if name_match != Match::None {
+            // Entries sharing a name are adjacent in the static table.
+            break;
+        }
+    }
+    name_match
+}
+
+/// One dynamic table entry: name and value in one allocation.
+#[derive(Debug)]
+struct Entry {
+    data: Box<[u8]>,
+    name_len: usize,
+}
+
+impl Entry {
+    fn name(&self) -> &[u8] {
+        &self.data[..self.name_len]
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.data[self.name_len..]
+    }
+
+    /// Size per RFC 7541 §4.1.
+    fn size(&self) -> usize {
+        self.data.len() + ENTRY_OVERHEAD
+    }
+}
+
+/// The static and dynamic tables as one index space (RFC 7541 §2.3.3).
+#[derive(Debug)]
+pub(crate) struct Table {
+    /// Newest entry at the front: dynamic index 62 is `entries[0]`.
+    entries: VecDeque<Entry>,
+    /// Sum of entry sizes (RFC 7541 §4.1).
+    size: usize,
+    /// Current maximum size, as last set by a dynamic table size update.
+    max_size: usize,
+}
+
+impl Table {
+    pub(crate) fn new(max_size: usize) -> Self {
+        Self {
+            entries: VecDeque::new(),
+            size: 0,
+            max_size,
+        }
+    }
+
+    /// Current size per RFC 7541 §4.1.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Current maximum size.
+    pub(crate) fn max_size(&self) -> usize {
+        self.max_size
+    }
+
+    /// Number of dynamic entries.
+    #[cfg(test)]
+    pub(crate) fn dynamic_len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Changes the maximum size, evicting the oldest entries until the table
+    /// fits (RFC 7541 §4.3).
+    pub(crate) fn set_max_size(&mut self, max_size: usize) {
+        self.max_size = max_size;
+        self.evict_to(max_size);
+    }
+
+    fn evict_to(&mut self, target: usize) {
+        while self.size > target {
+            match self.entries.pop_back() {
+                Some(e) => self.size -= e.size(),
+                None => {
+                    debug_assert!(false, "size accounting out of sync");
+                    self.size = 0;
+                }
+            }
+        }
+    }
+
+    /// Adds an entry at the front, evicting old entries to make room
+    /// (RFC 7541 §4.4). An entry larger than the maximum size empties the
+    /// table and is not added.
+    pub(crate) fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let size = name.len() + value.len() + ENTRY_OVERHEAD;
+        if size > self.max_size {
+            self.entries.clear();
+            self.size = 0;
+            return;
+        }
+        self.evict_to(self.max_size - size);
+        let mut data = Vec::with_capacity(name.len() + value.len());
+        data.extend_from_slice(name);
+        data.extend_from_slice(value);
+        self.entries.push_front(Entry {
+            data: data.into_boxed_slice(),
+            name_len: name.len(),
+        });
+        self.size += size;
+    }
+
+    /// The field at `index` (1-based, static then dynamic), if any.
+    pub(crate) fn get(&self, index: u64) -> Option<(&[u8], &[u8])> {
+        let index = usize::try_from(index).ok()?;
+        match index {
+            0 => None,
+            1..=STATIC_LEN => {
+                let (n, v) = STATIC_TABLE[index - 1];
+                Some((n, v))
+            }
+            _ => {
+                let e = self.entries.get(index - STATIC_LEN - 1)?;
+                Some((e.name(), e.value()))
+            }
+        }
+    }
+
+    /// Finds the best match for a field: a full match (static preferred,
+    /// then the newest dynamic entry), else a name match (static preferred,
+    /// since its index is small and stable).
+    pub(crate) fn find(&self, name: &[u8], value: &[u8]) -> Match {
+        let from_static = static_find(name, value);
+        if let Match::Full(_) = from_static {
+            return from_static;
+        }
+        let mut dyn_name = None;
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.name_len == name.len() && e.name() == name {
+                if e.value() == value {
+                    return Match::Full(STATIC_LEN + 1 + i);
+                }
+                dyn_name.get_or_insert(STATIC_LEN + 1 + i);
+            }
+        }
+        match (from_static, dyn_name) {
+            (Match::Name(i), _) => Match::Name(i),
+            (_, Some(i)) => Match::Name(i),
+            _ => Match::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_table_spot_checks() {
+        assert_eq!(STATIC_LEN, 61);
+        let t = Table::new(4096);
+        assert_eq!(t.get(1), Some((&b":authority"[..], &b""[..])));
+        assert_eq!(t.get(2), Some((&b":method"[..], &b"GET"[..])));
+        assert_eq!(
+            t.get(16),
+            Some((&b"accept-encoding"[..], &b"gzip, deflate"[..]))
+        );
+        assert_eq!(t.get(59), Some((&b"vary"[..], &b""[..])));
+        assert_eq!(t.get(61), Some((&b"www-authenticate"[..], &b""[..])));
+        assert_eq!(t.get(0), None);
+        assert_eq!(t.get(62), None);
+        assert_eq!(t.get(u64::MAX), None);
+    }
+
+    #[test]
+    fn static_find_prefers_full_then_first_name() {
+        assert_eq!(static_find(b":status", b"404"), Match::Full(13));
+        assert_eq!(static_find(b":status", b"302"), Match::Name(8));
+        assert_eq!(static_find(b":authority", b""), Match::Full(1));
+        assert_eq!(static_find(b"www-authenticate", b"x"), Match::Name(61));
+        assert_eq!(static_find(b"x-custom", b""), Match::None);
+        // Every static entry finds itself.
+        for (i, (n, v)) in STATIC_TABLE.iter().enumerate() {
+            assert_eq!(static_find(n, v), Match::Full(i + 1));
+        }
+    }
+
+    #[test]
+    fn insert_evict_and_indices() {
+        let mut t = Table::new(100);
+        t.insert(b"a", b"1"); // 34
+        t.insert(b"b", b"2"); // 34
+        assert_eq!(t.size(), 68);
+        assert_eq!(t.get(62), Some((&b"b"[..], &b"2"[..])));
+        assert_eq!(t.get(63), Some((&b"a"[..], &b"1"[..])));
+        t.insert(b"c", b"3"); // evicts "a"
+        assert_eq!(t.size(), 68);
+        assert_eq!(t.dynamic_len(), 2);
+        assert_eq!(t.get(63), Some((&b"b"[..], &b"2"[..])));
+        assert_eq!(t.get(64), None);
+        assert_eq!(t.find(b"b", b"2"), Match::Full(63));
+        assert_eq!(t.find(b"b", b"9"), Match::Name(63));
+        assert_eq!(t.find(b"age", b"9"), Match::Name(21));
+        // Too large: clears the table.
+        t.insert(b"big", &[0; 80]);
+        assert_eq!((t.size(), t.dynamic_len()), (0, 0));
+        // Exactly the maximum fits.
+        t.insert(b"", &[0; 68]);
+        assert_eq!(t.size(), 100);
+        t.set_max_size(99);
+        assert_eq!((t.size(), t.dynamic_len()), (0, 0));
+    }
+
+    #[test]
+    fn entry_referring_to_evicted_name_is_fine() {
+        // RFC 7541 §4.4: the name may be that of an entry about to be evicted;
+        // callers pass copies, so this just exercises eviction order.
+        let mut t = Table::new(70);
+        t.insert(b"name", b"v1"); // 38
+        let (n, _) = t.get(62).unwrap();
+        let n = n.to_vec();
+        t.insert(&n, b"v2");
+        assert_eq!(t.get(62), Some((&b"name"[..], &b"v2"[..])));
+        assert_eq!(t.dynamic_len(), 1);
+    }
+}
