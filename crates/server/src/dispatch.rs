@@ -1,0 +1,125 @@
+//! Routing a request to its handler, and the access log.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Method, StatusCode};
+
+use crate::config::{Config, SiteContent};
+use crate::http::{Proto, Request, Response};
+
+/// What every connection shares.
+pub(crate) struct State {
+    /// The validated configuration.
+    pub(crate) cfg: Config,
+    /// The HTTP/2 engine configuration derived from it.
+    pub(crate) h2: sluice_h2::Config,
+}
+
+impl State {
+    pub(crate) fn new(cfg: Config) -> Self {
+        let l = &cfg.limits;
+        let h2 = sluice_h2::Config {
+            max_concurrent_streams: l.max_concurrent_streams,
+            max_header_list_size: l.max_header_list_size,
+            max_continuation_frames: l.max_continuation_frames,
+            header_table_size: l.header_table_size,
+            max_resets_per_window: l.max_resets_per_window,
+            max_pings_per_window: l.max_pings_per_window,
+            max_settings_per_window: l.max_settings_per_window,
+            flood_window: l.flood_window,
+            header_timeout: cfg.timeouts.header,
+            idle_timeout: cfg.timeouts.idle,
+            ..sluice_h2::Config::default()
+        };
+        Self { cfg, h2 }
+    }
+}
+
+/// Paths of the speed-test endpoints.
+const SPEEDTEST_PATHS: &[&str] = &["/__down", "/__up", "/__ping"];
+
+/// Answer one request.
+pub(crate) async fn dispatch(state: &State, mut req: Request) -> Response {
+    if let Some(len) = req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+        if len > state.cfg.limits.max_request_body {
+            return Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n");
+        }
+    }
+    if state.cfg.speedtest.enabled && SPEEDTEST_PATHS.contains(&req.path.as_str()) {
+        if let Some(resp) = crate::speedtest::handle(&state.cfg.speedtest, &mut req).await {
+            return resp;
+        }
+        return Response::text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    let host = host_of(&req.authority);
+    let site = state.cfg.sites.iter().find(|s| s.hosts.iter().any(|h| h == host)).or_else(|| state.cfg.sites.iter().find(|s| s.hosts.is_empty()));
+    match site.map(|s| &s.content) {
+        Some(SiteContent::Root(root)) => crate::static_files::serve(root, &req).await,
+        Some(SiteContent::Builtin) => crate::site::serve_builtin(&req),
+        None => Response::text(StatusCode::NOT_FOUND, "no site is configured for this host\n"),
+    }
+}
+
+/// The host part of an authority, without port or IPv6 brackets' port.
+pub(crate) fn host_of(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { authority })
+}
+
+/// One access-log line, written when the exchange ends (the guard is dropped).
+pub(crate) struct AccessLog {
+    pub(crate) enabled: bool,
+    pub(crate) proto: Proto,
+    pub(crate) peer: SocketAddr,
+    pub(crate) method: Method,
+    pub(crate) authority: String,
+    pub(crate) path: String,
+    pub(crate) status: u16,
+    pub(crate) start: Instant,
+    /// Request body bytes received (the driver counts them).
+    pub(crate) bytes_in: Arc<AtomicU64>,
+    /// Response body bytes handed to the connection.
+    pub(crate) bytes_out: u64,
+    /// How the exchange ended ("ok", "reset", ...).
+    pub(crate) outcome: &'static str,
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        if !self.enabled {
+            return;
+        }
+        tracing::info!(
+            target: "access",
+            "{} {} {} {} {} {} in={} out={} {:.1}ms {}",
+            self.peer,
+            self.proto,
+            self.method,
+            self.authority,
+            self.path,
+            self.status,
+            self.bytes_in.load(Ordering::Relaxed),
+            self.bytes_out,
+            self.start.elapsed().as_secs_f64() * 1e3,
+            self.outcome
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        assert_eq!(host_of("example.com:8443"), "example.com");
+        assert_eq!(host_of("example.com"), "example.com");
+        assert_eq!(host_of("[::1]:8443"), "::1");
+        assert_eq!(host_of("[::1]"), "::1");
+    }
+}

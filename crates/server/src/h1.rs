@@ -1,0 +1,170 @@
+//! HTTP/1.1 through hyper's server connection: keep-alive, chunked bodies, Expect: 100-continue.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+
+use crate::dispatch::{dispatch, AccessLog, State};
+use crate::http::{Body, Proto, Request, RequestBody, Response, CHUNK};
+
+/// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
+pub(crate) async fn serve<S>(io: S, peer: SocketAddr, tls: bool, state: Arc<State>, mut shutdown: watch::Receiver<bool>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc_state = state.clone();
+    let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let state = svc_state.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(req, peer, tls, state).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(state.cfg.timeouts.header)
+        .keep_alive(true)
+        .max_buf_size(state.cfg.limits.max_header_list_size.max(8192) as usize)
+        .serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    let drain = state.cfg.timeouts.drain;
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(%peer, %e, "HTTP/1.1 connection ended with an error");
+            }
+            return;
+        }
+        _ = shutdown.changed() => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(drain, conn).await;
+}
+
+async fn handle(req: hyper::Request<Incoming>, peer: SocketAddr, tls: bool, state: Arc<State>) -> hyper::Response<H1Body> {
+    let (parts, incoming) = req.into_parts();
+    let authority = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().to_ascii_lowercase())
+        .or_else(|| parts.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_ascii_lowercase))
+        .unwrap_or_default();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().map(str::to_owned);
+    let bytes_in = Arc::new(AtomicU64::new(0));
+    let head_only = parts.method == http::Method::HEAD;
+    let log = AccessLog {
+        enabled: state.cfg.access_log,
+        proto: Proto::Http1,
+        peer,
+        method: parts.method.clone(),
+        authority: authority.clone(),
+        path: path.clone(),
+        status: 0,
+        start: std::time::Instant::now(),
+        bytes_in: bytes_in.clone(),
+        bytes_out: 0,
+        outcome: "reset",
+    };
+    let body = RequestBody::hyper(incoming).counting(bytes_in, state.cfg.limits.max_request_body);
+    let req = Request { proto: Proto::Http1, method: parts.method, authority, path, query, headers: parts.headers, tls, body };
+    let Response { status, headers, body } = dispatch(&state, req).await;
+    let mut log = log;
+    log.status = status.as_u16();
+    let len = body.len();
+    if head_only || len == Some(0) {
+        log.outcome = "ok";
+    }
+    let body = if head_only { Body::Empty } else { body };
+    let mut resp = hyper::Response::new(H1Body { body: Some(body), pending: None, len, log: Some(log) });
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+type ChunkFuture = Pin<Box<dyn Future<Output = (Body, Option<std::io::Result<Bytes>>)> + Send>>;
+
+/// A response body for hyper that pulls our [`Body`] chunk by chunk.
+pub(crate) struct H1Body {
+    body: Option<Body>,
+    pending: Option<ChunkFuture>,
+    len: Option<u64>,
+    log: Option<AccessLog>,
+}
+
+impl http_body::Body for H1Body {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if this.pending.is_none() {
+            let Some(mut body) = this.body.take() else { return Poll::Ready(None) };
+            // In-memory bodies answer without waiting: no future (and no allocation) per chunk.
+            if let Some(ready) = body.next_ready(CHUNK) {
+                return Poll::Ready(this.deliver(body, ready));
+            }
+            this.pending = Some(Box::pin(async move {
+                let r = body.next_chunk(CHUNK).await;
+                (body, r)
+            }));
+        }
+        // Invariant: set just above or on an earlier poll.
+        let fut = this.pending.as_mut().expect("pending future");
+        match fut.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready((body, r)) => {
+                this.pending = None;
+                Poll::Ready(this.deliver(body, r))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_none() && self.body.as_ref().is_none_or(Body::is_empty)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.len {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+impl H1Body {
+    fn deliver(&mut self, body: Body, r: Option<std::io::Result<Bytes>>) -> Option<Result<Frame<Bytes>, std::io::Error>> {
+        match r {
+            None => {
+                if let Some(log) = &mut self.log {
+                    log.outcome = "ok";
+                }
+                self.log = None;
+                None
+            }
+            Some(Ok(chunk)) => {
+                if let Some(log) = &mut self.log {
+                    log.bytes_out += chunk.len() as u64;
+                    if self.len.is_some_and(|l| l == log.bytes_out) {
+                        log.outcome = "ok";
+                    }
+                }
+                self.body = Some(body);
+                Some(Ok(Frame::data(chunk)))
+            }
+            Some(Err(e)) => {
+                if let Some(log) = &mut self.log {
+                    log.outcome = "body error";
+                }
+                Some(Err(e))
+            }
+        }
+    }
+}

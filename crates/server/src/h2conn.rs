@@ -1,0 +1,341 @@
+//! The HTTP/2 driver: the only code between the sans-IO engine and the socket.
+//!
+//! One task per connection owns the engine. Reads feed it; one write is in flight at a time,
+//! filled by `poll_transmit` with about what the congestion window can take now (TCP_INFO), so
+//! the engine's scheduler decides as late as possible. Each request runs in its own task and
+//! talks to the connection task through commands; its body chunks need permits from a per-stream
+//! semaphore that refills only as the engine frames bytes: the queue between handler and socket
+//! is bounded.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use sluice_h2::flow::FixedWindows;
+use sluice_h2::{Connection, Event, Field, Reason, RequestHead};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::dispatch::{dispatch, AccessLog, State};
+use crate::http::{BodyError, Proto, Request, RequestBody, Response, CHUNK};
+
+/// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
+/// enough to keep a write full, small enough that priorities stay meaningful.
+const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
+
+/// Smallest and largest fill of one write.
+const MIN_WRITE: usize = 16 * 1024;
+const MAX_WRITE: usize = 1024 * 1024;
+
+enum Cmd {
+    Head { id: u32, status: u16, fields: Vec<Field>, end: bool },
+    Data { id: u32, data: Bytes, end: bool },
+    Release { id: u32, n: usize },
+    Reset { id: u32, reason: Reason },
+}
+
+struct StreamCtx {
+    body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
+    permits: Arc<Semaphore>,
+    bytes_in: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+/// Serve one HTTP/2 connection. `prefix` holds bytes already read (h2c sniffing).
+pub(crate) async fn serve<S>(io: S, fd: RawFd, prefix: Bytes, peer: SocketAddr, tls: bool, state: Arc<State>, mut shutdown: watch::Receiver<bool>)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut rd, wr) = tokio::io::split(io);
+    let mut conn = Connection::new(state.h2.clone(), Box::<FixedWindows>::default(), Instant::now());
+    if !prefix.is_empty() {
+        conn.handle_input(Instant::now(), &prefix);
+    }
+    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Cmd>();
+    // The writer: one buffer in flight, handed back when written.
+    let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
+    let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
+    let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
+    let mut streams: HashMap<u32, StreamCtx> = HashMap::new();
+    let mut rbuf = vec![0u8; 64 * 1024];
+    let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(MAX_WRITE + 64 * 1024));
+    let mut eof = false;
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
+    if *shutdown.borrow() {
+        conn.go_away();
+        drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
+    }
+    loop {
+        handle_events(&mut conn, &mut streams, &cmd_tx, &state, peer, tls);
+        if let Some(mut buf) = spare.take() {
+            buf.clear();
+            let budget = crate::sock::write_budget(fd, MIN_WRITE, MAX_WRITE);
+            if conn.poll_transmit(Instant::now(), &mut buf, budget) {
+                if wq_tx.send(buf).await.is_err() {
+                    break;
+                }
+            } else {
+                spare = Some(buf);
+            }
+            conn.drain_sent(|id, n| {
+                if let Some(s) = streams.get(&id) {
+                    s.permits.add_permits(n);
+                }
+            });
+        }
+        if spare.is_some() && conn.is_done() {
+            break;
+        }
+        if eof && spare.is_some() && streams.is_empty() {
+            break;
+        }
+        let timeout = conn.poll_timeout();
+        tokio::select! {
+            r = rd.read(&mut rbuf), if !eof && conn.wants_read() => match r {
+                Ok(0) | Err(_) => {
+                    eof = true;
+                    conn.handle_eof();
+                }
+                Ok(n) => conn.handle_input(Instant::now(), &rbuf[..n]),
+            },
+            done = done_rx.recv(), if spare.is_none() => match done {
+                Some(Ok(buf)) => spare = Some(buf),
+                _ => break,
+            },
+            Some(cmd) = cmd_rx.recv() => {
+                apply(&mut conn, &mut streams, cmd);
+                while let Ok(cmd) = cmd_rx.try_recv() {
+                    apply(&mut conn, &mut streams, cmd);
+                }
+            }
+            _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
+            _ = shutdown.changed(), if drain_deadline.is_none() => {
+                conn.go_away();
+                drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
+            }
+            _ = sleep_until_tokio(drain_deadline) => break,
+        }
+    }
+    for (_, s) in streams.drain() {
+        s.task.abort();
+    }
+    drop(wq_tx);
+    let _ = writer.await;
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_tokio(t: Option<tokio::time::Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn write_loop<W: AsyncWrite>(mut wr: tokio::io::WriteHalf<W>, mut rx: mpsc::Receiver<Vec<u8>>, done: mpsc::Sender<std::io::Result<Vec<u8>>>) {
+    while let Some(buf) = rx.recv().await {
+        let r = async {
+            wr.write_all(&buf).await?;
+            wr.flush().await
+        }
+        .await;
+        let failed = r.is_err();
+        if done.send(r.map(|()| buf)).await.is_err() || failed {
+            break;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+fn apply(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, cmd: Cmd) {
+    match cmd {
+        Cmd::Head { id, status, fields, end } => {
+            let _ = conn.send_response(id, status, fields, end);
+        }
+        Cmd::Data { id, data, end } => {
+            if conn.send_data(id, data, end).is_err() {
+                // The stream is gone: wake the handler so it notices and stops.
+                if let Some(s) = streams.get(&id) {
+                    s.permits.close();
+                }
+            }
+        }
+        Cmd::Release { id, n } => conn.release(Instant::now(), id, n),
+        Cmd::Reset { id, reason } => {
+            conn.reset(id, reason);
+            streams.remove(&id);
+        }
+    }
+}
+
+fn handle_events(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, cmd_tx: &mpsc::UnboundedSender<Cmd>, state: &Arc<State>, peer: SocketAddr, tls: bool) {
+    while let Some(ev) = conn.poll_event() {
+        match ev {
+            Event::Request { stream, head, end_stream } => {
+                let ctx = start_request(stream, head, end_stream, cmd_tx, state, peer, tls);
+                streams.insert(stream, ctx);
+            }
+            Event::Data { stream, data, end_stream } => {
+                let mut discard = false;
+                if let Some(s) = streams.get_mut(&stream) {
+                    let total = s.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+                    if let Some(tx) = &s.body_tx {
+                        if total > state.cfg.limits.max_request_body {
+                            let _ = tx.send(Err(BodyError::TooLarge));
+                            tracing::info!(%peer, stream, "request body over limits.max_request_body: stream cancelled");
+                            conn.reset(stream, Reason::CANCEL);
+                            s.body_tx = None;
+                            continue;
+                        }
+                        if !data.is_empty() && tx.send(Ok(data)).is_err() {
+                            discard = true;
+                        }
+                    }
+                    if end_stream || discard {
+                        s.body_tx = None;
+                    }
+                }
+                if discard {
+                    conn.discard_body(Instant::now(), stream);
+                }
+            }
+            Event::Trailers { stream, .. } => {
+                if let Some(s) = streams.get_mut(&stream) {
+                    s.body_tx = None;
+                }
+            }
+            Event::Reset { stream, error } => {
+                if let Some(s) = streams.remove(&stream) {
+                    if let Some(tx) = &s.body_tx {
+                        let _ = tx.send(Err(BodyError::Reset));
+                    }
+                    s.permits.close();
+                    s.task.abort();
+                }
+                tracing::debug!(%peer, stream, %error, "stream reset");
+            }
+            Event::GoAway { reason } => tracing::debug!(%peer, %reason, "peer sent GOAWAY"),
+            Event::ConnectionError(e) => {
+                if e.reason() == Reason::NO_ERROR {
+                    tracing::debug!(%peer, %e, "connection closing");
+                } else {
+                    tracing::info!(%peer, %e, "HTTP/2 connection error");
+                }
+            }
+        }
+    }
+    // Streams whose handler finished and whose engine stream is gone.
+    streams.retain(|&id, s| !(s.task.is_finished() && conn.buffered(id).is_none()));
+}
+
+fn start_request(id: u32, head: RequestHead, end_stream: bool, cmd_tx: &mpsc::UnboundedSender<Cmd>, state: &Arc<State>, peer: SocketAddr, tls: bool) -> StreamCtx {
+    let (body_tx, body_rx) = mpsc::unbounded_channel();
+    let release_tx = cmd_tx.clone();
+    let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| {
+        let _ = release_tx.send(Cmd::Release { id, n });
+    });
+    let body = if end_stream { RequestBody::empty() } else { RequestBody::channel(body_rx, Some(on_consumed)) };
+    let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
+    let bytes_in = Arc::new(AtomicU64::new(0));
+    let req = to_request(head, body, tls);
+    let task = tokio::spawn(run_handler(id, req, cmd_tx.clone(), permits.clone(), bytes_in.clone(), state.clone(), peer));
+    StreamCtx { body_tx: (!end_stream).then_some(body_tx), permits, bytes_in, task }
+}
+
+fn to_request(head: RequestHead, body: RequestBody, tls: bool) -> Request {
+    let method = http::Method::from_bytes(&head.method).unwrap_or(http::Method::GET);
+    let target = head.path.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+        None => (target, None),
+    };
+    let mut headers = http::HeaderMap::new();
+    let mut authority = head.authority.as_deref().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    for f in head.fields {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value)) {
+            if authority.is_none() && n == http::header::HOST {
+                authority = v.to_str().ok().map(str::to_ascii_lowercase);
+            }
+            headers.append(n, v);
+        }
+    }
+    Request { proto: Proto::Http2, method, authority: authority.unwrap_or_default(), path, query, headers, tls, body }
+}
+
+async fn run_handler(id: u32, req: Request, cmd_tx: mpsc::UnboundedSender<Cmd>, permits: Arc<Semaphore>, bytes_in: Arc<AtomicU64>, state: Arc<State>, peer: SocketAddr) {
+    let mut log = AccessLog {
+        enabled: state.cfg.access_log,
+        proto: Proto::Http2,
+        peer,
+        method: req.method.clone(),
+        authority: req.authority.clone(),
+        path: req.path.clone(),
+        status: 0,
+        start: std::time::Instant::now(),
+        bytes_in,
+        bytes_out: 0,
+        outcome: "reset",
+    };
+    let head_only = req.method == http::Method::HEAD;
+    let Response { status, headers, mut body } = dispatch(&state, req).await;
+    log.status = status.as_u16();
+    let fields = response_fields(&headers);
+    let no_body = head_only || body.is_empty() || status == http::StatusCode::NOT_MODIFIED || status == http::StatusCode::NO_CONTENT;
+    if cmd_tx.send(Cmd::Head { id, status: status.as_u16(), fields, end: no_body }).is_err() {
+        return;
+    }
+    if no_body {
+        log.outcome = "ok";
+        return;
+    }
+    let mut left = body.len();
+    while let Some(chunk) = body.next_chunk(CHUNK).await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(%peer, stream = id, %e, "response body failed");
+                let _ = cmd_tx.send(Cmd::Reset { id, reason: Reason::INTERNAL_ERROR });
+                log.outcome = "body error";
+                return;
+            }
+        };
+        let n = chunk.len();
+        // Backpressure: wait until the engine has framed earlier bytes of this stream.
+        match permits.acquire_many(n as u32).await {
+            Ok(p) => p.forget(),
+            Err(_) => return,
+        }
+        log.bytes_out += n as u64;
+        left = left.map(|l| l.saturating_sub(n as u64));
+        let end = left == Some(0);
+        if cmd_tx.send(Cmd::Data { id, data: chunk, end }).is_err() {
+            return;
+        }
+        if end {
+            log.outcome = "ok";
+            return;
+        }
+    }
+    let _ = cmd_tx.send(Cmd::Data { id, data: Bytes::new(), end: true });
+    log.outcome = "ok";
+}
+
+/// Response header fields for HTTP/2: lower-case names (the http crate's are), minus the
+/// connection-specific ones RFC 9113 §8.2.2 forbids.
+fn response_fields(headers: &http::HeaderMap) -> Vec<Field> {
+    headers
+        .iter()
+        .filter(|(n, _)| !matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"))
+        .map(|(n, v)| Field::new(Bytes::copy_from_slice(n.as_str().as_bytes()), Bytes::copy_from_slice(v.as_bytes())))
+        .collect()
+}

@@ -1,0 +1,319 @@
+//! Version-neutral request and response types shared by the HTTP/1.1 and HTTP/2 drivers and
+//! every handler. A handler sees a [`Request`] and returns a [`Response`] whose [`Body`] the
+//! protocol driver pulls chunk by chunk, so nothing above the driver commits bytes early.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use tokio::sync::mpsc;
+
+/// Largest chunk a body hands out at once. One HTTP/2 DATA frame at the default
+/// SETTINGS_MAX_FRAME_SIZE (RFC 9113 §4.2) is 16 KiB; 64 KiB keeps per-chunk overhead low for
+/// HTTP/1.1 while the HTTP/2 engine splits it into frames.
+pub(crate) const CHUNK: usize = 64 * 1024;
+
+/// Which protocol a request arrived on (for logs and `Alt-Svc` decisions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Proto {
+    /// HTTP/1.0 or HTTP/1.1.
+    Http1,
+    /// HTTP/2 over TLS or cleartext (h2c).
+    Http2,
+}
+
+impl fmt::Display for Proto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Http1 => "HTTP/1.1",
+            Self::Http2 => "HTTP/2",
+        })
+    }
+}
+
+/// A request head plus a body reader.
+pub(crate) struct Request {
+    /// Protocol the request arrived on.
+    #[allow(dead_code)] // For handlers that answer per protocol (Alt-Svc comes with HTTP/3).
+    pub(crate) proto: Proto,
+    /// Request method.
+    pub(crate) method: Method,
+    /// Authority (`:authority` or `Host`), lower-cased, possibly with a port.
+    pub(crate) authority: String,
+    /// Path as sent, percent-encoded, without the query.
+    pub(crate) path: String,
+    /// Query string without the `?`, if any.
+    pub(crate) query: Option<String>,
+    /// Request headers (pseudo-headers removed).
+    pub(crate) headers: HeaderMap,
+    /// Whether the connection is TLS.
+    #[allow(dead_code)] // For handlers that answer per scheme (redirects, ORIGIN).
+    pub(crate) tls: bool,
+    /// The body.
+    pub(crate) body: RequestBody,
+}
+
+/// A request body: chunks in order, then `None`. Dropping it discards the rest.
+pub(crate) struct RequestBody {
+    inner: BodyRx,
+    /// Bytes taken so far, shared with the access log.
+    seen: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Largest body accepted; more is an error.
+    limit: u64,
+}
+
+enum BodyRx {
+    Empty,
+    Channel(mpsc::UnboundedReceiver<Result<Bytes, BodyError>>, Option<Arc<dyn Fn(usize) + Send + Sync>>),
+    Hyper(hyper::body::Incoming),
+}
+
+/// Why a request body ended early.
+#[derive(Debug, Clone)]
+pub(crate) enum BodyError {
+    /// The peer reset the stream or closed the connection.
+    Reset,
+    /// The body exceeded the configured limit.
+    TooLarge,
+    /// Any other I/O or protocol error.
+    Other(String),
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Reset => f.write_str("request body reset by peer"),
+            Self::TooLarge => f.write_str("request body too large"),
+            Self::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+impl RequestBody {
+    /// A body with no bytes.
+    pub(crate) fn empty() -> Self {
+        Self { inner: BodyRx::Empty, seen: None, limit: u64::MAX }
+    }
+
+    /// A body fed by an HTTP/2 stream. `on_consumed(n)` runs each time the handler takes `n`
+    /// bytes, so the driver can hand flow-control credit back to the peer.
+    pub(crate) fn channel(
+        rx: mpsc::UnboundedReceiver<Result<Bytes, BodyError>>,
+        on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
+    ) -> Self {
+        Self { inner: BodyRx::Channel(rx, on_consumed), seen: None, limit: u64::MAX }
+    }
+
+    /// A body read by hyper's HTTP/1.1 connection.
+    pub(crate) fn hyper(body: hyper::body::Incoming) -> Self {
+        Self { inner: BodyRx::Hyper(body), seen: None, limit: u64::MAX }
+    }
+
+    /// Count the bytes taken into `seen` and fail with [`BodyError::TooLarge`] past `limit`.
+    pub(crate) fn counting(mut self, seen: Arc<std::sync::atomic::AtomicU64>, limit: u64) -> Self {
+        self.seen = Some(seen);
+        self.limit = limit;
+        self
+    }
+
+    /// The next chunk, `None` at the end.
+    pub(crate) async fn chunk(&mut self) -> Option<Result<Bytes, BodyError>> {
+        let item = self.chunk_inner().await;
+        if let (Some(Ok(b)), Some(seen)) = (&item, &self.seen) {
+            let total = seen.fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed) + b.len() as u64;
+            if total > self.limit {
+                self.inner = BodyRx::Empty;
+                return Some(Err(BodyError::TooLarge));
+            }
+        }
+        item
+    }
+
+    async fn chunk_inner(&mut self) -> Option<Result<Bytes, BodyError>> {
+        match &mut self.inner {
+            BodyRx::Empty => None,
+            BodyRx::Channel(rx, on_consumed) => {
+                let item = rx.recv().await?;
+                if let (Ok(b), Some(f)) = (&item, on_consumed.as_ref()) {
+                    f(b.len());
+                }
+                Some(item)
+            }
+            BodyRx::Hyper(body) => {
+                use http_body_util::BodyExt;
+                loop {
+                    match body.frame().await? {
+                        Ok(frame) => {
+                            if let Ok(data) = frame.into_data() {
+                                return Some(Ok(data));
+                            }
+                            // Trailers: ignored, keep reading until the end.
+                        }
+                        Err(e) => return Some(Err(BodyError::Other(e.to_string()))),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A response head and body.
+pub(crate) struct Response {
+    /// Status code.
+    pub(crate) status: StatusCode,
+    /// Response headers. `content-length` is set by the handler when the length is known.
+    pub(crate) headers: HeaderMap,
+    /// The body.
+    pub(crate) body: Body,
+}
+
+impl Response {
+    /// A response with the given status, a `text/plain` body and its length.
+    pub(crate) fn text(status: StatusCode, text: impl Into<Bytes>) -> Self {
+        let text = text.into();
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
+        headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(text.len()));
+        Self { status, headers, body: Body::Full(text) }
+    }
+}
+
+/// A response body the driver pulls from, at most [`CHUNK`] bytes at a time.
+pub(crate) enum Body {
+    /// No body.
+    Empty,
+    /// Bytes in memory.
+    Full(Bytes),
+    /// `len` zero bytes from a shared static buffer (speed test: no allocation per chunk).
+    Zeros(u64),
+    /// A section of a file, read as the driver asks.
+    File {
+        /// The open file.
+        file: std::fs::File,
+        /// First byte.
+        offset: u64,
+        /// Bytes to send.
+        len: u64,
+    },
+    /// Several bodies one after another (multipart byte ranges).
+    Concat(std::collections::VecDeque<Self>),
+}
+
+static ZEROS: [u8; CHUNK] = [0; CHUNK];
+
+impl Body {
+    /// Exact length when known.
+    pub(crate) fn len(&self) -> Option<u64> {
+        match self {
+            Self::Empty => Some(0),
+            Self::Full(b) => Some(b.len() as u64),
+            Self::Zeros(n) => Some(*n),
+            Self::File { len, .. } => Some(*len),
+            Self::Concat(parts) => parts.iter().map(Self::len).sum(),
+        }
+    }
+
+    /// Whether the body is known to be empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+
+    /// For bodies in memory, the next chunk without waiting (`Some(None)` at the end); `None`
+    /// when the body must be read with [`Body::next_chunk`].
+    pub(crate) fn next_ready(&mut self, max: usize) -> Option<Option<io::Result<Bytes>>> {
+        let max = max.clamp(1, CHUNK);
+        match self {
+            Self::Empty => Some(None),
+            Self::Full(b) if b.is_empty() => Some(None),
+            Self::Full(b) => {
+                let n = b.len().min(max);
+                Some(Some(Ok(b.split_to(n))))
+            }
+            Self::Zeros(0) => Some(None),
+            Self::Zeros(left) => {
+                let n = (*left).min(max as u64) as usize;
+                *left -= n as u64;
+                Some(Some(Ok(Bytes::from_static(&ZEROS[..n]))))
+            }
+            Self::File { .. } | Self::Concat(_) => None,
+        }
+    }
+
+    /// The next chunk of at most `max` bytes, `None` at the end.
+    pub(crate) async fn next_chunk(&mut self, max: usize) -> Option<io::Result<Bytes>> {
+        let max = max.clamp(1, CHUNK);
+        loop {
+            match self {
+                Self::Empty => return None,
+                Self::Full(b) => {
+                    if b.is_empty() {
+                        return None;
+                    }
+                    let n = b.len().min(max);
+                    return Some(Ok(b.split_to(n)));
+                }
+                Self::Zeros(left) => {
+                    if *left == 0 {
+                        return None;
+                    }
+                    let n = (*left).min(max as u64) as usize;
+                    *left -= n as u64;
+                    return Some(Ok(Bytes::from_static(&ZEROS[..n])));
+                }
+                Self::File { file, offset, len } => {
+                    if *len == 0 {
+                        return None;
+                    }
+                    let n = (*len).min(max as u64) as usize;
+                    let f = match file.try_clone() {
+                        Ok(f) => f,
+                        Err(e) => return Some(Err(e)),
+                    };
+                    let off = *offset;
+                    let read = tokio::task::spawn_blocking(move || {
+                        use std::os::unix::fs::FileExt;
+                        let mut buf = vec![0u8; n];
+                        let mut got = 0;
+                        while got < n {
+                            match f.read_at(&mut buf[got..], off + got as u64) {
+                                Ok(0) => {
+                                    return Err(io::Error::new(
+                                        io::ErrorKind::UnexpectedEof,
+                                        "file shrank while being sent",
+                                    ))
+                                }
+                                Ok(k) => got += k,
+                                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        Ok(Bytes::from(buf))
+                    })
+                    .await;
+                    return match read {
+                        Ok(Ok(b)) => {
+                            *offset += n as u64;
+                            *len -= n as u64;
+                            Some(Ok(b))
+                        }
+                        Ok(Err(e)) => Some(Err(e)),
+                        Err(e) => Some(Err(io::Error::other(e))),
+                    };
+                }
+                Self::Concat(parts) => {
+                    let front = parts.front_mut()?;
+                    match Box::pin(front.next_chunk(max)).await {
+                        Some(r) => return Some(r),
+                        None => {
+                            parts.pop_front();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Accepting connections: TLS handshake and ALPN, h2c prior-knowledge sniffing, and handing
+//! each connection to the HTTP/1.1 or HTTP/2 driver.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use crate::dispatch::State;
+
+/// TCP_NOTSENT_LOWAT on accepted sockets: little unsent data waits in the kernel, where no
+/// scheduler can reorder it (16 KiB, as h2o and Cloudflare use).
+const NOTSENT_LOWAT: u32 = 16 * 1024;
+
+/// Accept until shutdown; every connection task holds a clone of `alive`.
+pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, state: Arc<State>, mut shutdown: watch::Receiver<bool>, alive: mpsc::Sender<()>) {
+    let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // EMFILE and friends: back off briefly instead of spinning.
+                    tracing::warn!(%e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, limit = state.cfg.limits.max_connections, "connection limit reached: closing new connection");
+            drop(tcp);
+            continue;
+        };
+        let (state, shutdown, alive, tls) = (state.clone(), shutdown.clone(), alive.clone(), tls.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _alive = alive;
+            serve_connection(tcp, peer, tls, state, shutdown).await;
+        });
+    }
+}
+
+async fn serve_connection(tcp: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+    let fd = tcp.as_raw_fd();
+    let _ = crate::sock::set_nodelay(fd);
+    if let Err(e) = crate::sock::set_notsent_lowat(fd, NOTSENT_LOWAT) {
+        tracing::debug!(%e, "TCP_NOTSENT_LOWAT not available");
+    }
+    let header_timeout = state.cfg.timeouts.header;
+    if let Some(acceptor) = tls {
+        let stream = match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+            crate::h2conn::serve(stream, fd, Bytes::new(), peer, true, state, shutdown).await;
+        } else {
+            crate::h1::serve(stream, peer, true, state, shutdown).await;
+        }
+        return;
+    }
+    // Cleartext: HTTP/2 with prior knowledge starts with the preface (RFC 9113 §3.3).
+    let mut tcp = tcp;
+    let preface = sluice_h2::frame::PREFACE;
+    let mut buf = vec![0u8; preface.len()];
+    let mut got = 0;
+    let sniff = async {
+        while got < preface.len() {
+            let n = tcp.read(&mut buf[got..]).await?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+            if buf[..got] != preface[..got] {
+                break;
+            }
+        }
+        Ok::<_, io::Error>(())
+    };
+    match tokio::time::timeout(header_timeout, sniff).await {
+        Ok(Ok(())) if got > 0 => {}
+        _ => return,
+    }
+    buf.truncate(got);
+    let prefix = Bytes::from(buf);
+    if prefix[..] == preface[..] {
+        crate::h2conn::serve(tcp, fd, prefix, peer, false, state, shutdown).await;
+    } else {
+        crate::h1::serve(Rewind { prefix, inner: tcp }, peer, false, state, shutdown).await;
+    }
+}
+
+/// A stream that first yields bytes already read.
+struct Rewind<S> {
+    prefix: Bytes,
+    inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}

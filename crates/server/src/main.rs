@@ -1,0 +1,163 @@
+//! The `sluice` binary: an HTTP/1.1 and HTTP/2 edge server.
+
+mod config;
+mod dispatch;
+mod h1;
+mod h2conn;
+mod http;
+mod listen;
+mod site;
+mod sock;
+mod speedtest;
+mod static_files;
+mod tls;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use tokio::sync::{mpsc, watch};
+
+/// Sluice: an HTTP/1.1 and HTTP/2 edge server that gets the transport right by default.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the server (with no --config: HTTPS on :8443, HTTP on :8080, the built-in site).
+    Serve {
+        /// Configuration file (TOML); see sluice.example.toml.
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// Data directory (self-signed certificate); overrides the config's data_dir.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Validate a configuration file and exit (non-zero with file:line:column: reason).
+    Check {
+        /// Configuration file.
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => match config::load(&config) {
+            Ok(_) => {
+                println!("{}: ok", config.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Serve { config, data_dir } => {
+            init_logging();
+            let cfg = match &config {
+                Some(path) => match config::load(path) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        return ExitCode::from(2);
+                    }
+                },
+                None => config::default_config(data_dir.clone().unwrap_or_else(config::default_data_dir)),
+            };
+            let mut cfg = cfg;
+            if let Some(d) = data_dir {
+                cfg.data_dir = d;
+            }
+            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(serve(cfg)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(true).init();
+}
+
+async fn serve(cfg: config::Config) -> Result<(), String> {
+    let tls_config = if cfg.listeners.iter().any(|l| l.tls) { Some(load_certificates(&cfg)?) } else { None };
+    let state = Arc::new(dispatch::State::new(cfg));
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    for l in &state.cfg.listeners {
+        let listener = tokio::net::TcpListener::bind(l.addr).await.map_err(|e| format!("cannot listen on {}: {e}", l.addr))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let acceptor = if l.tls { tls_config.clone().map(tokio_rustls::TlsAcceptor::from) } else { None };
+        let what = if l.tls { format!("https://{local} (h2, http/1.1)") } else { format!("http://{local} (http/1.1, h2c prior knowledge)") };
+        tracing::info!("listening on {what}");
+        println!("sluice: listening on {what}");
+        tokio::spawn(listen::accept_loop(listener, acceptor, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
+    }
+    drop(alive_tx);
+    wait_for_signal().await;
+    tracing::info!(drain = ?state.cfg.timeouts.drain, "shutting down: no new connections, draining open ones");
+    let _ = shutdown_tx.send(true);
+    let drain = state.cfg.timeouts.drain + std::time::Duration::from_secs(1);
+    if tokio::time::timeout(drain, alive_rx.recv()).await.is_err() {
+        tracing::warn!("drain timeout: closing the remaining connections");
+    }
+    Ok(())
+}
+
+/// Load every configured certificate (generating the self-signed default where needed) and
+/// build the TLS configuration; prints each certificate's fingerprint.
+fn load_certificates(cfg: &config::Config) -> Result<Arc<rustls::ServerConfig>, String> {
+    let mut certs = Vec::new();
+    for c in &cfg.certificates {
+        let (cert, key) = match (&c.cert, &c.key) {
+            (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+            _ => {
+                let (cert, key, created) = tls::ensure_self_signed(&cfg.data_dir).map_err(|e| format!("cannot create the self-signed certificate in {}: {e}", cfg.data_dir.display()))?;
+                if created {
+                    println!("sluice: generated a self-signed certificate for localhost, 127.0.0.1, ::1 in {}", cert.display());
+                }
+                (cert, key)
+            }
+        };
+        let loaded = tls::load_cert(&cert, &key)?;
+        println!("sluice: certificate {} ({}) SHA-256 {}", cert.display(), loaded.dns_names.join(", "), loaded.fingerprint());
+        certs.push(loaded);
+    }
+    tls::server_config(&certs, &[b"h2", b"http/1.1"])
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Platform socket knobs: the only place that calls setsockopt/getsockopt on TCP sockets.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Set TCP_NOTSENT_LOWAT: the socket reports writable only when fewer than `bytes` unsent
+/// bytes remain queued, so data waits in the engine (where it can still be reordered) rather
+/// than in the kernel. 0 leaves the system default.
+pub(crate) fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes as libc::c_int)
+}
+
+/// Set TCP_NODELAY (frames are written whole; Nagle only adds latency).
+pub(crate) fn set_nodelay(fd: RawFd) -> io::Result<()> {
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+}
+
+fn setsockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: `fd` is an open socket owned by the caller for the duration of the call, and the
+    // option value is a live c_int whose size we pass.
+    let rc = unsafe {
+        libc::setsockopt(fd, level, name, (&value as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// What TCP_INFO tells about the path right now.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PathInfo {
+    /// Congestion window in segments.
+    pub(crate) cwnd: u32,
+    /// Segments sent and not yet acknowledged.
+    pub(crate) unacked: u32,
+    /// Sender MSS in bytes.
+    pub(crate) mss: u32,
+}
+
+impl PathInfo {
+    /// Bytes the congestion window can take now.
+    pub(crate) fn cwnd_room(&self) -> usize {
+        self.cwnd.saturating_sub(self.unacked) as usize * self.mss.max(536) as usize
+    }
+}
+
+/// Read TCP_INFO.
+pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
+    // SAFETY: tcp_info is plain old data; zeroed is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` and `len` are live and sized for the call; `fd` is an open socket.
+    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(PathInfo { cwnd: info.tcpi_snd_cwnd, unacked: info.tcpi_unacked, mss: info.tcpi_snd_mss })
+}
+
+/// How many bytes the HTTP/2 driver should frame for its next write: what the congestion window
+/// can take now, but at least `min` (so a write is never uselessly small) and at most `max`.
+pub(crate) fn write_budget(fd: RawFd, min: usize, max: usize) -> usize {
+    match path_info(fd) {
+        Ok(p) if p.cwnd > 0 => p.cwnd_room().clamp(min, max),
+        _ => max,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn knobs_on_a_loopback_socket() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let fd = c.as_raw_fd();
+        set_nodelay(fd).unwrap();
+        set_notsent_lowat(fd, 16_384).unwrap();
+        let p = path_info(fd).unwrap();
+        assert!(p.cwnd > 0 && p.mss > 0, "{p:?}");
+        let b = write_budget(fd, 16_384, 1 << 20);
+        assert!((16_384..=1 << 20).contains(&b));
+        assert!(path_info(-1).is_err());
+    }
+}
