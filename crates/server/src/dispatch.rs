@@ -63,12 +63,15 @@ pub(crate) async fn dispatch(state: &State, mut req: Request) -> Response {
     }
 }
 
-/// The host part of an authority, without port or IPv6 brackets' port.
+/// The host part of an authority: no port, no IPv6 brackets, no trailing dot (the config
+/// stores site hosts the same way).
 pub(crate) fn host_of(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    authority.rsplit_once(':').map_or(authority, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { authority })
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split(']').next().unwrap_or(rest)
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { authority })
+    };
+    host.strip_suffix('.').unwrap_or(host)
 }
 
 /// One access-log line, written when the exchange ends (the guard is dropped).
@@ -94,9 +97,11 @@ impl Drop for AccessLog {
         if !self.enabled {
             return;
         }
-        tracing::info!(
-            target: "access",
-            "{} {} {} {} {} {} in={} out={} {:.1}ms {}",
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        crate::accesslog::write(&format!(
+            "{}.{:03} {} {} {} {} {} {} in={} out={} {:.1}ms {}\n",
+            now.as_secs(),
+            now.subsec_millis(),
             self.peer,
             self.proto,
             self.method,
@@ -107,7 +112,7 @@ impl Drop for AccessLog {
             self.bytes_out,
             self.start.elapsed().as_secs_f64() * 1e3,
             self.outcome
-        );
+        ));
     }
 }
 
@@ -121,5 +126,6 @@ mod tests {
         assert_eq!(host_of("example.com"), "example.com");
         assert_eq!(host_of("[::1]:8443"), "::1");
         assert_eq!(host_of("[::1]"), "::1");
+        assert_eq!(host_of("example.com.:443"), "example.com");
     }
 }

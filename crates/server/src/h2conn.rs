@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -43,7 +45,8 @@ struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     permits: Arc<Semaphore>,
     bytes_in: Arc<AtomicU64>,
-    task: JoinHandle<()>,
+    /// The handler's task; `None` when it finished on its first poll.
+    task: Option<JoinHandle<()>>,
 }
 
 /// Serve one HTTP/2 connection. `prefix` holds bytes already read (h2c sniffing).
@@ -72,6 +75,9 @@ where
     }
     loop {
         handle_events(&mut conn, &mut streams, &cmd_tx, &state, peer, tls);
+        while let Ok(cmd) = cmd_rx.try_recv() {
+            apply(&mut conn, &mut streams, cmd);
+        }
         if let Some(mut buf) = spare.take() {
             buf.clear();
             let budget = crate::sock::write_budget(fd, MIN_WRITE, MAX_WRITE);
@@ -122,7 +128,9 @@ where
         }
     }
     for (_, s) in streams.drain() {
-        s.task.abort();
+        if let Some(t) = s.task {
+            t.abort();
+        }
     }
     drop(wq_tx);
     let _ = writer.await;
@@ -220,7 +228,9 @@ fn handle_events(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, c
                         let _ = tx.send(Err(BodyError::Reset));
                     }
                     s.permits.close();
-                    s.task.abort();
+                    if let Some(t) = s.task {
+                        t.abort();
+                    }
                 }
                 tracing::debug!(%peer, stream, %error, "stream reset");
             }
@@ -235,7 +245,7 @@ fn handle_events(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, c
         }
     }
     // Streams whose handler finished and whose engine stream is gone.
-    streams.retain(|&id, s| !(s.task.is_finished() && conn.buffered(id).is_none()));
+    streams.retain(|&id, s| !(s.task.as_ref().is_none_or(JoinHandle::is_finished) && conn.buffered(id).is_none()));
 }
 
 fn start_request(id: u32, head: RequestHead, end_stream: bool, cmd_tx: &mpsc::UnboundedSender<Cmd>, state: &Arc<State>, peer: SocketAddr, tls: bool) -> StreamCtx {
@@ -248,7 +258,15 @@ fn start_request(id: u32, head: RequestHead, end_stream: bool, cmd_tx: &mpsc::Un
     let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
     let bytes_in = Arc::new(AtomicU64::new(0));
     let req = to_request(head, body, tls);
-    let task = tokio::spawn(run_handler(id, req, cmd_tx.clone(), permits.clone(), bytes_in.clone(), state.clone(), peer));
+    let mut handler = Box::pin(run_handler(id, req, cmd_tx.clone(), permits.clone(), bytes_in.clone(), state.clone(), peer));
+    // Poll once right here: most answers (speed test, built-in site, errors) are ready at once
+    // and need no task of their own. The rest continue in a task, which polls again with a
+    // real waker.
+    let mut cx = Context::from_waker(Waker::noop());
+    let task = match handler.as_mut().poll(&mut cx) {
+        Poll::Ready(()) => None,
+        Poll::Pending => Some(tokio::spawn(handler)),
+    };
     StreamCtx { body_tx: (!end_stream).then_some(body_tx), permits, bytes_in, task }
 }
 

@@ -24,6 +24,15 @@ const NOTSENT_LOWAT: u32 = 16 * 1024;
 pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, state: Arc<State>, mut shutdown: watch::Receiver<bool>, alive: mpsc::Sender<()>) {
     let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
     loop {
+        // Take a connection slot before accepting: at the limit, new connections wait in the
+        // kernel's backlog instead of being accepted and dropped.
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -35,11 +44,6 @@ pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>,
                 }
             },
             _ = shutdown.changed() => break,
-        };
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, limit = state.cfg.limits.max_connections, "connection limit reached: closing new connection");
-            drop(tcp);
-            continue;
         };
         let (state, shutdown, alive, tls) = (state.clone(), shutdown.clone(), alive.clone(), tls.clone());
         tokio::spawn(async move {

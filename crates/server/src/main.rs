@@ -1,5 +1,6 @@
 //! The `sluice` binary: an HTTP/1.1 and HTTP/2 edge server.
 
+mod accesslog;
 mod config;
 mod dispatch;
 mod h1;
@@ -120,6 +121,7 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
     if tokio::time::timeout(drain, alive_rx.recv()).await.is_err() {
         tracing::warn!("drain timeout: closing the remaining connections");
     }
+    accesslog::flush();
     Ok(())
 }
 

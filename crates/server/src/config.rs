@@ -1,0 +1,969 @@
+//! Configuration: the TOML file, its defaults and its validation.
+//!
+//! Two layers: a raw serde layer mirroring the file (`deny_unknown_fields`, every field
+//! optional with a default, `toml::Spanned` on what gets validated) and the validated
+//! [`Config`] the rest of the server uses. Every error, syntactic or semantic, is reported as
+//! `file:line:column: reason` pointing at the offending key or value.
+//! `sluice.example.toml` at the repository root documents every field.
+
+use std::fmt;
+use std::fs;
+use std::net::{SocketAddr, TcpListener};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole, validated configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    /// Where the self-signed default certificate and other state live.
+    pub(crate) data_dir: PathBuf,
+    /// Listeners.
+    pub(crate) listeners: Vec<Listener>,
+    /// Certificates (TLS listeners pick one by SNI; the first is the fallback).
+    pub(crate) certificates: Vec<Certificate>,
+    /// Sites by host name.
+    pub(crate) sites: Vec<Site>,
+    /// Speed-test endpoints.
+    pub(crate) speedtest: Speedtest,
+    /// Limits on what a peer controls.
+    pub(crate) limits: Limits,
+    /// Timeouts.
+    pub(crate) timeouts: Timeouts,
+    /// Access log on/off.
+    pub(crate) access_log: bool,
+}
+
+/// One listening socket.
+#[derive(Debug, Clone)]
+pub(crate) struct Listener {
+    /// Address to bind.
+    pub(crate) addr: SocketAddr,
+    /// TLS (ALPN h2, http/1.1) or cleartext (HTTP/1.1 and h2c with prior knowledge).
+    pub(crate) tls: bool,
+}
+
+/// A certificate chain and key.
+#[derive(Debug, Clone)]
+pub(crate) struct Certificate {
+    /// PEM chain path (None: the generated self-signed default).
+    pub(crate) cert: Option<PathBuf>,
+    /// PEM key path.
+    pub(crate) key: Option<PathBuf>,
+}
+
+/// A site: host names mapped to content.
+#[derive(Debug, Clone)]
+pub(crate) struct Site {
+    /// Host names (lower case, no port); empty means "any host" (the default site).
+    pub(crate) hosts: Vec<String>,
+    /// What the site serves.
+    pub(crate) content: SiteContent,
+}
+
+/// Content of a site.
+#[derive(Debug, Clone)]
+pub(crate) enum SiteContent {
+    /// Files under a root directory.
+    Root(PathBuf),
+    /// The built-in demo site.
+    Builtin,
+}
+
+/// Speed-test endpoints (`/__down`, `/__up`, `/__ping`).
+#[derive(Debug, Clone)]
+pub(crate) struct Speedtest {
+    /// Whether the endpoints answer.
+    pub(crate) enabled: bool,
+    /// Largest `bytes=` a download may ask for.
+    pub(crate) max_download_bytes: u64,
+}
+
+/// Limits on everything a peer controls.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS we advertise.
+    pub(crate) max_concurrent_streams: u32,
+    /// Largest header list (RFC 9113 §6.5.2: name + value + 32 per field).
+    pub(crate) max_header_list_size: u32,
+    /// CONTINUATION frames allowed after one HEADERS.
+    pub(crate) max_continuation_frames: u32,
+    /// SETTINGS_HEADER_TABLE_SIZE we advertise (HPACK decoder table).
+    pub(crate) header_table_size: u32,
+    /// Streams the peer may reset per `flood_window` (Rapid Reset, CVE-2023-44487).
+    pub(crate) max_resets_per_window: u32,
+    /// PING frames the peer may send per `flood_window`.
+    pub(crate) max_pings_per_window: u32,
+    /// SETTINGS frames the peer may send per `flood_window`.
+    pub(crate) max_settings_per_window: u32,
+    /// Window the three counters above are counted in.
+    pub(crate) flood_window: Duration,
+    /// Largest request body accepted.
+    pub(crate) max_request_body: u64,
+    /// Concurrent connections per listener.
+    pub(crate) max_connections: usize,
+}
+
+/// Timeouts.
+#[derive(Debug, Clone)]
+pub(crate) struct Timeouts {
+    /// Time to receive a complete request head once a connection or request starts.
+    pub(crate) header: Duration,
+    /// Idle connection (no open streams, nothing read) before it is closed.
+    pub(crate) idle: Duration,
+    /// How long in-flight requests may finish after SIGTERM/SIGINT.
+    pub(crate) drain: Duration,
+}
+
+impl Default for Speedtest {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_download_bytes: DEFAULT_MAX_DOWNLOAD,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 128,
+            max_header_list_size: 64 * 1024,
+            max_continuation_frames: 32,
+            header_table_size: 4096,
+            max_resets_per_window: 200,
+            max_pings_per_window: 50,
+            max_settings_per_window: 50,
+            flood_window: Duration::from_secs(10),
+            max_request_body: 10 * 1024 * 1024 * 1024,
+            max_connections: 10_000,
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            header: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            drain: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Default largest speed-test download: 10 GB, enough for a minute at 1 Gbit/s.
+const DEFAULT_MAX_DOWNLOAD: u64 = 10_000_000_000;
+/// Default HTTPS port.
+const DEFAULT_TLS_PORT: u16 = 8443;
+/// Default cleartext port.
+const DEFAULT_PLAIN_PORT: u16 = 8080;
+/// Largest SETTINGS_HEADER_TABLE_SIZE we accept to advertise: the HPACK dynamic table is per
+/// connection memory (RFC 7541 §4.2), 64 KiB is already 16 times the RFC 9113 §6.5.2 default.
+const MAX_HEADER_TABLE_SIZE: u32 = 65_536;
+/// Smallest useful header list limit; a plain browser request needs several hundred bytes.
+const MIN_HEADER_LIST_SIZE: u32 = 1024;
+
+/// A configuration error with its position in the file.
+#[derive(Debug)]
+pub(crate) struct ConfigError {
+    /// The file as named by the caller.
+    file: PathBuf,
+    /// 1-based line and column, when the error has a position.
+    pos: Option<(usize, usize)>,
+    /// What is wrong.
+    msg: String,
+}
+
+impl ConfigError {
+    /// The reason without the position.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn message(&self) -> &str {
+        &self.msg
+    }
+
+    /// 1-based line and column.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn position(&self) -> Option<(usize, usize)> {
+        self.pos
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.pos {
+            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file.display(), self.msg),
+            None => write!(f, "{}: {}", self.file.display(), self.msg),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The default data directory: `$XDG_DATA_HOME/sluice`, else `~/.local/share/sluice`, else
+/// `./.sluice`.
+pub(crate) fn default_data_dir() -> PathBuf {
+    let nonempty = |v: &str| {
+        std::env::var_os(v)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(xdg) = nonempty("XDG_DATA_HOME").filter(|p| p.is_absolute()) {
+        return xdg.join("sluice");
+    }
+    if let Some(home) = nonempty("HOME") {
+        return home.join(".local/share/sluice");
+    }
+    PathBuf::from(".sluice")
+}
+
+/// Whether this host can bind an IPv6 socket (`[::]` then also accepts IPv4 on Linux unless
+/// `net.ipv6.bindv6only` is set).
+fn ipv6_available() -> bool {
+    TcpListener::bind("[::1]:0").is_ok()
+}
+
+fn wildcard_addr(port: u16) -> SocketAddr {
+    if ipv6_available() {
+        SocketAddr::from(([0u16; 8], port))
+    } else {
+        SocketAddr::from(([0u8; 4], port))
+    }
+}
+
+fn default_listeners() -> Vec<Listener> {
+    vec![
+        Listener {
+            addr: wildcard_addr(DEFAULT_TLS_PORT),
+            tls: true,
+        },
+        Listener {
+            addr: wildcard_addr(DEFAULT_PLAIN_PORT),
+            tls: false,
+        },
+    ]
+}
+
+/// The configuration used when no file is given: HTTPS on `[::]:8443` (or `0.0.0.0:8443`
+/// without IPv6) with the self-signed certificate, cleartext on port 8080, the built-in site
+/// for any host, the speed test on.
+pub(crate) fn default_config(data_dir: PathBuf) -> Config {
+    Config {
+        data_dir,
+        listeners: default_listeners(),
+        certificates: vec![Certificate {
+            cert: None,
+            key: None,
+        }],
+        sites: vec![Site {
+            hosts: Vec::new(),
+            content: SiteContent::Builtin,
+        }],
+        speedtest: Speedtest::default(),
+        limits: Limits::default(),
+        timeouts: Timeouts::default(),
+        access_log: true,
+    }
+}
+
+/// Loads and validates a configuration file. Relative paths in it are relative to the
+/// directory of the file.
+pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.to_path_buf(),
+        pos: None,
+        msg: format!("cannot read: {e}"),
+    })?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let base = std::path::absolute(&dir).unwrap_or(dir);
+    parse(&text, path, &base)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw layer: what the file may contain.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    data_dir: Option<Spanned<String>>,
+    access_log: Option<bool>,
+    listener: Option<Spanned<Vec<Spanned<RawListener>>>>,
+    #[serde(default)]
+    certificate: Vec<RawCertificate>,
+    site: Option<Vec<Spanned<RawSite>>>,
+    #[serde(default)]
+    speedtest: RawSpeedtest,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    timeouts: RawTimeouts,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawListener {
+    addr: Spanned<String>,
+    tls: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCertificate {
+    cert: Spanned<String>,
+    key: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSite {
+    hosts: Option<Spanned<Vec<Spanned<String>>>>,
+    root: Option<Spanned<String>>,
+    builtin: Option<Spanned<bool>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSpeedtest {
+    enabled: Option<bool>,
+    max_download_bytes: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_concurrent_streams: Option<Spanned<u32>>,
+    max_header_list_size: Option<Spanned<u32>>,
+    max_continuation_frames: Option<u32>,
+    header_table_size: Option<Spanned<u32>>,
+    max_resets_per_window: Option<Spanned<u32>>,
+    max_pings_per_window: Option<Spanned<u32>>,
+    max_settings_per_window: Option<Spanned<u32>>,
+    flood_window_secs: Option<Spanned<u64>>,
+    max_request_body: Option<u64>,
+    max_connections: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTimeouts {
+    header_secs: Option<Spanned<u64>>,
+    idle_secs: Option<Spanned<u64>>,
+    drain_secs: Option<Spanned<u64>>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation: raw layer → Config.
+
+/// What error positions are computed against.
+struct Source<'a> {
+    text: &'a str,
+    file: &'a Path,
+    base: &'a Path,
+}
+
+impl Source<'_> {
+    fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.to_path_buf(),
+            pos: Some(line_col(self.text, span.start)),
+            msg: msg.into(),
+        }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.base.join(p)
+    }
+}
+
+/// 1-based line and column (in characters) of byte offset `at`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let at = at.min(text.len());
+    // Round down to a char boundary so slicing cannot panic on a stray offset.
+    let at = (0..=at)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// Parses and validates configuration text. `file` names it in errors, `base` resolves
+/// relative paths.
+fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
+    let src = Source { text, file, base };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        // toml's messages may span lines ("invalid string\nexpected ..."); keep one line.
+        let msg = e.message().trim().replace('\n', "; ");
+        match e.span() {
+            Some(span) => src.err(span, msg),
+            None => ConfigError {
+                file: file.to_path_buf(),
+                pos: None,
+                msg,
+            },
+        }
+    })?;
+
+    let data_dir = match &raw.data_dir {
+        Some(d) if d.get_ref().is_empty() => {
+            return Err(src.err(d.span(), "`data_dir` must not be empty"))
+        }
+        Some(d) => src.path(d.get_ref()),
+        None => default_data_dir(),
+    };
+
+    let listeners = listeners(&src, raw.listener.as_ref())?;
+    let mut certificates = Vec::new();
+    for c in &raw.certificate {
+        certificates.push(certificate(&src, c)?);
+    }
+    if certificates.is_empty() && listeners.iter().any(|l| l.tls) {
+        certificates.push(Certificate {
+            cert: None,
+            key: None,
+        });
+    }
+    let sites = sites(&src, raw.site.as_deref())?;
+    let speedtest = Speedtest {
+        enabled: raw.speedtest.enabled.unwrap_or(true),
+        max_download_bytes: raw
+            .speedtest
+            .max_download_bytes
+            .unwrap_or(DEFAULT_MAX_DOWNLOAD),
+    };
+    let limits = limits(&src, &raw.limits)?;
+    let timeouts = timeouts(&src, &raw.timeouts)?;
+    Ok(Config {
+        data_dir,
+        listeners,
+        certificates,
+        sites,
+        speedtest,
+        limits,
+        timeouts,
+        access_log: raw.access_log.unwrap_or(true),
+    })
+}
+
+fn listeners(
+    src: &Source<'_>,
+    raw: Option<&Spanned<Vec<Spanned<RawListener>>>>,
+) -> Result<Vec<Listener>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(default_listeners());
+    };
+    if raw.get_ref().is_empty() {
+        return Err(src.err(raw.span(), "at least one `[[listener]]` is needed"));
+    }
+    let mut out: Vec<Listener> = Vec::new();
+    for l in raw.get_ref() {
+        let addr_s = &l.get_ref().addr;
+        let addr: SocketAddr = addr_s.get_ref().trim().parse().map_err(|_| {
+            src.err(
+                addr_s.span(),
+                format!(
+                    "`{}` is not an address with a port (e.g. `0.0.0.0:443`, `[::]:443`)",
+                    addr_s.get_ref()
+                ),
+            )
+        })?;
+        if out.iter().any(|o| o.addr == addr) {
+            return Err(src.err(addr_s.span(), format!("listener `{addr}` appears twice")));
+        }
+        out.push(Listener {
+            addr,
+            tls: l.get_ref().tls.unwrap_or(true),
+        });
+    }
+    Ok(out)
+}
+
+fn certificate(src: &Source<'_>, raw: &RawCertificate) -> Result<Certificate, ConfigError> {
+    let cert = src.path(raw.cert.get_ref());
+    let key = src.path(raw.key.get_ref());
+    let chain = crate::tls::read_chain(&cert).map_err(|e| src.err(raw.cert.span(), e))?;
+    let key_der = crate::tls::read_key(&key).map_err(|e| src.err(raw.key.span(), e))?;
+    crate::tls::certified(chain, key_der).map_err(|e| {
+        src.err(
+            raw.key.span(),
+            format!("`{}` for `{}`: {e}", key.display(), cert.display()),
+        )
+    })?;
+    Ok(Certificate {
+        cert: Some(cert),
+        key: Some(key),
+    })
+}
+
+/// Validates a host name for `[[site]] hosts`: lower-cased, trailing dot removed, no port;
+/// IPv6 literals (with or without brackets) are stored without brackets, as the host part of
+/// an authority is matched without them.
+fn host_name(h: &str) -> Result<String, String> {
+    let h = h.trim().trim_end_matches('.').to_ascii_lowercase();
+    if h.is_empty() {
+        return Err("empty host name".into());
+    }
+    let unbracketed = h
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(&h);
+    if let Ok(v6) = unbracketed.parse::<std::net::Ipv6Addr>() {
+        return Ok(v6.to_string());
+    }
+    if h.contains(':') {
+        return Err(format!("`{h}`: host names have no port"));
+    }
+    if !h
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+    {
+        return Err(format!(
+            "`{h}` is not a host name (letters, digits, `-`, `.`; no wildcards)"
+        ));
+    }
+    Ok(h)
+}
+
+fn sites(src: &Source<'_>, raw: Option<&[Spanned<RawSite>]>) -> Result<Vec<Site>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(vec![Site {
+            hosts: Vec::new(),
+            content: SiteContent::Builtin,
+        }]);
+    };
+    let mut out: Vec<Site> = Vec::new();
+    // (host, line of the site that claimed it)
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    let mut default_line: Option<usize> = None;
+    for s in raw {
+        let site_line = line_col(src.text, s.span().start).0;
+        let r = s.get_ref();
+        let mut hosts = Vec::new();
+        match &r.hosts {
+            None => {
+                if let Some(line) = default_line {
+                    return Err(src.err(
+                        s.span(),
+                        format!("a second default site (no `hosts`); the site at line {line} already serves any host"),
+                    ));
+                }
+                default_line = Some(site_line);
+            }
+            Some(list) if list.get_ref().is_empty() => {
+                return Err(src.err(
+                    list.span(),
+                    "`hosts` is empty; omit it to make this the default site",
+                ));
+            }
+            Some(list) => {
+                for h in list.get_ref() {
+                    let name = host_name(h.get_ref()).map_err(|e| src.err(h.span(), e))?;
+                    if let Some((_, line)) = seen.iter().find(|(n, _)| *n == name) {
+                        return Err(src.err(
+                            h.span(),
+                            format!("host `{name}` is already served by the site at line {line}"),
+                        ));
+                    }
+                    seen.push((name.clone(), site_line));
+                    hosts.push(name);
+                }
+            }
+        }
+        let builtin = r.builtin.as_ref().filter(|b| *b.get_ref());
+        let content = match (&r.root, builtin) {
+            (Some(root), Some(_)) => {
+                return Err(src.err(
+                    root.span(),
+                    "a site has either `root` or `builtin = true`, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(src.err(
+                    s.span(),
+                    "a site needs `root = \"/path\"` or `builtin = true`",
+                ))
+            }
+            (None, Some(_)) => SiteContent::Builtin,
+            (Some(root), None) => {
+                let path = src.path(root.get_ref());
+                match fs::metadata(&path) {
+                    Ok(m) if m.is_dir() => SiteContent::Root(path),
+                    Ok(_) => {
+                        return Err(src.err(
+                            root.span(),
+                            format!("root `{}` is not a directory", path.display()),
+                        ))
+                    }
+                    Err(e) => {
+                        return Err(src.err(
+                            root.span(),
+                            format!("root directory `{}`: {e}", path.display()),
+                        ))
+                    }
+                }
+            }
+        };
+        out.push(Site { hosts, content });
+    }
+    Ok(out)
+}
+
+/// A number from the file, checked against `min..=max`, or `default` when absent.
+fn bounded<T>(
+    src: &Source<'_>,
+    v: &Option<Spanned<T>>,
+    name: &str,
+    min: T,
+    max: T,
+    default: T,
+) -> Result<T, ConfigError>
+where
+    T: Copy + PartialOrd + fmt::Display,
+{
+    match v {
+        None => Ok(default),
+        Some(s) if *s.get_ref() < min || *s.get_ref() > max => Err(src.err(
+            s.span(),
+            format!(
+                "`{name}` must be between {min} and {max}, not {}",
+                s.get_ref()
+            ),
+        )),
+        Some(s) => Ok(*s.get_ref()),
+    }
+}
+
+fn limits(src: &Source<'_>, raw: &RawLimits) -> Result<Limits, ConfigError> {
+    let d = Limits::default();
+    Ok(Limits {
+        max_concurrent_streams: bounded(
+            src,
+            &raw.max_concurrent_streams,
+            "max_concurrent_streams",
+            1,
+            u32::MAX,
+            d.max_concurrent_streams,
+        )?,
+        max_header_list_size: bounded(
+            src,
+            &raw.max_header_list_size,
+            "max_header_list_size",
+            MIN_HEADER_LIST_SIZE,
+            u32::MAX,
+            d.max_header_list_size,
+        )?,
+        max_continuation_frames: raw
+            .max_continuation_frames
+            .unwrap_or(d.max_continuation_frames),
+        header_table_size: bounded(
+            src,
+            &raw.header_table_size,
+            "header_table_size",
+            0,
+            MAX_HEADER_TABLE_SIZE,
+            d.header_table_size,
+        )?,
+        max_resets_per_window: bounded(
+            src,
+            &raw.max_resets_per_window,
+            "max_resets_per_window",
+            1,
+            u32::MAX,
+            d.max_resets_per_window,
+        )?,
+        max_pings_per_window: bounded(
+            src,
+            &raw.max_pings_per_window,
+            "max_pings_per_window",
+            1,
+            u32::MAX,
+            d.max_pings_per_window,
+        )?,
+        max_settings_per_window: bounded(
+            src,
+            &raw.max_settings_per_window,
+            "max_settings_per_window",
+            1,
+            u32::MAX,
+            d.max_settings_per_window,
+        )?,
+        flood_window: Duration::from_secs(bounded(
+            src,
+            &raw.flood_window_secs,
+            "flood_window_secs",
+            1,
+            3600,
+            d.flood_window.as_secs(),
+        )?),
+        max_request_body: raw.max_request_body.unwrap_or(d.max_request_body),
+        max_connections: bounded(
+            src,
+            &raw.max_connections,
+            "max_connections",
+            1,
+            1 << 24,
+            d.max_connections,
+        )?,
+    })
+}
+
+fn timeouts(src: &Source<'_>, raw: &RawTimeouts) -> Result<Timeouts, ConfigError> {
+    let d = Timeouts::default();
+    // A day is far beyond any sensible value and keeps `Instant + Duration` from overflowing.
+    const DAY: u64 = 86_400;
+    let secs = |v, name, min, default: Duration| {
+        bounded(src, v, name, min, DAY, default.as_secs()).map(Duration::from_secs)
+    };
+    Ok(Timeouts {
+        header: secs(&raw.header_secs, "header_secs", 1, d.header)?,
+        idle: secs(&raw.idle_secs, "idle_secs", 1, d.idle)?,
+        drain: secs(&raw.drain_secs, "drain_secs", 0, d.drain)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_in(dir: &Path, text: &str) -> Result<Config, ConfigError> {
+        parse(text, Path::new("sluice.toml"), dir)
+    }
+
+    fn err(text: &str) -> ConfigError {
+        let dir = tempfile::tempdir().unwrap();
+        parse_in(dir.path(), text).unwrap_err()
+    }
+
+    #[test]
+    fn good_config() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("www")).unwrap();
+        let (c, k) = crate::tls::generate_self_signed(&["example.com"]).unwrap();
+        fs::create_dir(dir.path().join("certs")).unwrap();
+        fs::write(dir.path().join("certs/a.pem"), c).unwrap();
+        fs::write(dir.path().join("certs/a.key"), k).unwrap();
+        let text = r#"
+data_dir = "state"
+access_log = false
+[[listener]]
+addr = "127.0.0.1:8443"
+[[listener]]
+addr = "[::1]:8080"
+tls = false
+[[certificate]]
+cert = "certs/a.pem"
+key = "certs/a.key"
+[[site]]
+hosts = ["Example.com", "www.example.com."]
+root = "www"
+[[site]]
+builtin = true
+[speedtest]
+enabled = false
+max_download_bytes = 1_000
+[limits]
+max_concurrent_streams = 100
+header_table_size = 65536
+flood_window_secs = 5
+max_connections = 7
+[timeouts]
+header_secs = 3
+drain_secs = 0
+"#;
+        let cfg = parse_in(dir.path(), text).unwrap();
+        assert_eq!(cfg.data_dir, dir.path().join("state"));
+        assert!(!cfg.access_log);
+        assert_eq!(cfg.listeners.len(), 2);
+        assert_eq!(cfg.listeners[0].addr, "127.0.0.1:8443".parse().unwrap());
+        assert!(cfg.listeners[0].tls);
+        assert!(!cfg.listeners[1].tls);
+        assert_eq!(cfg.certificates.len(), 1);
+        assert_eq!(
+            cfg.certificates[0].cert.as_deref(),
+            Some(dir.path().join("certs/a.pem").as_path())
+        );
+        assert_eq!(cfg.sites[0].hosts, vec!["example.com", "www.example.com"]);
+        assert!(
+            matches!(&cfg.sites[0].content, SiteContent::Root(p) if *p == dir.path().join("www"))
+        );
+        assert!(cfg.sites[1].hosts.is_empty());
+        assert!(matches!(cfg.sites[1].content, SiteContent::Builtin));
+        assert!(!cfg.speedtest.enabled);
+        assert_eq!(cfg.speedtest.max_download_bytes, 1000);
+        assert_eq!(cfg.limits.max_concurrent_streams, 100);
+        assert_eq!(cfg.limits.header_table_size, 65536);
+        assert_eq!(cfg.limits.flood_window, Duration::from_secs(5));
+        assert_eq!(cfg.limits.max_connections, 7);
+        assert_eq!(cfg.limits.max_pings_per_window, 50);
+        assert_eq!(cfg.timeouts.header, Duration::from_secs(3));
+        assert_eq!(cfg.timeouts.idle, Duration::from_secs(60));
+        assert_eq!(cfg.timeouts.drain, Duration::ZERO);
+    }
+
+    #[test]
+    fn defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = parse_in(dir.path(), "").unwrap();
+        assert_eq!(cfg.listeners.len(), 2);
+        assert_eq!(cfg.listeners[0].addr.port(), 8443);
+        assert!(cfg.listeners[0].tls);
+        assert!(cfg.listeners[0].addr.ip().is_unspecified());
+        assert_eq!(cfg.listeners[1].addr.port(), 8080);
+        assert!(!cfg.listeners[1].tls);
+        assert_eq!(cfg.certificates.len(), 1);
+        assert!(cfg.certificates[0].cert.is_none());
+        assert_eq!(cfg.sites.len(), 1);
+        assert!(matches!(cfg.sites[0].content, SiteContent::Builtin));
+        assert!(cfg.speedtest.enabled);
+        assert_eq!(cfg.speedtest.max_download_bytes, 10_000_000_000);
+        assert_eq!(cfg.limits.max_concurrent_streams, 128);
+        assert_eq!(cfg.limits.max_header_list_size, 65536);
+        assert_eq!(cfg.limits.max_request_body, 10_737_418_240);
+        assert_eq!(cfg.limits.max_connections, 10_000);
+        assert_eq!(cfg.timeouts.idle, Duration::from_secs(60));
+        assert!(cfg.access_log);
+        assert!(cfg.data_dir.ends_with("sluice"));
+        let d = default_config(PathBuf::from("/tmp/x"));
+        assert_eq!(d.listeners.len(), 2);
+        assert_eq!(d.certificates.len(), 1);
+        assert_eq!(d.data_dir, PathBuf::from("/tmp/x"));
+    }
+
+    #[test]
+    fn no_tls_listener_no_default_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = parse_in(
+            dir.path(),
+            "[[listener]]\naddr = \"127.0.0.1:80\"\ntls = false\n",
+        )
+        .unwrap();
+        assert!(cfg.certificates.is_empty());
+    }
+
+    #[test]
+    fn unknown_key_with_line() {
+        let e = err("access_log = true\n\n[[site]]\nbuiltin = true\n  rooot = \"/x\"\n");
+        assert_eq!(e.position(), Some((5, 3)));
+        let s = e.to_string();
+        assert!(
+            s.starts_with("sluice.toml:5:3: unknown field `rooot`"),
+            "{s}"
+        );
+        assert!(s.contains("expected one of"), "{s}");
+    }
+
+    #[test]
+    fn bad_value_type_with_line() {
+        let e = err("[limits]\nmax_concurrent_streams = \"many\"\n");
+        assert_eq!(e.position(), Some((2, 26)));
+        assert!(e.message().contains("invalid type"), "{e}");
+        let e = err("[limits]\nmax_concurrent_streams = -1\n");
+        assert_eq!(e.position(), Some((2, 26)));
+        let e = err("access_log = 1\n");
+        assert_eq!(e.position(), Some((1, 14)));
+        let e = err("x = \n");
+        assert_eq!(e.position().map(|p| p.0), Some(1));
+        assert!(!e.to_string().contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn missing_root_with_line() {
+        let e = err("[[site]]\nhosts = [\"a.test\"]\nroot = \"does-not-exist\"\n");
+        assert_eq!(e.position(), Some((3, 8)));
+        assert!(e.message().contains("does-not-exist"), "{e}");
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_key() {
+        let cases: &[(&str, (usize, usize), &str)] = &[
+            ("listener = []\n", (1, 12), "at least one"),
+            ("[[listener]]\naddr = \"localhost\"\n", (2, 8), "not an address"),
+            ("[[listener]]\naddr = \"[::]:1\"\n[[listener]]\naddr = \"[::]:1\"\n", (4, 8), "twice"),
+            ("[limits]\nmax_concurrent_streams = 0\n", (2, 26), "between 1 and"),
+            ("[limits]\n\nheader_table_size = 65537\n", (3, 21), "between 0 and 65536"),
+            ("[timeouts]\nidle_secs = 0\n", (2, 13), "idle_secs"),
+            ("[[site]]\nbuiltin = true\n[[site]]\nbuiltin = true\n", (3, 1), "second default site"),
+            ("[[site]]\nhosts = [\"a.test\"]\nbuiltin = true\n[[site]]\nhosts = [\"b.test\", \"A.test\"]\nbuiltin = true\n", (5, 20), "line 1"),
+            ("[[site]]\nhosts = []\nbuiltin = true\n", (2, 9), "empty"),
+            ("[[site]]\nhosts = [\"a.test:80\"]\nbuiltin = true\n", (2, 10), "port"),
+            ("[[site]]\nhosts = [\"*.a.test\"]\nbuiltin = true\n", (2, 10), "wildcards"),
+            ("[[site]]\nhosts = [\"[::1]\", \"0:0::1\"]\nbuiltin = true\n", (2, 19), "already served"),
+            ("[[site]]\nhosts = [\"a.test\"]\n", (1, 1), "needs `root"),
+            ("[[certificate]]\ncert = \"nope.pem\"\nkey = \"nope.key\"\n", (2, 8), "cannot read certificate"),
+        ];
+        for (text, pos, needle) in cases {
+            let e = err(text);
+            assert_eq!(e.position(), Some(*pos), "{text:?}: {e}");
+            assert!(e.message().contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn key_mismatch_points_at_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, _) = crate::tls::generate_self_signed(&["a.test"]).unwrap();
+        let (_, k) = crate::tls::generate_self_signed(&["a.test"]).unwrap();
+        fs::write(dir.path().join("c.pem"), c).unwrap();
+        fs::write(dir.path().join("k.pem"), k).unwrap();
+        fs::write(dir.path().join("junk.pem"), "nothing here").unwrap();
+        let e = parse_in(
+            dir.path(),
+            "[[certificate]]\ncert = \"c.pem\"\nkey = \"k.pem\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.position(), Some((3, 7)), "{e}");
+        assert!(e.message().contains("does not match"), "{e}");
+        let e = parse_in(
+            dir.path(),
+            "[[certificate]]\ncert = \"junk.pem\"\nkey = \"k.pem\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.position(), Some((2, 8)), "{e}");
+    }
+
+    #[test]
+    fn load_names_the_file_and_resolves_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("www")).unwrap();
+        let p = dir.path().join("s.toml");
+        fs::write(&p, "[[site]]\nroot = \"www\"\n").unwrap();
+        let cfg = load(&p).unwrap();
+        assert!(
+            matches!(&cfg.sites[0].content, SiteContent::Root(r) if *r == dir.path().join("www"))
+        );
+        fs::write(&p, "[[site]]\nroot = \"nope\"\n").unwrap();
+        let e = load(&p).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}:2:8: root directory", p.display())),
+            "{e}"
+        );
+        let e = load(&dir.path().join("missing.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing.toml: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn example_config_loads() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sluice.example.toml");
+        let cfg = load(&p).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!cfg.listeners.is_empty());
+        assert!(!cfg.sites.is_empty());
+    }
+
+    #[test]
+    fn line_col_counts_chars() {
+        assert_eq!(line_col("ab\ncé\nx", 0), (1, 1));
+        assert_eq!(line_col("ab\ncé\nx", 3), (2, 1));
+        assert_eq!(line_col("ab\ncé\nx", 7), (3, 1));
+        assert_eq!(line_col("ab\ncé\nx", 5), (2, 2), "inside a multi-byte char");
+        assert_eq!(line_col("ab", 99), (1, 3));
+    }
+}

@@ -1,0 +1,308 @@
+//! Speed-test endpoints, the same kind of test the write-ups in `shared/seeds` measured with:
+//!
+//! - `GET /__down?bytes=N` → 200 with `N` zero bytes (`application/octet-stream`, exact
+//!   `content-length`), served from a shared static buffer: no allocation per chunk.
+//!   `N` is a plain decimal integer (no suffixes) at most `max_download_bytes`; anything else is
+//!   400 with a message saying why. Other query parameters (cache busters) are ignored.
+//! - `POST /__up` (or `PUT`) → reads and discards the body, counting bytes, and answers
+//!   `{"bytes":N,"seconds":S,"mbps":M}`. `seconds` runs from the moment the handler sees the
+//!   request (the head has arrived) to the last body byte; `mbps` is megabits per second
+//!   (`bytes × 8 / seconds / 10⁶`), 0 when no time could be measured.
+//! - `GET /__ping` → 204 at once, for round-trip times.
+//!
+//! Every answer carries `cache-control: no-store` so no cache can fake a result.
+
+use std::time::Instant;
+
+use http::header::{self, HeaderValue};
+use http::{Method, StatusCode};
+
+use crate::config::Speedtest;
+use crate::http::{Body, BodyError, Request, Response};
+
+/// Download path.
+const DOWN: &str = "/__down";
+/// Upload path.
+const UP: &str = "/__up";
+/// Latency path.
+const PING: &str = "/__ping";
+
+/// Whether `path` is one of the speed-test endpoints (when enabled).
+pub(crate) fn claims(cfg: &Speedtest, path: &str) -> bool {
+    cfg.enabled && matches!(path, DOWN | UP | PING)
+}
+
+/// Answers a speed-test request, or `None` (leaving `req` untouched) when the path is not a
+/// speed-test endpoint or the speed test is disabled. Takes `&mut` so the caller can hand an
+/// unclaimed request on to the next handler; the upload reads `req.body` to the end.
+pub(crate) async fn handle(cfg: &Speedtest, req: &mut Request) -> Option<Response> {
+    if !claims(cfg, &req.path) {
+        return None;
+    }
+    let resp = match req.path.as_str() {
+        DOWN => match req.method {
+            Method::GET | Method::HEAD => download(cfg, req),
+            _ => method_not_allowed("GET, HEAD"),
+        },
+        UP => match req.method {
+            Method::POST | Method::PUT => upload(req).await,
+            _ => method_not_allowed("POST, PUT"),
+        },
+        _ => match req.method {
+            Method::GET | Method::HEAD => Response {
+                status: StatusCode::NO_CONTENT,
+                headers: http::HeaderMap::new(),
+                body: Body::Empty,
+            },
+            _ => method_not_allowed("GET, HEAD"),
+        },
+    };
+    Some(no_store(resp))
+}
+
+fn no_store(mut r: Response) -> Response {
+    r.headers
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn method_not_allowed(allow: &'static str) -> Response {
+    let mut r = Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    r.headers
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// Parses `bytes=N` out of a query string; `max` is the configured ceiling.
+pub(crate) fn parse_download_size(query: Option<&str>, max: u64) -> Result<u64, String> {
+    let value = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("bytes="))
+        .ok_or_else(|| {
+            "missing `bytes=N` query parameter (N: number of bytes to download)".to_string()
+        })?;
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "`bytes={value}`: N must be a plain decimal integer"
+        ));
+    }
+    let n: u64 = value
+        .parse()
+        .map_err(|_| format!("`bytes={value}` exceeds the limit of {max} bytes"))?;
+    if n > max {
+        return Err(format!("`bytes={n}` exceeds the limit of {max} bytes"));
+    }
+    Ok(n)
+}
+
+fn download(cfg: &Speedtest, req: &Request) -> Response {
+    let n = match parse_download_size(req.query.as_deref(), cfg.max_download_bytes) {
+        Ok(n) => n,
+        Err(msg) => return Response::text(StatusCode::BAD_REQUEST, format!("{msg}\n")),
+    };
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+    let body = if req.method == Method::HEAD {
+        Body::Empty
+    } else {
+        Body::Zeros(n)
+    };
+    Response {
+        status: StatusCode::OK,
+        headers,
+        body,
+    }
+}
+
+async fn upload(req: &mut Request) -> Response {
+    let start = Instant::now();
+    let mut bytes: u64 = 0;
+    while let Some(chunk) = req.body.chunk().await {
+        match chunk {
+            Ok(b) => bytes = bytes.saturating_add(b.len() as u64),
+            Err(BodyError::TooLarge) => {
+                return Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+            }
+            Err(e) => {
+                return Response::text(StatusCode::BAD_REQUEST, format!("upload failed: {e}\n"))
+            }
+        }
+    }
+    let body = upload_json(bytes, start.elapsed().as_secs_f64());
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    Response {
+        status: StatusCode::OK,
+        headers,
+        body: Body::Full(body.into()),
+    }
+}
+
+/// The upload result: `{"bytes":N,"seconds":S,"mbps":M}`, seconds to the microsecond,
+/// megabits per second (10⁶ bits) to three decimals.
+pub(crate) fn upload_json(bytes: u64, seconds: f64) -> String {
+    let seconds = if seconds.is_finite() && seconds > 0.0 {
+        seconds
+    } else {
+        0.0
+    };
+    let mbps = if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds / 1e6
+    } else {
+        0.0
+    };
+    let round = |x: f64, scale: f64| (x * scale).round() / scale;
+    serde_json::json!({
+        "bytes": bytes,
+        "seconds": round(seconds, 1e6),
+        "mbps": round(mbps, 1e3),
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::{Proto, RequestBody};
+    use bytes::Bytes;
+
+    fn cfg() -> Speedtest {
+        Speedtest {
+            enabled: true,
+            max_download_bytes: 1_000_000,
+        }
+    }
+
+    fn req(method: Method, path: &str, query: Option<&str>, body: RequestBody) -> Request {
+        Request {
+            proto: Proto::Http2,
+            method,
+            authority: "localhost".into(),
+            path: path.into(),
+            query: query.map(String::from),
+            headers: http::HeaderMap::new(),
+            tls: true,
+            body,
+        }
+    }
+
+    #[test]
+    fn download_size_parsing() {
+        let p = |q: Option<&str>| parse_download_size(q, 1000);
+        assert_eq!(p(Some("bytes=0")), Ok(0));
+        assert_eq!(p(Some("bytes=1000")), Ok(1000));
+        assert_eq!(p(Some("r=0.123&bytes=42")), Ok(42));
+        assert!(p(Some("bytes=1001")).unwrap_err().contains("limit of 1000"));
+        assert!(p(Some("bytes=99999999999999999999999"))
+            .unwrap_err()
+            .contains("limit"));
+        assert!(p(None).unwrap_err().contains("missing"));
+        assert!(p(Some("size=5")).unwrap_err().contains("missing"));
+        for bad in [
+            "bytes=",
+            "bytes=1k",
+            "bytes=-1",
+            "bytes=+1",
+            "bytes= 1",
+            "bytes=1.5",
+        ] {
+            assert!(p(Some(bad)).unwrap_err().contains("plain decimal"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn upload_json_shape() {
+        let v: serde_json::Value = serde_json::from_str(&upload_json(1_000_000, 0.5)).unwrap();
+        assert_eq!(v["bytes"], 1_000_000);
+        assert_eq!(v["seconds"], 0.5);
+        assert_eq!(v["mbps"], 16.0);
+        let v: serde_json::Value = serde_json::from_str(&upload_json(0, 0.0)).unwrap();
+        assert_eq!(v["mbps"], 0.0);
+        let v: serde_json::Value = serde_json::from_str(&upload_json(5, f64::NAN)).unwrap();
+        assert_eq!(
+            (v["seconds"].as_f64(), v["mbps"].as_f64()),
+            (Some(0.0), Some(0.0))
+        );
+    }
+
+    #[tokio::test]
+    async fn endpoints() {
+        let c = cfg();
+        let mut r = req(
+            Method::GET,
+            "/__down",
+            Some("bytes=100000"),
+            RequestBody::empty(),
+        );
+        let resp = handle(&c, &mut r).await.unwrap();
+        assert_eq!(resp.status, StatusCode::OK);
+        assert_eq!(resp.headers["content-length"], "100000");
+        assert_eq!(resp.headers["cache-control"], "no-store");
+        assert_eq!(resp.headers["content-type"], "application/octet-stream");
+        assert!(matches!(resp.body, Body::Zeros(100_000)));
+
+        let mut r = req(
+            Method::GET,
+            "/__down",
+            Some("bytes=2000000"),
+            RequestBody::empty(),
+        );
+        let resp = handle(&c, &mut r).await.unwrap();
+        assert_eq!(resp.status, StatusCode::BAD_REQUEST);
+        assert_eq!(resp.headers["cache-control"], "no-store");
+
+        let mut r = req(Method::HEAD, "/__ping", None, RequestBody::empty());
+        let resp = handle(&c, &mut r).await.unwrap();
+        assert_eq!(resp.status, StatusCode::NO_CONTENT);
+
+        let mut r = req(Method::GET, "/__up", None, RequestBody::empty());
+        let resp = handle(&c, &mut r).await.unwrap();
+        assert_eq!(resp.status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(resp.headers["allow"], "POST, PUT");
+
+        let mut r = req(Method::GET, "/index.html", None, RequestBody::empty());
+        assert!(handle(&c, &mut r).await.is_none());
+        let off = Speedtest {
+            enabled: false,
+            ..cfg()
+        };
+        let mut r = req(Method::GET, "/__ping", None, RequestBody::empty());
+        assert!(handle(&off, &mut r).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn upload_counts_bytes() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for n in [1000usize, 65536, 7] {
+            tx.send(Ok(Bytes::from(vec![1u8; n]))).unwrap();
+        }
+        drop(tx);
+        let mut r = req(Method::POST, "/__up", None, RequestBody::channel(rx, None));
+        let mut resp = handle(&cfg(), &mut r).await.unwrap();
+        assert_eq!(resp.status, StatusCode::OK);
+        assert_eq!(resp.headers["content-type"], "application/json");
+        let mut body = Vec::new();
+        while let Some(c) = resp.body.next_chunk(1 << 16).await {
+            body.extend_from_slice(&c.unwrap());
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["bytes"], 66543);
+        assert!(v["seconds"].as_f64().unwrap() >= 0.0);
+
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tx.send(Ok(Bytes::from_static(b"abc"))).unwrap();
+        tx.send(Err(BodyError::TooLarge)).unwrap();
+        let mut r = req(Method::PUT, "/__up", None, RequestBody::channel(rx, None));
+        let resp = handle(&cfg(), &mut r).await.unwrap();
+        assert_eq!(resp.status, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}

@@ -1,0 +1,1336 @@
+//! Static files under a root directory: GET and HEAD, validators and conditional requests
+//! (RFC 9110 §8.8, §13), byte ranges (RFC 9110 §14), directories via `index.html`.
+//!
+//! Decisions:
+//! - **Path mapping.** The path is split on `/` *before* percent-decoding, then each segment is
+//!   decoded. A segment that decodes to something containing `/` (`%2F`) or NUL can name no
+//!   file, so such requests get 404 (like Apache's `AllowEncodedSlashes Off`), and `..%2f`
+//!   can never become a traversal. Decoded `.` and `..` segments (so also `%2e%2e`) are applied
+//!   as in RFC 3986 §5.2.4; a `..` at the root stays at the root. Segments that are not valid
+//!   UTF-8 after decoding get 400. Dotfiles (a segment starting with `.`) are hidden (404)
+//!   except `/.well-known/` (RFC 8615), so `.git` or `.env` under a root never leak.
+//! - **Containment.** The candidate path is canonicalized and must stay under the canonical
+//!   root; a symlink leading outside answers 404, the same as a missing file, so probing
+//!   reveals nothing. The file is opened with `O_NOFOLLOW` and checked to be a regular file
+//!   through the open descriptor.
+//! - **ETag.** Strong, `"<mtime in ns, hex>-<size, hex>"` — nanosecond mtimes make a change
+//!   that keeps both size and mtime practically impossible, and a strong tag lets `If-Range`
+//!   and `If-Match` work (RFC 9110 §8.8.3.2). No inode, so replicas of the same tree agree.
+//! - **Ranges.** Only for GET. A malformed `Range`, an unknown unit, more than
+//!   [`MAX_RANGE_SPECS`] specs or more than [`MAX_RANGES`] ranges left after coalescing →
+//!   the header is ignored and the whole file is sent with 200 (RFC 9110 §14.2 allows ignoring
+//!   such requests; a full response is always correct). Overlapping ranges and ranges less
+//!   than [`COALESCE_GAP`] bytes apart are merged (§14.6); the parts keep the order in which
+//!   their first range was requested.
+//! - Directory listings are not generated; a directory without `index.html` is 404.
+
+use std::collections::VecDeque;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
+use sha2::{Digest, Sha256};
+
+use crate::http::{Body, Request, Response};
+
+/// Most comma-separated range specs we look at; beyond this the `Range` header is ignored.
+const MAX_RANGE_SPECS: usize = 64;
+/// Most ranges served in one multipart response (after coalescing); beyond this the whole
+/// file is sent instead. Each part costs a header and a file descriptor.
+const MAX_RANGES: usize = 16;
+/// Ranges closer than this are merged: about the size of one part header (RFC 9110 §14.6
+/// allows coalescing ranges "separated by a gap that is smaller than the overhead of sending
+/// multiple parts").
+const COALESCE_GAP: u64 = 80;
+
+/// Characters escaped in a path segment of a `Location` we build (RFC 3986 §3.3 pchar).
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// Serves `req` from the files under `root`.
+pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
+    if req.method != Method::GET && req.method != Method::HEAD {
+        let mut r = Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        r.headers
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let target = match resolve_path(&req.path) {
+        Ok(t) => t,
+        Err(PathError::BadRequest(why)) => {
+            return Response::text(StatusCode::BAD_REQUEST, format!("{why}\n"))
+        }
+        Err(PathError::NotFound) => return not_found(),
+    };
+    let root = root.to_path_buf();
+    let segments = target.segments.clone();
+    let trailing = target.trailing_slash;
+    let found =
+        match tokio::task::spawn_blocking(move || open_beneath(&root, &segments, trailing)).await {
+            Ok(f) => f,
+            Err(_) => Lookup::Error("file lookup task failed".into()),
+        };
+    match found {
+        Lookup::File(file, meta, is_index) => {
+            let name = if is_index {
+                Some("index.html")
+            } else {
+                target.segments.last().map(String::as_str)
+            };
+            respond(req, file, &meta, content_type(name))
+        }
+        Lookup::AddSlash => redirect_with_slash(&target.segments, req.query.as_deref()),
+        Lookup::NotFound => not_found(),
+        Lookup::Forbidden => Response::text(StatusCode::FORBIDDEN, "forbidden\n"),
+        Lookup::Error(e) => {
+            tracing::warn!("static file error: {e}");
+            Response::text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+        }
+    }
+}
+
+fn not_found() -> Response {
+    Response::text(StatusCode::NOT_FOUND, "not found\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path resolution (pure).
+
+/// A request path mapped onto file-system segments.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// Decoded, normalised segments below the root (no `.`, `..`, empty or hidden segments).
+    pub(crate) segments: Vec<String>,
+    /// Whether the path names a directory (ends in `/`, or in `.` or `..`).
+    pub(crate) trailing_slash: bool,
+}
+
+/// Why a path maps to no file.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PathError {
+    /// 400: not an origin-form path, or not UTF-8 after decoding.
+    BadRequest(&'static str),
+    /// 404: cannot name a servable file (encoded `/`, NUL, dotfile).
+    NotFound,
+}
+
+/// Maps a percent-encoded request path to segments under the root. Never yields a segment
+/// that could leave the root: see the module documentation for the rules.
+pub(crate) fn resolve_path(raw: &str) -> Result<Target, PathError> {
+    let Some(rest) = raw.strip_prefix('/') else {
+        return Err(PathError::BadRequest("the path must start with `/`"));
+    };
+    let mut segments: Vec<String> = Vec::new();
+    let mut trailing_slash = true;
+    for raw_seg in rest.split('/') {
+        let seg = percent_decode_str(raw_seg)
+            .decode_utf8()
+            .map_err(|_| PathError::BadRequest("the path is not UTF-8 after percent-decoding"))?;
+        match &*seg {
+            "" | "." => trailing_slash = true,
+            ".." => {
+                // RFC 3986 §5.2.4: remove the last segment; at the root there is none to remove.
+                segments.pop();
+                trailing_slash = true;
+            }
+            s => {
+                if s.contains(['/', '\0']) {
+                    return Err(PathError::NotFound);
+                }
+                if s.starts_with('.') && !(s == ".well-known" && segments.is_empty()) {
+                    return Err(PathError::NotFound);
+                }
+                segments.push(s.to_owned());
+                trailing_slash = false;
+            }
+        }
+    }
+    Ok(Target {
+        segments,
+        trailing_slash,
+    })
+}
+
+/// `Location` for a directory requested without its trailing slash, built from the normalised
+/// segments (never from the raw path: `//evil.example/` must not become a
+/// scheme-relative redirect).
+fn redirect_with_slash(segments: &[String], query: Option<&str>) -> Response {
+    let mut loc = String::from("/");
+    for s in segments {
+        loc.extend(utf8_percent_encode(s, SEGMENT));
+        loc.push('/');
+    }
+    let with_query = query.map(|q| format!("{loc}?{q}"));
+    let value = with_query
+        .as_deref()
+        .and_then(|l| HeaderValue::from_str(l).ok())
+        .or_else(|| HeaderValue::from_str(&loc).ok());
+    let mut r = Response::text(StatusCode::MOVED_PERMANENTLY, "moved permanently\n");
+    if let Some(v) = value {
+        r.headers.insert(header::LOCATION, v);
+    }
+    r
+}
+
+// ---------------------------------------------------------------------------------------------
+// File-system lookup (blocking; runs on tokio's blocking pool).
+
+enum Lookup {
+    /// The open file, its metadata, and whether it is a directory's `index.html`.
+    File(File, Metadata, bool),
+    AddSlash,
+    NotFound,
+    Forbidden,
+    Error(String),
+}
+
+fn classify(kind: io::ErrorKind) -> Lookup {
+    match kind {
+        io::ErrorKind::PermissionDenied => Lookup::Forbidden,
+        _ => Lookup::NotFound,
+    }
+}
+
+/// Finds and opens the file for `segments` under `root`, refusing anything whose canonical
+/// path leaves the canonical root.
+fn open_beneath(root: &Path, segments: &[String], trailing_slash: bool) -> Lookup {
+    let root = match root.canonicalize() {
+        Ok(r) => r,
+        Err(e) => return Lookup::Error(format!("site root `{}`: {e}", root.display())),
+    };
+    let mut candidate = root.clone();
+    candidate.extend(segments);
+    let mut path = match inside(&root, &candidate) {
+        Ok(p) => p,
+        Err(kind) => return classify(kind),
+    };
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) => return classify(e.kind()),
+    };
+    let is_index = meta.is_dir();
+    if is_index {
+        if !trailing_slash {
+            return Lookup::AddSlash;
+        }
+        path = match inside(&root, &path.join("index.html")) {
+            Ok(p) => p,
+            Err(kind) => return classify(kind),
+        };
+    } else if trailing_slash {
+        // `/file.txt/` names a directory that does not exist.
+        return Lookup::NotFound;
+    }
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) => return classify(e.kind()),
+    };
+    match file.metadata() {
+        Ok(m) if m.is_file() => Lookup::File(file, m, is_index),
+        Ok(_) => Lookup::NotFound,
+        Err(e) => Lookup::Error(format!("fstat `{}`: {e}", path.display())),
+    }
+}
+
+/// Canonicalizes `path` and checks it is `root` or below it; a path leading outside reports
+/// `NotFound`, like a missing file.
+fn inside(root: &Path, path: &Path) -> Result<PathBuf, io::ErrorKind> {
+    let canon = path.canonicalize().map_err(|e| e.kind())?;
+    if canon.starts_with(root) {
+        Ok(canon)
+    } else {
+        Err(io::ErrorKind::NotFound)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validators and conditional requests (pure).
+
+/// What conditional requests compare against.
+#[derive(Debug, Clone)]
+pub(crate) struct Validators {
+    /// Opaque tag without quotes (our tags are always strong).
+    pub(crate) etag: String,
+    /// Last-Modified in whole seconds since the epoch, clamped to "now" (RFC 9110 §8.8.2.1).
+    pub(crate) last_modified: u64,
+    /// Whether `last_modified` can be used as a strong validator: at least one second in the
+    /// past (RFC 9110 §8.8.2.2).
+    pub(crate) lm_strong: bool,
+}
+
+impl Validators {
+    /// Validators from a file's size and modification time.
+    pub(crate) fn new(len: u64, mtime: SystemTime, now: SystemTime) -> Self {
+        let ns = mtime
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let now_secs = secs(now);
+        let last_modified = secs(mtime).min(now_secs);
+        Self {
+            etag: format!("{ns:x}-{len:x}"),
+            last_modified,
+            lm_strong: last_modified < now_secs,
+        }
+    }
+
+    fn etag_header(&self) -> HeaderValue {
+        // Hex digits, `-` and quotes only: always a valid header value.
+        HeaderValue::from_str(&format!("\"{}\"", self.etag))
+            .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+    }
+
+    fn last_modified_header(&self) -> HeaderValue {
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(self.last_modified));
+        HeaderValue::from_str(&date)
+            .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
+    }
+}
+
+fn secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// One entity tag from a request header.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    pub(crate) weak: bool,
+    pub(crate) opaque: String,
+}
+
+/// An `If-Match` / `If-None-Match` field value (RFC 9110 §13.1.1, §13.1.2).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TagList {
+    /// `*`
+    Any,
+    /// A list of entity tags.
+    Tags(Vec<Tag>),
+    /// Unparseable: matches nothing.
+    Invalid,
+}
+
+impl TagList {
+    /// Strong comparison (RFC 9110 §8.8.3.2): both strong and equal.
+    pub(crate) fn strong_match(&self, etag: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Tags(tags) => tags.iter().any(|t| !t.weak && t.opaque == etag),
+            Self::Invalid => false,
+        }
+    }
+
+    /// Weak comparison: equal opaque tags, weakness ignored.
+    pub(crate) fn weak_match(&self, etag: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Tags(tags) => tags.iter().any(|t| t.opaque == etag),
+            Self::Invalid => false,
+        }
+    }
+}
+
+/// Parses one entity-tag (`"x"` or `W/"x"`, RFC 9110 §8.8.3) at the start of `s`; returns it
+/// and the rest.
+fn parse_tag(s: &str) -> Option<(Tag, &str)> {
+    let (weak, s) = match s.strip_prefix("W/") {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    let s = s.strip_prefix('"')?;
+    let end = s.find('"')?;
+    let opaque = &s[..end];
+    // etagc = %x21 / %x23-7E / obs-text; `to_str` already limited us to visible ASCII.
+    if !opaque
+        .bytes()
+        .all(|b| b == 0x21 || (0x23..=0x7e).contains(&b))
+    {
+        return None;
+    }
+    Some((
+        Tag {
+            weak,
+            opaque: opaque.to_owned(),
+        },
+        &s[end + 1..],
+    ))
+}
+
+/// Parses all lines of an entity-tag list header; `None` when the header is absent.
+pub(crate) fn parse_tag_list(headers: &HeaderMap, name: &header::HeaderName) -> Option<TagList> {
+    let mut values = headers.get_all(name).iter().peekable();
+    values.peek()?;
+    let mut tags = Vec::new();
+    let mut any = false;
+    for v in values {
+        let Ok(mut s) = v.to_str() else {
+            return Some(TagList::Invalid);
+        };
+        loop {
+            s = s.trim_start_matches([' ', '\t', ',']);
+            if s.is_empty() {
+                break;
+            }
+            if let Some(rest) = s.strip_prefix('*') {
+                any = true;
+                s = rest;
+            } else {
+                let Some((tag, rest)) = parse_tag(s) else {
+                    return Some(TagList::Invalid);
+                };
+                tags.push(tag);
+                s = rest;
+            }
+            let trimmed = s.trim_start_matches([' ', '\t']);
+            if !(trimmed.is_empty() || trimmed.starts_with(',')) {
+                return Some(TagList::Invalid);
+            }
+            s = trimmed;
+        }
+    }
+    Some(match (any, tags.is_empty()) {
+        (true, true) => TagList::Any,
+        (false, false) => TagList::Tags(tags),
+        // `*` mixed with tags, or nothing but commas.
+        _ => TagList::Invalid,
+    })
+}
+
+/// An HTTP-date header present exactly once and valid; otherwise `None` (RFC 9110 §13.1.3,
+/// §13.1.4: such fields are ignored).
+fn single_date(headers: &HeaderMap, name: &header::HeaderName) -> Option<u64> {
+    let mut it = headers.get_all(name).iter();
+    let v = it.next()?;
+    if it.next().is_some() {
+        return None;
+    }
+    httpdate::parse_http_date(v.to_str().ok()?).ok().map(secs)
+}
+
+/// Outcome of evaluating the preconditions of a GET or HEAD.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Precondition {
+    /// Serve the representation; `honor_range` is false when `If-Range` failed.
+    Proceed { honor_range: bool },
+    /// 304 Not Modified.
+    NotModified,
+    /// 412 Precondition Failed.
+    Failed,
+}
+
+/// Evaluates conditional headers in the order of RFC 9110 §13.2.2 for a GET or HEAD of an
+/// existing representation.
+pub(crate) fn evaluate(headers: &HeaderMap, v: &Validators) -> Precondition {
+    // Step 1: If-Match, strong comparison (§13.1.1).
+    if let Some(list) = parse_tag_list(headers, &header::IF_MATCH) {
+        if !list.strong_match(&v.etag) {
+            return Precondition::Failed;
+        }
+    } else if let Some(date) = single_date(headers, &header::IF_UNMODIFIED_SINCE) {
+        // Step 2: If-Unmodified-Since, only without If-Match (§13.1.4).
+        if v.last_modified > date {
+            return Precondition::Failed;
+        }
+    }
+    // Step 3: If-None-Match, weak comparison (§13.1.2); for GET/HEAD a match is 304.
+    if let Some(list) = parse_tag_list(headers, &header::IF_NONE_MATCH) {
+        if list.weak_match(&v.etag) {
+            return Precondition::NotModified;
+        }
+    } else if let Some(date) = single_date(headers, &header::IF_MODIFIED_SINCE) {
+        // Step 4: If-Modified-Since, only without If-None-Match (§13.1.3).
+        if v.last_modified <= date {
+            return Precondition::NotModified;
+        }
+    }
+    // Step 5: If-Range (§13.1.5), relevant only with Range.
+    let honor_range = match headers.get(header::IF_RANGE) {
+        None => true,
+        Some(value) => if_range_holds(value, v),
+    };
+    Precondition::Proceed { honor_range }
+}
+
+/// RFC 9110 §13.1.5: an entity tag must match strongly; a date must equal Last-Modified
+/// exactly and Last-Modified must be strong.
+fn if_range_holds(value: &HeaderValue, v: &Validators) -> bool {
+    let Ok(s) = value.to_str() else { return false };
+    let s = s.trim();
+    if s.starts_with('"') || s.starts_with("W/") {
+        return match parse_tag(s) {
+            Some((tag, rest)) => rest.trim().is_empty() && !tag.weak && tag.opaque == v.etag,
+            None => false,
+        };
+    }
+    match httpdate::parse_http_date(s) {
+        Ok(date) => v.lm_strong && secs(date) == v.last_modified,
+        Err(_) => false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte ranges (pure).
+
+/// What a `Range` header asks of a representation of a given length.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ranges {
+    /// Ignore the header: send everything with 200.
+    Full,
+    /// 206: these inclusive `(first, last)` ranges, in the order to send them.
+    Partial(Vec<(u64, u64)>),
+    /// 416.
+    Unsatisfiable,
+}
+
+/// Digits only (no sign, no spaces); saturates at `u64::MAX` so a huge number stays
+/// meaningful (a huge first-pos is unsatisfiable, a huge last-pos means "to the end").
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.bytes().fold(0u64, |n, b| {
+        n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    }))
+}
+
+/// Parses a `Range` header value (RFC 9110 §14.1.1, §14.2) against a representation of
+/// `len` bytes. See the module documentation for what is ignored.
+pub(crate) fn parse_ranges(value: &str, len: u64) -> Ranges {
+    let Some((unit, specs)) = value.trim().split_once('=') else {
+        return Ranges::Full;
+    };
+    if !unit.trim().eq_ignore_ascii_case("bytes") {
+        return Ranges::Full;
+    }
+    // (first, last, order of appearance)
+    let mut wanted: Vec<(u64, u64, usize)> = Vec::new();
+    let mut count = 0usize;
+    let mut suffix_on_empty = false;
+    for spec in specs.split(',') {
+        let spec = spec.trim_matches([' ', '\t']);
+        if spec.is_empty() {
+            continue; // RFC 9110 §5.6.1.2: ignore empty list elements.
+        }
+        count += 1;
+        if count > MAX_RANGE_SPECS {
+            return Ranges::Full;
+        }
+        let Some((a, b)) = spec.split_once('-') else {
+            return Ranges::Full;
+        };
+        if a.is_empty() {
+            // suffix-range: the last `n` bytes; unsatisfiable when n is 0.
+            let Some(n) = digits(b) else {
+                return Ranges::Full;
+            };
+            if n > 0 && len > 0 {
+                wanted.push((len - n.min(len), len - 1, count));
+            } else if n > 0 {
+                suffix_on_empty = true;
+            }
+            continue;
+        }
+        let Some(first) = digits(a) else {
+            return Ranges::Full;
+        };
+        let last = if b.is_empty() {
+            u64::MAX
+        } else {
+            match digits(b) {
+                Some(l) if l >= first => l,
+                // last-pos < first-pos makes the whole ranges-specifier invalid.
+                _ => return Ranges::Full,
+            }
+        };
+        if first < len {
+            wanted.push((first, last.min(len - 1), count));
+        }
+    }
+    if count == 0 {
+        return Ranges::Full;
+    }
+    if wanted.is_empty() {
+        // §14.1.1: with zero length only a non-zero suffix-range is satisfiable, and there is
+        // no byte it could select; the whole (empty) representation is the honest answer.
+        return if suffix_on_empty {
+            Ranges::Full
+        } else {
+            Ranges::Unsatisfiable
+        };
+    }
+    let merged = coalesce(wanted);
+    if merged.len() > MAX_RANGES {
+        return Ranges::Full;
+    }
+    Ranges::Partial(merged)
+}
+
+/// Merges overlapping or nearly adjacent ranges; each merged range is placed where its
+/// earliest-requested member was requested (RFC 9110 §14.6).
+fn coalesce(mut ranges: Vec<(u64, u64, usize)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable_by_key(|r| r.0);
+    let mut merged: Vec<(u64, u64, usize)> = Vec::with_capacity(ranges.len());
+    for (first, last, order) in ranges {
+        match merged.last_mut() {
+            Some(m) if first <= m.1.saturating_add(COALESCE_GAP) => {
+                m.1 = m.1.max(last);
+                m.2 = m.2.min(order);
+            }
+            _ => merged.push((first, last, order)),
+        }
+    }
+    merged.sort_unstable_by_key(|m| m.2);
+    merged.into_iter().map(|(f, l, _)| (f, l)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses.
+
+/// Content type by file extension; unknown → `application/octet-stream`.
+pub(crate) fn content_type(name: Option<&str>) -> &'static str {
+    let ext = name
+        .and_then(|n| n.rsplit_once('.'))
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "json" => "application/json",
+        "txt" => "text/plain; charset=utf-8",
+        "xml" => "application/xml",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "avif" => "image/avif",
+        "ico" => "image/x-icon",
+        "woff" => "font/woff",
+        "woff2" => "font/woff2",
+        "ttf" => "font/ttf",
+        "pdf" => "application/pdf",
+        "wasm" => "application/wasm",
+        "mp4" => "video/mp4",
+        "webm" => "video/webm",
+        "mp3" => "audio/mpeg",
+        "zip" => "application/zip",
+        "gz" => "application/gzip",
+        _ => "application/octet-stream",
+    }
+}
+
+fn respond(req: &Request, file: File, meta: &Metadata, ctype: &'static str) -> Response {
+    let len = meta.len();
+    let mtime = meta.modified().unwrap_or_else(|_| {
+        UNIX_EPOCH + Duration::from_secs(u64::try_from(meta.mtime()).unwrap_or(0))
+    });
+    let v = Validators::new(len, mtime, SystemTime::now());
+    let mut headers = HeaderMap::new();
+    headers.insert(header::ETAG, v.etag_header());
+    let honor_range = match evaluate(&req.headers, &v) {
+        Precondition::NotModified => {
+            // RFC 9110 §15.4.5: repeat ETag; no content metadata.
+            return Response {
+                status: StatusCode::NOT_MODIFIED,
+                headers,
+                body: Body::Empty,
+            };
+        }
+        Precondition::Failed => {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+            return Response {
+                status: StatusCode::PRECONDITION_FAILED,
+                headers,
+                body: Body::Empty,
+            };
+        }
+        Precondition::Proceed { honor_range } => honor_range,
+    };
+    headers.insert(header::LAST_MODIFIED, v.last_modified_header());
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    let is_head = req.method == Method::HEAD;
+    // RFC 9110 §14.2: Range is defined for GET only.
+    let ranges = match req.headers.get(header::RANGE) {
+        Some(r) if honor_range && !is_head => match r.to_str() {
+            Ok(s) => parse_ranges(s, len),
+            Err(_) => Ranges::Full,
+        },
+        _ => Ranges::Full,
+    };
+    match ranges {
+        Ranges::Full => {
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            let body = if is_head {
+                Body::Empty
+            } else {
+                Body::File {
+                    file,
+                    offset: 0,
+                    len,
+                }
+            };
+            Response {
+                status: StatusCode::OK,
+                headers,
+                body,
+            }
+        }
+        Ranges::Unsatisfiable => {
+            headers.insert(
+                header::CONTENT_RANGE,
+                content_range_value(&format!("bytes */{len}")),
+            );
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+            Response {
+                status: StatusCode::RANGE_NOT_SATISFIABLE,
+                headers,
+                body: Body::Empty,
+            }
+        }
+        Ranges::Partial(parts) if parts.len() == 1 => {
+            // Index 0 exists: this arm requires exactly one part.
+            let (first, last) = parts[0];
+            let n = last - first + 1;
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+            headers.insert(
+                header::CONTENT_RANGE,
+                content_range_value(&format!("bytes {first}-{last}/{len}")),
+            );
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+            Response {
+                status: StatusCode::PARTIAL_CONTENT,
+                headers,
+                body: Body::File {
+                    file,
+                    offset: first,
+                    len: n,
+                },
+            }
+        }
+        Ranges::Partial(parts) => multipart(file, len, ctype, &parts, &v, headers),
+    }
+}
+
+fn content_range_value(s: &str) -> HeaderValue {
+    // Digits, `bytes`, `-`, `/`, `*` and spaces: always valid.
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("bytes */0"))
+}
+
+/// A boundary that cannot plausibly occur in the file (RFC 2046 §5.1.1: at most 70 chars).
+fn boundary(v: &Validators) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = Sha256::new();
+    h.update(v.etag.as_bytes());
+    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    h.update(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+            .to_le_bytes(),
+    );
+    let digest = h.finalize();
+    let mut s = String::from("sluice-");
+    for b in &digest[..12] {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// 206 with `multipart/byteranges` (RFC 9110 §14.6): each part has its own Content-Type and
+/// Content-Range; file data is streamed from duplicated descriptors, never read whole.
+fn multipart(
+    file: File,
+    len: u64,
+    ctype: &str,
+    parts: &[(u64, u64)],
+    v: &Validators,
+    mut headers: HeaderMap,
+) -> Response {
+    let b = boundary(v);
+    let mut body = VecDeque::with_capacity(parts.len() * 2 + 1);
+    for (i, &(first, last)) in parts.iter().enumerate() {
+        let lead = if i == 0 { "" } else { "\r\n" };
+        let head = format!(
+            "{lead}--{b}\r\nContent-Type: {ctype}\r\nContent-Range: bytes {first}-{last}/{len}\r\n\r\n"
+        );
+        let part_file = match file.try_clone() {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!("cannot duplicate file descriptor: {e}");
+                return Response::text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n");
+            }
+        };
+        body.push_back(Body::Full(Bytes::from(head)));
+        body.push_back(Body::File {
+            file: part_file,
+            offset: first,
+            len: last - first + 1,
+        });
+    }
+    body.push_back(Body::Full(Bytes::from(format!("\r\n--{b}--\r\n"))));
+    let body = Body::Concat(body);
+    let total = body.len().unwrap_or(0);
+    let ct = format!("multipart/byteranges; boundary={b}");
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&ct)
+            .unwrap_or_else(|_| HeaderValue::from_static("multipart/byteranges")),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+    Response {
+        status: StatusCode::PARTIAL_CONTENT,
+        headers,
+        body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::{Proto, RequestBody};
+    use std::fs;
+
+    fn req(method: Method, path: &str, hdrs: &[(&str, &str)]) -> Request {
+        let mut headers = HeaderMap::new();
+        for (k, v) in hdrs {
+            headers.append(
+                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        let (path, query) = match path.split_once('?') {
+            Some((p, q)) => (p.to_string(), Some(q.to_string())),
+            None => (path.to_string(), None),
+        };
+        Request {
+            proto: Proto::Http1,
+            method,
+            authority: "localhost".into(),
+            path,
+            query,
+            headers,
+            tls: false,
+            body: RequestBody::empty(),
+        }
+    }
+
+    async fn collect(mut body: Body) -> Vec<u8> {
+        let mut out = Vec::new();
+        while let Some(chunk) = body.next_chunk(1000).await {
+            out.extend_from_slice(&chunk.unwrap());
+        }
+        out
+    }
+
+    fn hdr<'a>(r: &'a Response, name: &str) -> &'a str {
+        r.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap())
+            .unwrap_or("")
+    }
+
+    /// root/ with files, plus secret.txt next to root.
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::create_dir_all(root.join("empty")).unwrap();
+        fs::create_dir_all(root.join(".well-known")).unwrap();
+        fs::write(root.join("hello.txt"), "hello world").unwrap();
+        fs::write(root.join("sub/index.html"), "<p>sub</p>").unwrap();
+        fs::write(root.join("a b.css"), "body{}").unwrap();
+        fs::write(root.join(".env"), "SECRET=1").unwrap();
+        fs::write(root.join(".well-known/x.json"), "{}").unwrap();
+        fs::write(root.join("zero.bin"), "").unwrap();
+        fs::write(dir.path().join("secret.txt"), "top secret").unwrap();
+        std::os::unix::fs::symlink("../secret.txt", root.join("escape.txt")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("escape-dir")).unwrap();
+        std::os::unix::fs::symlink("hello.txt", root.join("alias.txt")).unwrap();
+        (dir, root)
+    }
+
+    async fn get(root: &Path, path: &str, hdrs: &[(&str, &str)]) -> (Response, Vec<u8>) {
+        let mut r = serve(root, &req(Method::GET, path, hdrs)).await;
+        let body = std::mem::replace(&mut r.body, Body::Empty);
+        (r, collect(body).await)
+    }
+
+    #[test]
+    fn resolve_path_rules() {
+        let t = |p: &str| resolve_path(p).map(|t| (t.segments.join("|"), t.trailing_slash));
+        assert_eq!(t("/"), Ok((String::new(), true)));
+        assert_eq!(t("/a/b.txt"), Ok(("a|b.txt".into(), false)));
+        assert_eq!(t("/a//b/"), Ok(("a|b".into(), true)));
+        assert_eq!(t("/a/./b/../c"), Ok(("a|c".into(), false)));
+        assert_eq!(t("/../../etc/passwd"), Ok(("etc|passwd".into(), false)));
+        assert_eq!(
+            t("/%2e%2e/%2E%2E/etc/passwd"),
+            Ok(("etc|passwd".into(), false))
+        );
+        assert_eq!(t("/a/.."), Ok((String::new(), true)));
+        assert_eq!(t("/a%20b"), Ok(("a b".into(), false)));
+        assert_eq!(t("/caf%C3%A9"), Ok(("café".into(), false)));
+        assert_eq!(t("/..%2fetc/passwd"), Err(PathError::NotFound));
+        assert_eq!(t("/a%2Fb"), Err(PathError::NotFound));
+        assert_eq!(t("/a%00b"), Err(PathError::NotFound));
+        assert_eq!(t("/.env"), Err(PathError::NotFound));
+        assert_eq!(t("/a/.git/config"), Err(PathError::NotFound));
+        assert_eq!(t("/a/.well-known/x"), Err(PathError::NotFound));
+        assert_eq!(
+            t("/.well-known/acme"),
+            Ok((".well-known|acme".into(), false))
+        );
+        assert!(matches!(t("/%ff"), Err(PathError::BadRequest(_))));
+        assert!(matches!(t("*"), Err(PathError::BadRequest(_))));
+        assert!(matches!(t(""), Err(PathError::BadRequest(_))));
+    }
+
+    #[test]
+    fn range_parsing() {
+        use Ranges::*;
+        let p = parse_ranges;
+        assert_eq!(p("bytes=0-4", 10), Partial(vec![(0, 4)]));
+        assert_eq!(p("Bytes = 0-4", 10), Partial(vec![(0, 4)]));
+        assert_eq!(p("bytes=5-", 10), Partial(vec![(5, 9)]));
+        assert_eq!(p("bytes=-3", 10), Partial(vec![(7, 9)]));
+        assert_eq!(p("bytes=-30", 10), Partial(vec![(0, 9)]));
+        assert_eq!(
+            p("bytes=0-99999999999999999999999", 10),
+            Partial(vec![(0, 9)])
+        );
+        assert_eq!(p("bytes=8-20", 10), Partial(vec![(8, 9)]));
+        assert_eq!(p("bytes=10-", 10), Unsatisfiable);
+        assert_eq!(p("bytes=-0", 10), Unsatisfiable);
+        assert_eq!(p("bytes=99999999999999999999999-", 10), Unsatisfiable);
+        assert_eq!(p("bytes=10-, 20-30", 10), Unsatisfiable);
+        assert_eq!(p("bytes=0-0", 0), Unsatisfiable);
+        assert_eq!(p("bytes=-5", 0), Full);
+        // Invalid → ignored.
+        assert_eq!(p("bytes=5-4", 10), Full);
+        assert_eq!(p("bytes=a-b", 10), Full);
+        assert_eq!(p("bytes=+1-2", 10), Full);
+        assert_eq!(p("bytes=1", 10), Full);
+        assert_eq!(p("bytes=", 10), Full);
+        assert_eq!(p("bytes=,,", 10), Full);
+        assert_eq!(p("items=0-1", 10), Full);
+        assert_eq!(p("0-1", 10), Full);
+        // Empty elements ignored; unsatisfiable members dropped.
+        assert_eq!(p("bytes=, 0-1 ,, 50-60", 10), Partial(vec![(0, 1)]));
+        // Multiple: order kept, overlapping and close ranges merged.
+        assert_eq!(
+            p("bytes=500-600,0-10", 1000),
+            Partial(vec![(500, 600), (0, 10)])
+        );
+        assert_eq!(p("bytes=0-10,5-20", 1000), Partial(vec![(0, 20)]));
+        assert_eq!(p("bytes=0-10,50-60", 1000), Partial(vec![(0, 60)]));
+        assert_eq!(
+            p("bytes=900-950,0-10,5-20,-50", 1000),
+            Partial(vec![(900, 999), (0, 20)])
+        );
+        // Caps.
+        let many: Vec<String> = (0..17)
+            .map(|i| format!("{}-{}", i * 200, i * 200 + 1))
+            .collect();
+        assert_eq!(p(&format!("bytes={}", many.join(",")), 100_000), Full);
+        let ok: Vec<String> = (0..16)
+            .map(|i| format!("{}-{}", i * 200, i * 200 + 1))
+            .collect();
+        assert!(
+            matches!(p(&format!("bytes={}", ok.join(",")), 100_000), Partial(v) if v.len() == 16)
+        );
+        let overlapping = vec!["0-1"; 64].join(",");
+        assert_eq!(
+            p(&format!("bytes={overlapping}"), 10),
+            Partial(vec![(0, 1)])
+        );
+        let too_many = vec!["0-1"; 65].join(",");
+        assert_eq!(p(&format!("bytes={too_many}"), 10), Full);
+    }
+
+    fn hm(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn tag_lists() {
+        let p = |v: &[&str]| {
+            let pairs: Vec<(&str, &str)> = v.iter().map(|s| ("if-none-match", *s)).collect();
+            parse_tag_list(&hm(&pairs), &header::IF_NONE_MATCH)
+        };
+        assert_eq!(p(&[]), None);
+        assert_eq!(p(&["*"]), Some(TagList::Any));
+        let l = p(&[r#""a", W/"b""#, r#""c,d""#]).unwrap();
+        assert!(
+            l.strong_match("a")
+                && !l.strong_match("b")
+                && l.weak_match("b")
+                && l.strong_match("c,d")
+        );
+        assert_eq!(p(&["a"]), Some(TagList::Invalid));
+        assert_eq!(p(&[r#""a" "b""#]), Some(TagList::Invalid));
+        assert_eq!(p(&[r#""a", *"#]), Some(TagList::Invalid));
+        assert_eq!(p(&[r#""a"#]), Some(TagList::Invalid));
+        assert_eq!(p(&[" , "]), Some(TagList::Invalid));
+    }
+
+    #[test]
+    fn precondition_order() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let v = Validators::new(5, now - Duration::from_secs(100), now);
+        let tag = format!("\"{}\"", v.etag);
+        let lm = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(v.last_modified));
+        let older = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(v.last_modified - 10));
+        let e = |h: &[(&str, &str)]| evaluate(&hm(h), &v);
+        let go = Precondition::Proceed { honor_range: true };
+        assert_eq!(e(&[]), go);
+        assert_eq!(e(&[("if-match", &tag)]), go);
+        assert_eq!(e(&[("if-match", "*")]), go);
+        assert_eq!(e(&[("if-match", "\"nope\"")]), Precondition::Failed);
+        assert_eq!(
+            e(&[("if-match", &format!("W/{tag}"))]),
+            Precondition::Failed,
+            "If-Match is strong"
+        );
+        assert_eq!(e(&[("if-unmodified-since", &older)]), Precondition::Failed);
+        assert_eq!(e(&[("if-unmodified-since", &lm)]), go);
+        assert_eq!(
+            e(&[("if-match", &tag), ("if-unmodified-since", &older)]),
+            go,
+            "IUS ignored with If-Match"
+        );
+        assert_eq!(e(&[("if-unmodified-since", "garbage")]), go);
+        assert_eq!(e(&[("if-none-match", &tag)]), Precondition::NotModified);
+        assert_eq!(
+            e(&[("if-none-match", &format!("W/{tag}"))]),
+            Precondition::NotModified,
+            "weak comparison"
+        );
+        assert_eq!(e(&[("if-none-match", "*")]), Precondition::NotModified);
+        assert_eq!(e(&[("if-modified-since", &lm)]), Precondition::NotModified);
+        assert_eq!(e(&[("if-modified-since", &older)]), go);
+        assert_eq!(
+            e(&[("if-none-match", "\"x\""), ("if-modified-since", &lm)]),
+            go,
+            "IMS ignored with INM"
+        );
+        assert_eq!(
+            e(&[("if-match", "\"x\""), ("if-none-match", &tag)]),
+            Precondition::Failed,
+            "412 first"
+        );
+        assert_eq!(e(&[("if-range", &tag)]), go);
+        assert_eq!(e(&[("if-range", &lm)]), go);
+        let stale = Precondition::Proceed { honor_range: false };
+        assert_eq!(e(&[("if-range", "\"other\"")]), stale);
+        assert_eq!(e(&[("if-range", &format!("W/{tag}"))]), stale);
+        assert_eq!(e(&[("if-range", &older)]), stale);
+        // A Last-Modified within the current second is weak: no If-Range by date.
+        let fresh = Validators::new(5, now, now);
+        assert!(!fresh.lm_strong);
+        assert_eq!(
+            evaluate(&hm(&[("if-range", &httpdate::fmt_http_date(now))]), &fresh),
+            stale
+        );
+        // Future mtimes are clamped to now.
+        let future = Validators::new(5, now + Duration::from_secs(1000), now);
+        assert_eq!(future.last_modified, 1_700_000_000);
+    }
+
+    #[test]
+    fn content_types() {
+        let ct = |n: &str| content_type(Some(n));
+        assert_eq!(ct("a.HTML"), "text/html; charset=utf-8");
+        assert_eq!(ct("x.tar.gz"), "application/gzip");
+        assert_eq!(ct("m.mjs"), "text/javascript; charset=utf-8");
+        assert_eq!(ct("f.woff2"), "font/woff2");
+        assert_eq!(ct("README"), "application/octet-stream");
+        assert_eq!(content_type(None), "application/octet-stream");
+    }
+
+    #[tokio::test]
+    async fn serves_files_and_directories() {
+        let (_d, root) = tree();
+        let (r, body) = get(&root, "/hello.txt", &[]).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(body, b"hello world");
+        assert_eq!(hdr(&r, "content-type"), "text/plain; charset=utf-8");
+        assert_eq!(hdr(&r, "content-length"), "11");
+        assert_eq!(hdr(&r, "accept-ranges"), "bytes");
+        assert!(hdr(&r, "etag").starts_with('"'));
+        assert!(hdr(&r, "last-modified").ends_with("GMT"));
+
+        let (r, body) = get(&root, "/a%20b.css", &[]).await;
+        assert_eq!(
+            (r.status, body.as_slice()),
+            (StatusCode::OK, &b"body{}"[..])
+        );
+        let (r, body) = get(&root, "/alias.txt", &[]).await;
+        assert_eq!(
+            (r.status, body.as_slice()),
+            (StatusCode::OK, &b"hello world"[..]),
+            "symlink inside root"
+        );
+        let (r, body) = get(&root, "/sub/", &[]).await;
+        assert_eq!(
+            (r.status, body.as_slice()),
+            (StatusCode::OK, &b"<p>sub</p>"[..])
+        );
+        assert_eq!(hdr(&r, "content-type"), "text/html; charset=utf-8");
+        let (r, _) = get(&root, "/sub?x=1", &[]).await;
+        assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
+        assert_eq!(hdr(&r, "location"), "/sub/?x=1");
+        let (r, _) = get(&root, "//sub", &[]).await;
+        assert_eq!(
+            hdr(&r, "location"),
+            "/sub/",
+            "never a scheme-relative redirect"
+        );
+        let (r, _) = get(&root, "/empty/", &[]).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "no listing");
+        let (r, _) = get(&root, "/hello.txt/", &[]).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        let (r, _) = get(&root, "/.well-known/x.json", &[]).await;
+        assert_eq!(
+            (r.status, hdr(&r, "content-type")),
+            (StatusCode::OK, "application/json")
+        );
+        let (r, body) = get(&root, "/zero.bin", &[("range", "bytes=0-")]).await;
+        assert_eq!(
+            (r.status, body.len()),
+            (StatusCode::RANGE_NOT_SATISFIABLE, 0)
+        );
+
+        let mut r = serve(
+            &root,
+            &req(Method::HEAD, "/hello.txt", &[("range", "bytes=0-1")]),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "Range ignored for HEAD");
+        assert_eq!(hdr(&r, "content-length"), "11");
+        assert!(collect(std::mem::replace(&mut r.body, Body::Empty))
+            .await
+            .is_empty());
+
+        let r = serve(&root, &req(Method::POST, "/hello.txt", &[])).await;
+        assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(hdr(&r, "allow"), "GET, HEAD");
+    }
+
+    #[tokio::test]
+    async fn traversal_is_refused() {
+        let (_d, root) = tree();
+        for path in [
+            "/../secret.txt",
+            "/%2e%2e/secret.txt",
+            "/%2E%2E/%2e%2e/secret.txt",
+            "/sub/../../secret.txt",
+            "/..%2fsecret.txt",
+            "/sub%2f..%2f..%2fsecret.txt",
+            "/escape.txt",
+            "/escape-dir/secret.txt",
+            "/.env",
+            "/%2eenv",
+            "/hello.txt%00",
+        ] {
+            let (r, body) = get(&root, path, &[]).await;
+            assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+            assert!(
+                !body.windows(6).any(|w| w == b"secret" || w == b"SECRET"),
+                "{path}"
+            );
+        }
+        let (r, _) = get(&root, "/%ff", &[]).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn single_ranges() {
+        let (_d, root) = tree();
+        let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=0-4")]).await;
+        assert_eq!(
+            (r.status, body.as_slice()),
+            (StatusCode::PARTIAL_CONTENT, &b"hello"[..])
+        );
+        assert_eq!(hdr(&r, "content-range"), "bytes 0-4/11");
+        assert_eq!(hdr(&r, "content-length"), "5");
+        let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=-5")]).await;
+        assert_eq!(
+            (hdr(&r, "content-range"), body.as_slice()),
+            ("bytes 6-10/11", &b"world"[..])
+        );
+        let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=100-")]).await;
+        assert_eq!(r.status, StatusCode::RANGE_NOT_SATISFIABLE);
+        assert_eq!(hdr(&r, "content-range"), "bytes */11");
+        assert!(body.is_empty());
+        let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=5-1")]).await;
+        assert_eq!(
+            (r.status, body.len()),
+            (StatusCode::OK, 11),
+            "invalid range ignored"
+        );
+        let (r, _) = get(&root, "/hello.txt", &[]).await;
+        let etag = hdr(&r, "etag").to_string();
+        let (r, _) = get(
+            &root,
+            "/hello.txt",
+            &[("range", "bytes=0-0"), ("if-range", &etag)],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::PARTIAL_CONTENT);
+        let (r, body) = get(
+            &root,
+            "/hello.txt",
+            &[("range", "bytes=0-0"), ("if-range", "\"old\"")],
+        )
+        .await;
+        assert_eq!((r.status, body.len()), (StatusCode::OK, 11));
+    }
+
+    #[tokio::test]
+    async fn conditional_requests() {
+        let (_d, root) = tree();
+        let (r, _) = get(&root, "/hello.txt", &[]).await;
+        let etag = hdr(&r, "etag").to_string();
+        let lm = hdr(&r, "last-modified").to_string();
+        let (r, body) = get(&root, "/hello.txt", &[("if-none-match", &etag)]).await;
+        assert_eq!(r.status, StatusCode::NOT_MODIFIED);
+        assert_eq!(hdr(&r, "etag"), etag);
+        assert!(body.is_empty());
+        assert!(r.headers.get("content-length").is_none());
+        let (r, _) = get(&root, "/hello.txt", &[("if-modified-since", &lm)]).await;
+        assert_eq!(r.status, StatusCode::NOT_MODIFIED);
+        let (r, _) = get(&root, "/hello.txt", &[("if-none-match", "\"other\"")]).await;
+        assert_eq!(r.status, StatusCode::OK);
+        let (r, _) = get(&root, "/hello.txt", &[("if-match", "\"other\"")]).await;
+        assert_eq!(r.status, StatusCode::PRECONDITION_FAILED);
+        let (r, _) = get(
+            &root,
+            "/hello.txt",
+            &[("if-unmodified-since", "Sun, 06 Nov 1994 08:49:37 GMT")],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::PRECONDITION_FAILED);
+        let (r, _) = get(&root, "/hello.txt", &[("if-match", &etag)]).await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+
+    /// Splits a multipart/byteranges body back into (headers, data) parts.
+    fn parse_multipart(body: &[u8], boundary: &str) -> Vec<(String, Vec<u8>)> {
+        let delim = format!("--{boundary}");
+        let text = body.to_vec();
+        let mut parts = Vec::new();
+        let mut pos = 0;
+        let find = |from: usize, pat: &[u8]| {
+            text[from..]
+                .windows(pat.len())
+                .position(|w| w == pat)
+                .map(|i| i + from)
+        };
+        loop {
+            let start = find(pos, delim.as_bytes()).unwrap();
+            let after = start + delim.len();
+            if text[after..].starts_with(b"--") {
+                assert_eq!(&text[after..], b"--\r\n");
+                break;
+            }
+            let head_end = find(after, b"\r\n\r\n").unwrap();
+            let head = String::from_utf8(text[after + 2..head_end].to_vec()).unwrap();
+            let next = find(head_end, format!("\r\n{delim}").as_bytes()).unwrap();
+            parts.push((head, text[head_end + 4..next].to_vec()));
+            pos = next + 2;
+        }
+        parts
+    }
+
+    #[tokio::test]
+    async fn multipart_ranges() {
+        let (_d, root) = tree();
+        // Close ranges are coalesced into one single-part response.
+        let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=6-7, 0-1")]).await;
+        assert_eq!(
+            (r.status, body.as_slice()),
+            (StatusCode::PARTIAL_CONTENT, &b"hello wo"[..])
+        );
+        assert_eq!(hdr(&r, "content-range"), "bytes 0-7/11");
+
+        let text = format!("he{}wo", "-".repeat(996));
+        fs::write(root.join("long.txt"), &text).unwrap();
+        let (r, body) = get(&root, "/long.txt", &[("range", "bytes=998-999, 0-1")]).await;
+        assert_eq!(r.status, StatusCode::PARTIAL_CONTENT);
+        let ct = hdr(&r, "content-type");
+        let b = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
+        assert_eq!(hdr(&r, "content-length"), body.len().to_string());
+        let parts = parse_multipart(&body, b);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].1, b"wo");
+        assert!(
+            parts[0].0.contains("Content-Range: bytes 998-999/1000"),
+            "{}",
+            parts[0].0
+        );
+        assert!(parts[0]
+            .0
+            .contains("Content-Type: text/plain; charset=utf-8"));
+        assert_eq!(parts[1].1, b"he");
+        assert!(parts[1].0.contains("Content-Range: bytes 0-1/1000"));
+
+        // A larger file: ranges far apart stay separate, data is streamed in chunks.
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(root.join("big.bin"), &data).unwrap();
+        let (r, body) = get(
+            &root,
+            "/big.bin",
+            &[("range", "bytes=0-99,200000-200099,-10")],
+        )
+        .await;
+        let ct = hdr(&r, "content-type").to_string();
+        let b = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
+        let parts = parse_multipart(&body, b);
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[0].1, &data[..100]);
+        assert_eq!(parts[1].1, &data[200_000..200_100]);
+        assert_eq!(parts[2].1, &data[299_990..]);
+        assert!(parts[2].0.contains("bytes 299990-299999/300000"));
+        let (r, body) = get(&root, "/big.bin", &[]).await;
+        assert_eq!((r.status, body == data), (StatusCode::OK, true));
+    }
+}
