@@ -324,8 +324,10 @@ impl Connection {
         self.streams.len()
     }
 
+    /// No bytes in and none framed out for `idle_timeout`: an idle connection, or one stalled
+    /// on a peer that never opens its flow-control window (zero-window stall).
     fn idle_deadline(&self) -> Option<Instant> {
-        (self.streams.is_empty() && self.block.is_none()).then(|| self.last_activity + self.cfg.idle_timeout)
+        self.block.is_none().then(|| self.last_activity + self.cfg.idle_timeout)
     }
 
     /// A connection error: queue GOAWAY, forget the streams, stop.

@@ -146,9 +146,12 @@ impl Connection {
         for id in done {
             self.remove_stream(id);
         }
-        let _ = now;
         out.append(&mut self.control);
-        out.len() > start
+        let wrote = out.len() > start;
+        if wrote {
+            self.last_activity = now;
+        }
+        wrote
     }
 
     fn write_head(&mut self, id: u32, out: &mut Vec<u8>) {

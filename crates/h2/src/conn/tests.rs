@@ -462,3 +462,24 @@ fn unknown_frames_are_ignored_and_extension_frames_sent() {
     c.conn.send_frame(kind::ORIGIN, 0, 0, b"\x00\x13https://example.com");
     assert_eq!(c.output(), vec![F::Other(kind::ORIGIN)]);
 }
+
+#[test]
+fn zero_window_stall_times_out_but_progress_does_not() {
+    let cfg = Config { idle_timeout: Duration::from_secs(5), ..Config::default() };
+    let mut c = Client::new(cfg);
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0]);
+    c.request(1, "/", true);
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    c.conn.send_data(1, Bytes::from(vec![0u8; 1000]), true).unwrap();
+    let _ = c.output();
+    // Four seconds later the peer opens a little window: progress, the deadline moves.
+    c.now += Duration::from_secs(4);
+    c.send(kind::WINDOW_UPDATE, 0, 1, &100u32.to_be_bytes());
+    assert_eq!(c.output(), vec![F::Data(1, 100, false)]);
+    c.now += Duration::from_secs(4);
+    c.conn.handle_timeout(c.now);
+    assert_eq!(c.output(), vec![], "progress 4 s ago: not stalled yet");
+    c.now += Duration::from_secs(2);
+    c.conn.handle_timeout(c.now);
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::NO_ERROR));
+}
