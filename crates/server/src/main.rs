@@ -96,7 +96,9 @@ fn main() -> ExitCode {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(true).init();
+    use std::io::IsTerminal;
+    // Diagnostics on standard error; standard output carries the access log.
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(true).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).init();
 }
 
 async fn serve(cfg: config::Config) -> Result<(), String> {
