@@ -44,7 +44,8 @@ impl RequestHead {
 }
 
 /// Fields that are connection-specific and so forbidden in HTTP/2 (RFC 9113 §8.2.2).
-const CONNECTION_SPECIFIC: &[&[u8]] = &[b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"];
+const CONNECTION_SPECIFIC: &[&[u8]] =
+    &[b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"];
 
 /// A field name is valid when it is a non-empty token of lower-case characters (RFC 9113 §8.2.1,
 /// RFC 9110 §5.1); pseudo-header names are checked separately.
@@ -64,7 +65,14 @@ fn valid_value(v: &[u8]) -> bool {
 
 /// Build a request head from decoded fields, or say why it is malformed.
 pub(crate) fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static str> {
-    let mut head = RequestHead { method: Bytes::new(), scheme: None, authority: None, path: None, protocol: None, fields: Vec::new() };
+    let mut head = RequestHead {
+        method: Bytes::new(),
+        scheme: None,
+        authority: None,
+        path: None,
+        protocol: None,
+        fields: Vec::new(),
+    };
     let mut method = None;
     let mut regular_seen = false;
     for (name, value) in list {
@@ -172,7 +180,8 @@ mod tests {
         fields.iter().map(|(n, v)| (Bytes::from_static(n.as_bytes()), Bytes::from_static(v.as_bytes()))).collect()
     }
 
-    const GOOD: &[(&str, &str)] = &[(":method", "GET"), (":scheme", "https"), (":authority", "a.example"), (":path", "/x")];
+    const GOOD: &[(&str, &str)] =
+        &[(":method", "GET"), (":scheme", "https"), (":authority", "a.example"), (":path", "/x")];
 
     #[test]
     fn good_request() {
@@ -202,7 +211,9 @@ mod tests {
             assert!(request_head(list(c)).is_err(), "{c:?} should be malformed");
         }
         assert!(request_head(list(&[(":method", "CONNECT"), (":authority", "a:443")])).is_ok());
-        assert!(request_head(list(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("te", "trailers")])).is_ok());
+        assert!(
+            request_head(list(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("te", "trailers")])).is_ok()
+        );
     }
 
     #[test]

@@ -20,16 +20,7 @@ pub(crate) struct Block {
 
 impl Block {
     pub(crate) fn fields(&self) -> Vec<Field> {
-        self.headers
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_bytes().to_vec(),
-                    v.as_bytes().to_vec(),
-                    self.never_indexed,
-                )
-            })
-            .collect()
+        self.headers.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec(), self.never_indexed)).collect()
     }
 }
 
@@ -55,12 +46,8 @@ pub(crate) fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-const REQ1: &[(&str, &str)] = &[
-    (":method", "GET"),
-    (":scheme", "http"),
-    (":path", "/"),
-    (":authority", "www.example.com"),
-];
+const REQ1: &[(&str, &str)] =
+    &[(":method", "GET"), (":scheme", "http"), (":path", "/"), (":authority", "www.example.com")];
 const REQ2: &[(&str, &str)] = &[
     (":method", "GET"),
     (":scheme", "http"),
@@ -76,33 +63,19 @@ const REQ3: &[(&str, &str)] = &[
     ("custom-key", "custom-value"),
 ];
 const REQ_TABLE1: &[(&str, &str)] = &[(":authority", "www.example.com")];
-const REQ_TABLE2: &[(&str, &str)] = &[
-    ("cache-control", "no-cache"),
-    (":authority", "www.example.com"),
-];
-const REQ_TABLE3: &[(&str, &str)] = &[
-    ("custom-key", "custom-value"),
-    ("cache-control", "no-cache"),
-    (":authority", "www.example.com"),
-];
+const REQ_TABLE2: &[(&str, &str)] = &[("cache-control", "no-cache"), (":authority", "www.example.com")];
+const REQ_TABLE3: &[(&str, &str)] =
+    &[("custom-key", "custom-value"), ("cache-control", "no-cache"), (":authority", "www.example.com")];
 
 const DATE1: &str = "Mon, 21 Oct 2013 20:13:21 GMT";
 const DATE2: &str = "Mon, 21 Oct 2013 20:13:22 GMT";
 const LOCATION: &str = "https://www.example.com";
 const COOKIE: &str = "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1";
 
-const RESP1: &[(&str, &str)] = &[
-    (":status", "302"),
-    ("cache-control", "private"),
-    ("date", DATE1),
-    ("location", LOCATION),
-];
-const RESP2: &[(&str, &str)] = &[
-    (":status", "307"),
-    ("cache-control", "private"),
-    ("date", DATE1),
-    ("location", LOCATION),
-];
+const RESP1: &[(&str, &str)] =
+    &[(":status", "302"), ("cache-control", "private"), ("date", DATE1), ("location", LOCATION)];
+const RESP2: &[(&str, &str)] =
+    &[(":status", "307"), ("cache-control", "private"), ("date", DATE1), ("location", LOCATION)];
 const RESP3: &[(&str, &str)] = &[
     (":status", "200"),
     ("cache-control", "private"),
@@ -111,23 +84,11 @@ const RESP3: &[(&str, &str)] = &[
     ("content-encoding", "gzip"),
     ("set-cookie", COOKIE),
 ];
-const RESP_TABLE1: &[(&str, &str)] = &[
-    ("location", LOCATION),
-    ("date", DATE1),
-    ("cache-control", "private"),
-    (":status", "302"),
-];
-const RESP_TABLE2: &[(&str, &str)] = &[
-    (":status", "307"),
-    ("location", LOCATION),
-    ("date", DATE1),
-    ("cache-control", "private"),
-];
-const RESP_TABLE3: &[(&str, &str)] = &[
-    ("set-cookie", COOKIE),
-    ("content-encoding", "gzip"),
-    ("date", DATE2),
-];
+const RESP_TABLE1: &[(&str, &str)] =
+    &[("location", LOCATION), ("date", DATE1), ("cache-control", "private"), (":status", "302")];
+const RESP_TABLE2: &[(&str, &str)] =
+    &[(":status", "307"), ("location", LOCATION), ("date", DATE1), ("cache-control", "private")];
+const RESP_TABLE3: &[(&str, &str)] = &[("set-cookie", COOKIE), ("content-encoding", "gzip"), ("date", DATE2)];
 
 fn block(
     wire: &'static str,
@@ -135,13 +96,7 @@ fn block(
     dynamic: &'static [(&'static str, &'static str)],
     table_size: usize,
 ) -> Block {
-    Block {
-        wire,
-        headers,
-        never_indexed: false,
-        dynamic,
-        table_size,
-    }
+    Block { wire, headers, never_indexed: false, dynamic, table_size }
 }
 
 fn requests(name: &'static str, huffman: bool, wires: [&'static str; 3]) -> Sequence {
@@ -176,13 +131,7 @@ pub(crate) fn sequences() -> Vec<Sequence> {
         name,
         table_size: 4096,
         huffman: false,
-        blocks: vec![Block {
-            wire,
-            headers,
-            never_indexed,
-            dynamic,
-            table_size,
-        }],
+        blocks: vec![Block { wire, headers, never_indexed, dynamic, table_size }],
     };
     vec![
         single(
@@ -193,22 +142,8 @@ pub(crate) fn sequences() -> Vec<Sequence> {
             &[("custom-key", "custom-header")],
             55,
         ),
-        single(
-            "C.2.2",
-            "040c 2f73 616d 706c 652f 7061 7468",
-            &[(":path", "/sample/path")],
-            false,
-            &[],
-            0,
-        ),
-        single(
-            "C.2.3",
-            "1008 7061 7373 776f 7264 0673 6563 7265 74",
-            &[("password", "secret")],
-            true,
-            &[],
-            0,
-        ),
+        single("C.2.2", "040c 2f73 616d 706c 652f 7061 7468", &[(":path", "/sample/path")], false, &[], 0),
+        single("C.2.3", "1008 7061 7373 776f 7264 0673 6563 7265 74", &[("password", "secret")], true, &[], 0),
         single("C.2.4", "82", &[(":method", "GET")], false, &[], 0),
         requests(
             "C.3",

@@ -23,12 +23,7 @@ impl Decoder {
     /// SETTINGS_HEADER_TABLE_SIZE we advertise (4096 by default). A dynamic
     /// table size update above it is an error.
     pub fn new(max_table_size: usize) -> Self {
-        Self {
-            table: Table::new(max_table_size),
-            max_table_size,
-            name_buf: Vec::new(),
-            value_buf: Vec::new(),
-        }
+        Self { table: Table::new(max_table_size), max_table_size, name_buf: Vec::new(), value_buf: Vec::new() }
     }
 
     /// Changes the limit, once the peer has acknowledged our new SETTINGS.
@@ -90,10 +85,7 @@ impl Decoder {
                 let (index, n) = int::decode(rest, 7)?;
                 pos += n;
                 fields_seen = true;
-                let (name, value) = self
-                    .table
-                    .get(index)
-                    .ok_or(DecodeError::InvalidIndex(index))?;
+                let (name, value) = self.table.get(index).ok_or(DecodeError::InvalidIndex(index))?;
                 account(&mut list_size, &mut too_large, max_list_size, name, value);
                 if !too_large {
                     emit(name, value, false);
@@ -110,10 +102,7 @@ impl Decoder {
                 pos += n;
                 let requested = usize::try_from(size).unwrap_or(usize::MAX);
                 if requested > self.max_table_size {
-                    return Err(DecodeError::TableSizeUpdateTooLarge {
-                        requested,
-                        max: self.max_table_size,
-                    });
+                    return Err(DecodeError::TableSizeUpdateTooLarge { requested, max: self.max_table_size });
                 }
                 self.table.set_max_size(requested);
                 continue;
@@ -123,11 +112,8 @@ impl Decoder {
             //   01xxxxxx with incremental indexing, 6-bit name index;
             //   0000xxxx without indexing, 4-bit name index;
             //   0001xxxx never indexed, 4-bit name index.
-            let (add_to_table, sensitive, prefix) = if first & 0xc0 == 0x40 {
-                (true, false, 6)
-            } else {
-                (false, first & 0x10 != 0, 4)
-            };
+            let (add_to_table, sensitive, prefix) =
+                if first & 0xc0 == 0x40 { (true, false, 6) } else { (false, first & 0x10 != 0, 4) };
             fields_seen = true;
             let (name_index, n) = int::decode(rest, prefix)?;
             pos += n;
@@ -138,10 +124,7 @@ impl Decoder {
                 pos += n;
                 s
             } else {
-                let (s, _) = self
-                    .table
-                    .get(name_index)
-                    .ok_or(DecodeError::InvalidIndex(name_index))?;
+                let (s, _) = self.table.get(name_index).ok_or(DecodeError::InvalidIndex(name_index))?;
                 // Copied, because inserting the new entry may evict the one
                 // the name comes from (§4.4).
                 self.name_buf.clear();
@@ -171,10 +154,7 @@ impl Decoder {
 /// Adds a field to the header list size (RFC 9113 §6.5.2) and notes when it
 /// goes over the limit.
 fn account(list_size: &mut usize, too_large: &mut bool, max: usize, name: &[u8], value: &[u8]) {
-    *list_size = list_size
-        .saturating_add(name.len())
-        .saturating_add(value.len())
-        .saturating_add(ENTRY_OVERHEAD);
+    *list_size = list_size.saturating_add(name.len()).saturating_add(value.len()).saturating_add(ENTRY_OVERHEAD);
     if *list_size > max {
         *too_large = true;
     }
@@ -209,19 +189,10 @@ mod tests {
             for (i, block) in seq.blocks.iter().enumerate() {
                 let got = ok(&mut d, &hex(block.wire));
                 assert_eq!(got, block.fields(), "{} block {}", seq.name, i + 1);
-                assert_eq!(
-                    d.table_size(),
-                    block.table_size,
-                    "{} block {}",
-                    seq.name,
-                    i + 1
-                );
+                assert_eq!(d.table_size(), block.table_size, "{} block {}", seq.name, i + 1);
                 let dynamic: Vec<(&[u8], &[u8])> = (62..).map_while(|i| d.table.get(i)).collect();
-                let expected: Vec<(&[u8], &[u8])> = block
-                    .dynamic
-                    .iter()
-                    .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
-                    .collect();
+                let expected: Vec<(&[u8], &[u8])> =
+                    block.dynamic.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect();
                 assert_eq!(dynamic, expected, "{} block {} table", seq.name, i + 1);
             }
         }
@@ -264,11 +235,7 @@ mod tests {
         ];
         for block in blocks {
             let mut d = Decoder::new(4096);
-            assert_eq!(
-                run(&mut d, block, 1000),
-                Err(DecodeError::Truncated),
-                "{block:02x?}"
-            );
+            assert_eq!(run(&mut d, block, 1000), Err(DecodeError::Truncated), "{block:02x?}");
         }
     }
 
@@ -282,57 +249,33 @@ mod tests {
     #[test]
     fn invalid_indices() {
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &[0x80], 1000),
-            Err(DecodeError::InvalidIndex(0))
-        );
+        assert_eq!(run(&mut d, &[0x80], 1000), Err(DecodeError::InvalidIndex(0)));
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &[0xbe], 1000),
-            Err(DecodeError::InvalidIndex(62))
-        );
+        assert_eq!(run(&mut d, &[0xbe], 1000), Err(DecodeError::InvalidIndex(62)));
         // Literal with a name index beyond the (empty) dynamic table.
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &[0x7e, 0x00], 1000),
-            Err(DecodeError::InvalidIndex(62))
-        );
+        assert_eq!(run(&mut d, &[0x7e, 0x00], 1000), Err(DecodeError::InvalidIndex(62)));
         // Index 62 becomes valid once an entry exists, 63 does not.
         let mut d = Decoder::new(4096);
         ok(&mut d, &[0x41, 0x01, b'x']);
         assert_eq!(ok(&mut d, &[0xbe]), [field(":authority", "x")]);
-        assert_eq!(
-            run(&mut d, &[0xbf], 1000),
-            Err(DecodeError::InvalidIndex(63))
-        );
+        assert_eq!(run(&mut d, &[0xbf], 1000), Err(DecodeError::InvalidIndex(63)));
         // A large but valid integer: 127 + 127 + 127 * 2^7 + 127 * 2^14.
         let big = [0xff, 0xff, 0xff, 0x7f];
-        assert_eq!(
-            run(&mut d, &big, 1000),
-            Err(DecodeError::InvalidIndex(2_097_278))
-        );
+        assert_eq!(run(&mut d, &big, 1000), Err(DecodeError::InvalidIndex(2_097_278)));
     }
 
     #[test]
     fn bad_huffman() {
         // Value "0" Huffman-coded with padding 110 (not all ones).
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &[0x04, 0x81, 0x06], 1000),
-            Err(DecodeError::InvalidHuffman)
-        );
+        assert_eq!(run(&mut d, &[0x04, 0x81, 0x06], 1000), Err(DecodeError::InvalidHuffman));
         // Padding of a full octet.
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &[0x04, 0x82, 0x07, 0xff], 1000),
-            Err(DecodeError::InvalidHuffman)
-        );
+        assert_eq!(run(&mut d, &[0x04, 0x82, 0x07, 0xff], 1000), Err(DecodeError::InvalidHuffman));
         // EOS in the string.
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &[0x04, 0x84, 0xff, 0xff, 0xff, 0xff], 1000),
-            Err(DecodeError::InvalidHuffman)
-        );
+        assert_eq!(run(&mut d, &[0x04, 0x84, 0xff, 0xff, 0xff, 0xff], 1000), Err(DecodeError::InvalidHuffman));
     }
 
     #[test]
@@ -341,41 +284,26 @@ mod tests {
         // 4097 with a 5-bit prefix: 0x3f, 4097 - 31 = 4066 = 0xfe2.
         assert_eq!(
             run(&mut d, &[0x3f, 0xe2, 0x1f], 1000),
-            Err(DecodeError::TableSizeUpdateTooLarge {
-                requested: 4097,
-                max: 4096
-            })
+            Err(DecodeError::TableSizeUpdateTooLarge { requested: 4097, max: 4096 })
         );
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            ok(&mut d, &[0x3f, 0xe1, 0x1f, 0x20, 0x3f, 0x01, 0x82]),
-            [field(":method", "GET")]
-        );
+        assert_eq!(ok(&mut d, &[0x3f, 0xe1, 0x1f, 0x20, 0x3f, 0x01, 0x82]), [field(":method", "GET")]);
         assert_eq!(d.table.max_size(), 32);
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &[0x82, 0x20], 1000),
-            Err(DecodeError::TableSizeUpdateNotAtStart)
-        );
+        assert_eq!(run(&mut d, &[0x82, 0x20], 1000), Err(DecodeError::TableSizeUpdateNotAtStart));
     }
 
     #[test]
     fn set_max_table_size_shrinks_and_limits() {
         let mut d = Decoder::new(4096);
-        ok(
-            &mut d,
-            &[0x40, 0x01, b'a', 0x01, b'1', 0x40, 0x01, b'b', 0x01, b'2'],
-        );
+        ok(&mut d, &[0x40, 0x01, b'a', 0x01, b'1', 0x40, 0x01, b'b', 0x01, b'2']);
         assert_eq!(d.table_size(), 68);
         d.set_max_table_size(40);
         assert_eq!(d.table_size(), 34);
         assert_eq!(ok(&mut d, &[0x3f, 0x09, 0xbe]), [field("b", "2")]);
         assert_eq!(
             run(&mut d, &[0x3f, 0x0a], 1000),
-            Err(DecodeError::TableSizeUpdateTooLarge {
-                requested: 41,
-                max: 40
-            })
+            Err(DecodeError::TableSizeUpdateTooLarge { requested: 41, max: 40 })
         );
         // Raising the limit allows a larger update.
         d.set_max_table_size(8192);
@@ -391,10 +319,7 @@ mod tests {
         // A huge announced length is rejected without the data being there.
         let mut d = Decoder::new(4096);
         let block = [0x00, 0x7f, 0xff, 0xff, 0xff, 0x0f];
-        assert_eq!(
-            run(&mut d, &block, 1 << 16),
-            Err(DecodeError::StringTooLong)
-        );
+        assert_eq!(run(&mut d, &block, 1 << 16), Err(DecodeError::StringTooLong));
         // Huffman: 16 octets of '0' (5 bits each) decode to 25 octets.
         let mut value = Vec::new();
         crate::string::encode(&[b'0'; 25], 7, 0, &mut value);
@@ -404,10 +329,7 @@ mod tests {
         let mut d = Decoder::new(4096);
         assert_eq!(run(&mut d, &block, 24), Err(DecodeError::StringTooLong));
         let mut d = Decoder::new(4096);
-        assert_eq!(
-            run(&mut d, &block, 25),
-            Err(DecodeError::HeaderListTooLarge)
-        );
+        assert_eq!(run(&mut d, &block, 25), Err(DecodeError::HeaderListTooLarge));
     }
 
     #[test]
@@ -421,23 +343,14 @@ mod tests {
             crate::string::encode_with(v.as_bytes(), false, 7, 0, &mut block);
         }
         let mut seen = Vec::new();
-        let res = d.decode(&block, 80, &mut |n, v, _| {
-            seen.push((n.to_vec(), v.to_vec()))
-        });
+        let res = d.decode(&block, 80, &mut |n, v, _| seen.push((n.to_vec(), v.to_vec())));
         assert_eq!(res, Err(DecodeError::HeaderListTooLarge));
         // The first two fit exactly (80), the third was not emitted.
         assert_eq!(seen.len(), 2);
         assert_eq!(d.table_size(), 120);
         // The next block refers to all three entries and decodes correctly.
         let got = ok(&mut d, &[0xbe, 0xbf, 0xc0]);
-        assert_eq!(
-            got,
-            [
-                field("k-03", "v-03"),
-                field("k-02", "v-02"),
-                field("k-01", "v-01")
-            ]
-        );
+        assert_eq!(got, [field("k-03", "v-03"), field("k-02", "v-02"), field("k-01", "v-01")]);
     }
 
     #[test]
@@ -445,10 +358,7 @@ mod tests {
         // Table of 50: one entry "name"/"v1" (38). A new entry reusing its
         // name (index 62) evicts it while inserting (RFC 7541 §4.4).
         let mut d = Decoder::new(50);
-        ok(
-            &mut d,
-            &[0x40, 0x04, b'n', b'a', b'm', b'e', 0x02, b'v', b'1'],
-        );
+        ok(&mut d, &[0x40, 0x04, b'n', b'a', b'm', b'e', 0x02, b'v', b'1']);
         let got = ok(&mut d, &[0x7e, 0x02, b'v', b'2', 0xbe]);
         assert_eq!(got, [field("name", "v2"), field("name", "v2")]);
         assert_eq!(d.table_size(), 38);
@@ -464,10 +374,8 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let valid: Vec<Vec<u8>> = crate::appendix_c::sequences()
-            .iter()
-            .flat_map(|s| s.blocks.iter().map(|b| hex(b.wire)))
-            .collect();
+        let valid: Vec<Vec<u8>> =
+            crate::appendix_c::sequences().iter().flat_map(|s| s.blocks.iter().map(|b| hex(b.wire))).collect();
         for round in 0..20_000 {
             let mut block = if round % 2 == 0 {
                 valid[next() as usize % valid.len()].clone()

@@ -69,11 +69,7 @@ impl Encoder {
     ///
     /// Items are `(name, value, sensitive)`; sensitive fields are sent as
     /// never-indexed literals (RFC 7541 §6.2.3) and never enter the table.
-    pub fn encode<'a>(
-        &mut self,
-        headers: impl IntoIterator<Item = (&'a [u8], &'a [u8], bool)>,
-        dst: &mut Vec<u8>,
-    ) {
+    pub fn encode<'a>(&mut self, headers: impl IntoIterator<Item = (&'a [u8], &'a [u8], bool)>, dst: &mut Vec<u8>) {
         self.encode_size_updates(dst);
         for (name, value, sensitive) in headers {
             self.encode_field(name, value, sensitive, dst);
@@ -188,28 +184,19 @@ mod tests {
 
     fn encode_list(e: &mut Encoder, list: &[(&str, &str)], sensitive: bool) -> Vec<u8> {
         let mut out = Vec::new();
-        e.encode(
-            list.iter()
-                .map(|(n, v)| (n.as_bytes(), v.as_bytes(), sensitive)),
-            &mut out,
-        );
+        e.encode(list.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes(), sensitive)), &mut out);
         out
     }
 
     fn decode_all(d: &mut Decoder, block: &[u8]) -> Vec<Field> {
         let mut out = Vec::new();
-        d.decode(block, usize::MAX, &mut |n, v, s| {
-            out.push((n.to_vec(), v.to_vec(), s))
-        })
-        .expect("our own output decodes");
+        d.decode(block, usize::MAX, &mut |n, v, s| out.push((n.to_vec(), v.to_vec(), s)))
+            .expect("our own output decodes");
         out
     }
 
     fn dynamic_entries(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
-        (62..)
-            .map_while(|i| t.get(i))
-            .map(|(n, v)| (n.to_vec(), v.to_vec()))
-            .collect()
+        (62..).map_while(|i| t.get(i)).map(|(n, v)| (n.to_vec(), v.to_vec())).collect()
     }
 
     #[test]
@@ -225,13 +212,7 @@ mod tests {
             for (i, block) in seq.blocks.iter().enumerate() {
                 let got = encode_list(&mut e, block.headers, block.never_indexed);
                 assert_eq!(got, hex(block.wire), "{} block {}", seq.name, i + 1);
-                assert_eq!(
-                    e.table.size(),
-                    block.table_size,
-                    "{} block {}",
-                    seq.name,
-                    i + 1
-                );
+                assert_eq!(e.table.size(), block.table_size, "{} block {}", seq.name, i + 1);
             }
         }
     }
@@ -246,13 +227,7 @@ mod tests {
                 let mut d = Decoder::new(seq.table_size);
                 for (i, block) in seq.blocks.iter().enumerate() {
                     let wire = encode_list(&mut e, block.headers, block.never_indexed);
-                    assert_eq!(
-                        decode_all(&mut d, &wire),
-                        block.fields(),
-                        "{} {}",
-                        seq.name,
-                        i
-                    );
+                    assert_eq!(decode_all(&mut d, &wire), block.fields(), "{} {}", seq.name, i);
                     assert_eq!(d.table_size(), e.table.size());
                 }
             }
@@ -340,11 +315,7 @@ mod tests {
         let mut e = Encoder::new();
         let mut d = Decoder::new(4096);
         // Even a full static match (":method GET") is sent as a literal.
-        let list = [
-            ("authorization", "Bearer abc"),
-            ("x-secret", "s"),
-            (":method", "GET"),
-        ];
+        let list = [("authorization", "Bearer abc"), ("x-secret", "s"), (":method", "GET")];
         let wire = encode_list(&mut e, &list, true);
         assert_eq!(wire[0], 0x1f); // never indexed, name index 23 (15 + 8)
         let got = decode_all(&mut d, &wire);
@@ -396,14 +367,7 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let names = [
-            "x-a",
-            "x-b",
-            "content-type",
-            ":status",
-            "cookie",
-            "x-long-header-name",
-        ];
+        let names = ["x-a", "x-b", "content-type", ":status", "cookie", "x-long-header-name"];
         let mut e = Encoder::new();
         e.set_max_table_size(300);
         let mut d = Decoder::new(300);
@@ -412,9 +376,7 @@ mod tests {
                 .map(|_| {
                     let name = names[next() as usize % names.len()].as_bytes().to_vec();
                     let len = next() as usize % 60;
-                    let value: Vec<u8> = (0..len)
-                        .map(|_| b"abc012/;=\x01\xff"[next() as usize % 11])
-                        .collect();
+                    let value: Vec<u8> = (0..len).map(|_| b"abc012/;=\x01\xff"[next() as usize % 11]).collect();
                     (name, value, next() % 10 == 0)
                 })
                 .collect();

@@ -110,11 +110,7 @@ pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
 /// Like [`decode`], but fails with [`DecodeError::StringTooLong`] as soon as
 /// the decoded string would exceed `max_len` octets, so that a small input
 /// cannot make us produce a large output.
-pub(crate) fn decode_bounded(
-    src: &[u8],
-    max_len: usize,
-    dst: &mut Vec<u8>,
-) -> Result<(), DecodeError> {
+pub(crate) fn decode_bounded(src: &[u8], max_len: usize, dst: &mut Vec<u8>) -> Result<(), DecodeError> {
     // The shortest code is 5 bits, so the output is at most 8/5 of the input.
     let upper = src.len().saturating_mul(8) / 5;
     dst.reserve(upper.min(max_len));
@@ -203,10 +199,7 @@ const fn build_tree() -> [[u16; 2]; STATES] {
                     tree[node][bit] = allocated as u16;
                     allocated += 1;
                 }
-                assert!(
-                    tree[node][bit] & LEAF == 0,
-                    "Huffman code is not prefix-free"
-                );
+                assert!(tree[node][bit] & LEAF == 0, "Huffman code is not prefix-free");
                 node = tree[node][bit] as usize;
             }
             i += 1;
@@ -216,21 +209,14 @@ const fn build_tree() -> [[u16; 2]; STATES] {
     // A complete code (Kraft sum of exactly 1) leaves no child unset.
     let mut n = 0;
     while n < STATES {
-        assert!(
-            tree[n][0] != UNSET && tree[n][1] != UNSET,
-            "Huffman code is incomplete"
-        );
+        assert!(tree[n][0] != UNSET && tree[n][1] != UNSET, "Huffman code is incomplete");
         n += 1;
     }
     tree
 }
 
 const fn build_decode_table(tree: &[[u16; 2]; STATES]) -> [[Transition; 16]; STATES] {
-    let empty = Transition {
-        next: 0,
-        symbol: 0,
-        flags: 0,
-    };
+    let empty = Transition { next: 0, symbol: 0, flags: 0 };
     let mut table = [[empty; 16]; STATES];
     let mut state = 0;
     while state < STATES {
@@ -299,10 +285,7 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]
@@ -344,10 +327,7 @@ mod tests {
             ("no-cache", "a8eb 1064 9cbf"),
             ("custom-key", "25a8 49e9 5ba9 7d7f"),
             ("custom-value", "25a8 49e9 5bb8 e8b4 bf"),
-            (
-                "Mon, 21 Oct 2013 20:13:21 GMT",
-                "d07a be94 1054 d444 a820 0595 040b 8166 e082 a62d 1bff",
-            ),
+            ("Mon, 21 Oct 2013 20:13:21 GMT", "d07a be94 1054 d444 a820 0595 040b 8166 e082 a62d 1bff"),
         ];
         for (plain, coded) in cases {
             assert_eq!(enc(plain.as_bytes()), hex(coded), "{plain}");
@@ -390,10 +370,7 @@ mod tests {
     #[test]
     fn eos_inside_string_is_rejected() {
         // EOS (30 ones) followed by 2 padding ones.
-        assert_eq!(
-            dec(&[0xff, 0xff, 0xff, 0xff]),
-            Err(DecodeError::InvalidHuffman)
-        );
+        assert_eq!(dec(&[0xff, 0xff, 0xff, 0xff]), Err(DecodeError::InvalidHuffman));
         // 'a' then EOS then padding.
         let mut bits: u64 = 0b00011;
         bits = (bits << 30) | 0x3fff_ffff;
@@ -408,10 +385,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(decode_bounded(&coded, 10, &mut out), Ok(()));
         out.clear();
-        assert_eq!(
-            decode_bounded(&coded, 9, &mut out),
-            Err(DecodeError::StringTooLong)
-        );
+        assert_eq!(decode_bounded(&coded, 9, &mut out), Err(DecodeError::StringTooLong));
     }
 
     #[test]

@@ -76,19 +76,14 @@ impl fmt::Display for DecodeError {
             Self::InvalidIndex(i) => {
                 write!(f, "HPACK index {i} is beyond the static and dynamic tables")
             }
-            Self::InvalidHuffman => f.write_str(
-                "invalid HPACK Huffman string (bad padding or EOS symbol in the string)",
-            ),
-            Self::TableSizeUpdateTooLarge { requested, max } => write!(
-                f,
-                "HPACK dynamic table size update to {requested} exceeds the advertised limit {max}"
-            ),
-            Self::TableSizeUpdateNotAtStart => {
-                f.write_str("HPACK dynamic table size update after a header field")
+            Self::InvalidHuffman => {
+                f.write_str("invalid HPACK Huffman string (bad padding or EOS symbol in the string)")
             }
-            Self::StringTooLong => {
-                f.write_str("HPACK string literal is longer than the header list limit")
+            Self::TableSizeUpdateTooLarge { requested, max } => {
+                write!(f, "HPACK dynamic table size update to {requested} exceeds the advertised limit {max}")
             }
+            Self::TableSizeUpdateNotAtStart => f.write_str("HPACK dynamic table size update after a header field"),
+            Self::StringTooLong => f.write_str("HPACK string literal is longer than the header list limit"),
             Self::HeaderListTooLarge => f.write_str("decoded header list exceeds the size limit"),
         }
     }
@@ -109,16 +104,10 @@ mod tests {
             (DecodeError::InvalidIndex(99), "index 99"),
             (DecodeError::InvalidHuffman, "Huffman"),
             (
-                DecodeError::TableSizeUpdateTooLarge {
-                    requested: 5000,
-                    max: 4096,
-                },
+                DecodeError::TableSizeUpdateTooLarge { requested: 5000, max: 4096 },
                 "5000 exceeds the advertised limit 4096",
             ),
-            (
-                DecodeError::TableSizeUpdateNotAtStart,
-                "after a header field",
-            ),
+            (DecodeError::TableSizeUpdateNotAtStart, "after a header field"),
             (DecodeError::StringTooLong, "string literal"),
             (DecodeError::HeaderListTooLarge, "header list"),
         ];

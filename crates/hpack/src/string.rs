@@ -16,23 +16,11 @@ use crate::{huffman, int, DecodeError};
 /// octet (0 for HPACK).
 pub fn encode(src: &[u8], prefix_bits: u8, first_byte_flags: u8, dst: &mut Vec<u8>) {
     let huffman_len = huffman::encoded_len(src);
-    encode_with(
-        src,
-        huffman_len < src.len(),
-        prefix_bits,
-        first_byte_flags,
-        dst,
-    );
+    encode_with(src, huffman_len < src.len(), prefix_bits, first_byte_flags, dst);
 }
 
 /// Like [`encode`], but the caller decides whether to Huffman-code.
-pub fn encode_with(
-    src: &[u8],
-    use_huffman: bool,
-    prefix_bits: u8,
-    first_byte_flags: u8,
-    dst: &mut Vec<u8>,
-) {
+pub fn encode_with(src: &[u8], use_huffman: bool, prefix_bits: u8, first_byte_flags: u8, dst: &mut Vec<u8>) {
     debug_assert!((1..=7).contains(&prefix_bits), "prefix must be 1..=7 bits");
     let h_flag = 1u8 << prefix_bits.clamp(1, 7);
     // Clear the H flag from the caller's flags; we decide it.
@@ -141,34 +129,16 @@ mod tests {
     #[test]
     fn errors() {
         let mut scratch = Vec::new();
-        assert_eq!(
-            decode(&[], 7, 10, &mut scratch),
-            Err(DecodeError::Truncated)
-        );
-        assert_eq!(
-            decode(&[0x03, b'a'], 7, 10, &mut scratch),
-            Err(DecodeError::Truncated)
-        );
-        assert_eq!(
-            decode(&[0x03, b'a', b'b', b'c'], 7, 2, &mut scratch),
-            Err(DecodeError::StringTooLong)
-        );
+        assert_eq!(decode(&[], 7, 10, &mut scratch), Err(DecodeError::Truncated));
+        assert_eq!(decode(&[0x03, b'a'], 7, 10, &mut scratch), Err(DecodeError::Truncated));
+        assert_eq!(decode(&[0x03, b'a', b'b', b'c'], 7, 2, &mut scratch), Err(DecodeError::StringTooLong));
         // Announced length far beyond the limit is rejected before the data is needed.
-        assert_eq!(
-            decode(&[0x7f, 0xff, 0xff, 0x03], 7, 1000, &mut scratch),
-            Err(DecodeError::StringTooLong)
-        );
+        assert_eq!(decode(&[0x7f, 0xff, 0xff, 0x03], 7, 1000, &mut scratch), Err(DecodeError::StringTooLong));
         // Huffman: 3 octets decode to "0000", more than 3 allowed.
         let mut buf = Vec::new();
         encode_with(b"0000", true, 7, 0, &mut buf);
-        assert_eq!(
-            decode(&buf, 7, 3, &mut scratch),
-            Err(DecodeError::StringTooLong)
-        );
+        assert_eq!(decode(&buf, 7, 3, &mut scratch), Err(DecodeError::StringTooLong));
         assert_eq!(decode(&buf, 7, 4, &mut scratch).unwrap().0, b"0000");
-        assert_eq!(
-            decode(&[0x81, 0xff], 7, 10, &mut scratch),
-            Err(DecodeError::InvalidHuffman)
-        );
+        assert_eq!(decode(&[0x81, 0xff], 7, 10, &mut scratch), Err(DecodeError::InvalidHuffman));
     }
 }

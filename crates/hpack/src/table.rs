@@ -141,11 +141,7 @@ pub(crate) struct Table {
 
 impl Table {
     pub(crate) fn new(max_size: usize) -> Self {
-        Self {
-            entries: VecDeque::new(),
-            size: 0,
-            max_size,
-        }
+        Self { entries: VecDeque::new(), size: 0, max_size }
     }
 
     /// Current size per RFC 7541 §4.1.
@@ -197,10 +193,7 @@ impl Table {
         let mut data = Vec::with_capacity(name.len() + value.len());
         data.extend_from_slice(name);
         data.extend_from_slice(value);
-        self.entries.push_front(Entry {
-            data: data.into_boxed_slice(),
-            name_len: name.len(),
-        });
+        self.entries.push_front(Entry { data: data.into_boxed_slice(), name_len: name.len() });
         self.size += size;
     }
 
@@ -255,10 +248,7 @@ mod tests {
         let t = Table::new(4096);
         assert_eq!(t.get(1), Some((&b":authority"[..], &b""[..])));
         assert_eq!(t.get(2), Some((&b":method"[..], &b"GET"[..])));
-        assert_eq!(
-            t.get(16),
-            Some((&b"accept-encoding"[..], &b"gzip, deflate"[..]))
-        );
+        assert_eq!(t.get(16), Some((&b"accept-encoding"[..], &b"gzip, deflate"[..])));
         assert_eq!(t.get(59), Some((&b"vary"[..], &b""[..])));
         assert_eq!(t.get(61), Some((&b"www-authenticate"[..], &b""[..])));
         assert_eq!(t.get(0), None);

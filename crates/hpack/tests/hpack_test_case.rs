@@ -22,10 +22,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     if s.len() & 1 == 1 {
         return None;
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
 }
 
 /// `headers` is a list of single-entry objects, in order.
@@ -50,9 +47,7 @@ fn stories(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
         .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("story_") && n.ends_with(".json"))
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("story_") && n.ends_with(".json"))
         })
         .collect();
     files.sort();
@@ -66,10 +61,7 @@ fn load(path: &Path) -> Value {
 
 fn decode_block(d: &mut Decoder, wire: &[u8]) -> Result<Vec<Header>, String> {
     let mut out = Vec::new();
-    d.decode(wire, usize::MAX, &mut |n, v, _| {
-        out.push((n.to_vec(), v.to_vec()))
-    })
-    .map_err(|e| e.to_string())?;
+    d.decode(wire, usize::MAX, &mut |n, v, _| out.push((n.to_vec(), v.to_vec()))).map_err(|e| e.to_string())?;
     Ok(out)
 }
 
@@ -113,10 +105,7 @@ fn check_round_trip(path: &Path) -> (usize, Option<String>) {
         let result = (|| {
             let expected = headers_of(case)?;
             let mut wire = Vec::new();
-            encoder.encode(
-                expected.iter().map(|(n, v)| (&n[..], &v[..], false)),
-                &mut wire,
-            );
+            encoder.encode(expected.iter().map(|(n, v)| (&n[..], &v[..], false)), &mut wire);
             let got = decode_block(&mut decoder, &wire)?;
             if got != expected {
                 return Err(format!("round trip gave {got:?}, expected {expected:?}"));
@@ -134,10 +123,7 @@ fn check_round_trip(path: &Path) -> (usize, Option<String>) {
 fn hpack_test_case_corpus() {
     let root = corpus_dir();
     if !root.is_dir() {
-        println!(
-            "skipping: shared/testdata/hpack-test-case not found at {}",
-            root.display()
-        );
+        println!("skipping: shared/testdata/hpack-test-case not found at {}", root.display());
         return;
     }
 
@@ -160,11 +146,7 @@ fn hpack_test_case_corpus() {
         let raw = name == "raw-data";
         let (mut stories_ok, mut cases_ok) = (0, 0);
         for story in stories(folder) {
-            let (cases, failure) = if raw {
-                check_round_trip(&story)
-            } else {
-                check_decoding(&story)
-            };
+            let (cases, failure) = if raw { check_round_trip(&story) } else { check_decoding(&story) };
             cases_ok += cases;
             match failure {
                 Some(f) => failures.push(format!("{}: {f}", story.display())),

@@ -120,10 +120,7 @@ pub(crate) struct Timeouts {
 
 impl Default for Speedtest {
     fn default() -> Self {
-        Self {
-            enabled: true,
-            max_download_bytes: DEFAULT_MAX_DOWNLOAD,
-        }
+        Self { enabled: true, max_download_bytes: DEFAULT_MAX_DOWNLOAD }
     }
 }
 
@@ -146,11 +143,7 @@ impl Default for Limits {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Self {
-            header: Duration::from_secs(10),
-            idle: Duration::from_secs(60),
-            drain: Duration::from_secs(10),
-        }
+        Self { header: Duration::from_secs(10), idle: Duration::from_secs(60), drain: Duration::from_secs(10) }
     }
 }
 
@@ -205,11 +198,7 @@ impl std::error::Error for ConfigError {}
 /// The default data directory: `$XDG_DATA_HOME/sluice`, else `~/.local/share/sluice`, else
 /// `./.sluice`.
 pub(crate) fn default_data_dir() -> PathBuf {
-    let nonempty = |v: &str| {
-        std::env::var_os(v)
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-    };
+    let nonempty = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty()).map(PathBuf::from);
     if let Some(xdg) = nonempty("XDG_DATA_HOME").filter(|p| p.is_absolute()) {
         return xdg.join("sluice");
     }
@@ -235,14 +224,8 @@ fn wildcard_addr(port: u16) -> SocketAddr {
 
 fn default_listeners() -> Vec<Listener> {
     vec![
-        Listener {
-            addr: wildcard_addr(DEFAULT_TLS_PORT),
-            tls: true,
-        },
-        Listener {
-            addr: wildcard_addr(DEFAULT_PLAIN_PORT),
-            tls: false,
-        },
+        Listener { addr: wildcard_addr(DEFAULT_TLS_PORT), tls: true },
+        Listener { addr: wildcard_addr(DEFAULT_PLAIN_PORT), tls: false },
     ]
 }
 
@@ -253,14 +236,8 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
     Config {
         data_dir,
         listeners: default_listeners(),
-        certificates: vec![Certificate {
-            cert: None,
-            key: None,
-        }],
-        sites: vec![Site {
-            hosts: Vec::new(),
-            content: SiteContent::Builtin,
-        }],
+        certificates: vec![Certificate { cert: None, key: None }],
+        sites: vec![Site { hosts: Vec::new(), content: SiteContent::Builtin }],
         speedtest: Speedtest::default(),
         limits: Limits::default(),
         timeouts: Timeouts::default(),
@@ -368,11 +345,7 @@ struct Source<'a> {
 
 impl Source<'_> {
     fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
-        ConfigError {
-            file: self.file.to_path_buf(),
-            pos: Some(line_col(self.text, span.start)),
-            msg: msg.into(),
-        }
+        ConfigError { file: self.file.to_path_buf(), pos: Some(line_col(self.text, span.start)), msg: msg.into() }
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -384,10 +357,7 @@ impl Source<'_> {
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let at = at.min(text.len());
     // Round down to a char boundary so slicing cannot panic on a stray offset.
-    let at = (0..=at)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
+    let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
     let before = &text[..at];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
@@ -403,18 +373,12 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         let msg = e.message().trim().replace('\n', "; ");
         match e.span() {
             Some(span) => src.err(span, msg),
-            None => ConfigError {
-                file: file.to_path_buf(),
-                pos: None,
-                msg,
-            },
+            None => ConfigError { file: file.to_path_buf(), pos: None, msg },
         }
     })?;
 
     let data_dir = match &raw.data_dir {
-        Some(d) if d.get_ref().is_empty() => {
-            return Err(src.err(d.span(), "`data_dir` must not be empty"))
-        }
+        Some(d) if d.get_ref().is_empty() => return Err(src.err(d.span(), "`data_dir` must not be empty")),
         Some(d) => src.path(d.get_ref()),
         None => default_data_dir(),
     };
@@ -425,18 +389,12 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         certificates.push(certificate(&src, c)?);
     }
     if certificates.is_empty() && listeners.iter().any(|l| l.tls) {
-        certificates.push(Certificate {
-            cert: None,
-            key: None,
-        });
+        certificates.push(Certificate { cert: None, key: None });
     }
     let sites = sites(&src, raw.site.as_deref())?;
     let speedtest = Speedtest {
         enabled: raw.speedtest.enabled.unwrap_or(true),
-        max_download_bytes: raw
-            .speedtest
-            .max_download_bytes
-            .unwrap_or(DEFAULT_MAX_DOWNLOAD),
+        max_download_bytes: raw.speedtest.max_download_bytes.unwrap_or(DEFAULT_MAX_DOWNLOAD),
     };
     let limits = limits(&src, &raw.limits)?;
     let timeouts = timeouts(&src, &raw.timeouts)?;
@@ -452,10 +410,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     })
 }
 
-fn listeners(
-    src: &Source<'_>,
-    raw: Option<&Spanned<Vec<Spanned<RawListener>>>>,
-) -> Result<Vec<Listener>, ConfigError> {
+fn listeners(src: &Source<'_>, raw: Option<&Spanned<Vec<Spanned<RawListener>>>>) -> Result<Vec<Listener>, ConfigError> {
     let Some(raw) = raw else {
         return Ok(default_listeners());
     };
@@ -468,19 +423,13 @@ fn listeners(
         let addr: SocketAddr = addr_s.get_ref().trim().parse().map_err(|_| {
             src.err(
                 addr_s.span(),
-                format!(
-                    "`{}` is not an address with a port (e.g. `0.0.0.0:443`, `[::]:443`)",
-                    addr_s.get_ref()
-                ),
+                format!("`{}` is not an address with a port (e.g. `0.0.0.0:443`, `[::]:443`)", addr_s.get_ref()),
             )
         })?;
         if out.iter().any(|o| o.addr == addr) {
             return Err(src.err(addr_s.span(), format!("listener `{addr}` appears twice")));
         }
-        out.push(Listener {
-            addr,
-            tls: l.get_ref().tls.unwrap_or(true),
-        });
+        out.push(Listener { addr, tls: l.get_ref().tls.unwrap_or(true) });
     }
     Ok(out)
 }
@@ -490,16 +439,9 @@ fn certificate(src: &Source<'_>, raw: &RawCertificate) -> Result<Certificate, Co
     let key = src.path(raw.key.get_ref());
     let chain = crate::tls::read_chain(&cert).map_err(|e| src.err(raw.cert.span(), e))?;
     let key_der = crate::tls::read_key(&key).map_err(|e| src.err(raw.key.span(), e))?;
-    crate::tls::certified(chain, key_der).map_err(|e| {
-        src.err(
-            raw.key.span(),
-            format!("`{}` for `{}`: {e}", key.display(), cert.display()),
-        )
-    })?;
-    Ok(Certificate {
-        cert: Some(cert),
-        key: Some(key),
-    })
+    crate::tls::certified(chain, key_der)
+        .map_err(|e| src.err(raw.key.span(), format!("`{}` for `{}`: {e}", key.display(), cert.display())))?;
+    Ok(Certificate { cert: Some(cert), key: Some(key) })
 }
 
 /// Validates a host name for `[[site]] hosts`: lower-cased, trailing dot removed, no port;
@@ -510,33 +452,22 @@ fn host_name(h: &str) -> Result<String, String> {
     if h.is_empty() {
         return Err("empty host name".into());
     }
-    let unbracketed = h
-        .strip_prefix('[')
-        .and_then(|r| r.strip_suffix(']'))
-        .unwrap_or(&h);
+    let unbracketed = h.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(&h);
     if let Ok(v6) = unbracketed.parse::<std::net::Ipv6Addr>() {
         return Ok(v6.to_string());
     }
     if h.contains(':') {
         return Err(format!("`{h}`: host names have no port"));
     }
-    if !h
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
-    {
-        return Err(format!(
-            "`{h}` is not a host name (letters, digits, `-`, `.`; no wildcards)"
-        ));
+    if !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_') {
+        return Err(format!("`{h}` is not a host name (letters, digits, `-`, `.`; no wildcards)"));
     }
     Ok(h)
 }
 
 fn sites(src: &Source<'_>, raw: Option<&[Spanned<RawSite>]>) -> Result<Vec<Site>, ConfigError> {
     let Some(raw) = raw else {
-        return Ok(vec![Site {
-            hosts: Vec::new(),
-            content: SiteContent::Builtin,
-        }]);
+        return Ok(vec![Site { hosts: Vec::new(), content: SiteContent::Builtin }]);
     };
     let mut out: Vec<Site> = Vec::new();
     // (host, line of the site that claimed it)
@@ -557,19 +488,15 @@ fn sites(src: &Source<'_>, raw: Option<&[Spanned<RawSite>]>) -> Result<Vec<Site>
                 default_line = Some(site_line);
             }
             Some(list) if list.get_ref().is_empty() => {
-                return Err(src.err(
-                    list.span(),
-                    "`hosts` is empty; omit it to make this the default site",
-                ));
+                return Err(src.err(list.span(), "`hosts` is empty; omit it to make this the default site"));
             }
             Some(list) => {
                 for h in list.get_ref() {
                     let name = host_name(h.get_ref()).map_err(|e| src.err(h.span(), e))?;
                     if let Some((_, line)) = seen.iter().find(|(n, _)| *n == name) {
-                        return Err(src.err(
-                            h.span(),
-                            format!("host `{name}` is already served by the site at line {line}"),
-                        ));
+                        return Err(
+                            src.err(h.span(), format!("host `{name}` is already served by the site at line {line}"))
+                        );
                     }
                     seen.push((name.clone(), site_line));
                     hosts.push(name);
@@ -579,34 +506,16 @@ fn sites(src: &Source<'_>, raw: Option<&[Spanned<RawSite>]>) -> Result<Vec<Site>
         let builtin = r.builtin.as_ref().filter(|b| *b.get_ref());
         let content = match (&r.root, builtin) {
             (Some(root), Some(_)) => {
-                return Err(src.err(
-                    root.span(),
-                    "a site has either `root` or `builtin = true`, not both",
-                ))
+                return Err(src.err(root.span(), "a site has either `root` or `builtin = true`, not both"))
             }
-            (None, None) => {
-                return Err(src.err(
-                    s.span(),
-                    "a site needs `root = \"/path\"` or `builtin = true`",
-                ))
-            }
+            (None, None) => return Err(src.err(s.span(), "a site needs `root = \"/path\"` or `builtin = true`")),
             (None, Some(_)) => SiteContent::Builtin,
             (Some(root), None) => {
                 let path = src.path(root.get_ref());
                 match fs::metadata(&path) {
                     Ok(m) if m.is_dir() => SiteContent::Root(path),
-                    Ok(_) => {
-                        return Err(src.err(
-                            root.span(),
-                            format!("root `{}` is not a directory", path.display()),
-                        ))
-                    }
-                    Err(e) => {
-                        return Err(src.err(
-                            root.span(),
-                            format!("root directory `{}`: {e}", path.display()),
-                        ))
-                    }
+                    Ok(_) => return Err(src.err(root.span(), format!("root `{}` is not a directory", path.display()))),
+                    Err(e) => return Err(src.err(root.span(), format!("root directory `{}`: {e}", path.display()))),
                 }
             }
         };
@@ -629,13 +538,9 @@ where
 {
     match v {
         None => Ok(default),
-        Some(s) if *s.get_ref() < min || *s.get_ref() > max => Err(src.err(
-            s.span(),
-            format!(
-                "`{name}` must be between {min} and {max}, not {}",
-                s.get_ref()
-            ),
-        )),
+        Some(s) if *s.get_ref() < min || *s.get_ref() > max => {
+            Err(src.err(s.span(), format!("`{name}` must be between {min} and {max}, not {}", s.get_ref())))
+        }
         Some(s) => Ok(*s.get_ref()),
     }
 }
@@ -659,9 +564,7 @@ fn limits(src: &Source<'_>, raw: &RawLimits) -> Result<Limits, ConfigError> {
             u32::MAX,
             d.max_header_list_size,
         )?,
-        max_continuation_frames: raw
-            .max_continuation_frames
-            .unwrap_or(d.max_continuation_frames),
+        max_continuation_frames: raw.max_continuation_frames.unwrap_or(d.max_continuation_frames),
         header_table_size: bounded(
             src,
             &raw.header_table_size,
@@ -703,14 +606,7 @@ fn limits(src: &Source<'_>, raw: &RawLimits) -> Result<Limits, ConfigError> {
             d.flood_window.as_secs(),
         )?),
         max_request_body: raw.max_request_body.unwrap_or(d.max_request_body),
-        max_connections: bounded(
-            src,
-            &raw.max_connections,
-            "max_connections",
-            1,
-            1 << 24,
-            d.max_connections,
-        )?,
+        max_connections: bounded(src, &raw.max_connections, "max_connections", 1, 1 << 24, d.max_connections)?,
     })
 }
 
@@ -718,9 +614,8 @@ fn timeouts(src: &Source<'_>, raw: &RawTimeouts) -> Result<Timeouts, ConfigError
     let d = Timeouts::default();
     // A day is far beyond any sensible value and keeps `Instant + Duration` from overflowing.
     const DAY: u64 = 86_400;
-    let secs = |v, name, min, default: Duration| {
-        bounded(src, v, name, min, DAY, default.as_secs()).map(Duration::from_secs)
-    };
+    let secs =
+        |v, name, min, default: Duration| bounded(src, v, name, min, DAY, default.as_secs()).map(Duration::from_secs);
     Ok(Timeouts {
         header: secs(&raw.header_secs, "header_secs", 1, d.header)?,
         idle: secs(&raw.idle_secs, "idle_secs", 1, d.idle)?,
@@ -785,14 +680,9 @@ drain_secs = 0
         assert!(cfg.listeners[0].tls);
         assert!(!cfg.listeners[1].tls);
         assert_eq!(cfg.certificates.len(), 1);
-        assert_eq!(
-            cfg.certificates[0].cert.as_deref(),
-            Some(dir.path().join("certs/a.pem").as_path())
-        );
+        assert_eq!(cfg.certificates[0].cert.as_deref(), Some(dir.path().join("certs/a.pem").as_path()));
         assert_eq!(cfg.sites[0].hosts, vec!["example.com", "www.example.com"]);
-        assert!(
-            matches!(&cfg.sites[0].content, SiteContent::Root(p) if *p == dir.path().join("www"))
-        );
+        assert!(matches!(&cfg.sites[0].content, SiteContent::Root(p) if *p == dir.path().join("www")));
         assert!(cfg.sites[1].hosts.is_empty());
         assert!(matches!(cfg.sites[1].content, SiteContent::Builtin));
         assert!(!cfg.speedtest.enabled);
@@ -839,11 +729,7 @@ drain_secs = 0
     #[test]
     fn no_tls_listener_no_default_certificate() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = parse_in(
-            dir.path(),
-            "[[listener]]\naddr = \"127.0.0.1:80\"\ntls = false\n",
-        )
-        .unwrap();
+        let cfg = parse_in(dir.path(), "[[listener]]\naddr = \"127.0.0.1:80\"\ntls = false\n").unwrap();
         assert!(cfg.certificates.is_empty());
     }
 
@@ -852,10 +738,7 @@ drain_secs = 0
         let e = err("access_log = true\n\n[[site]]\nbuiltin = true\n  rooot = \"/x\"\n");
         assert_eq!(e.position(), Some((5, 3)));
         let s = e.to_string();
-        assert!(
-            s.starts_with("sluice.toml:5:3: unknown field `rooot`"),
-            "{s}"
-        );
+        assert!(s.starts_with("sluice.toml:5:3: unknown field `rooot`"), "{s}");
         assert!(s.contains("expected one of"), "{s}");
     }
 
@@ -913,18 +796,10 @@ drain_secs = 0
         fs::write(dir.path().join("c.pem"), c).unwrap();
         fs::write(dir.path().join("k.pem"), k).unwrap();
         fs::write(dir.path().join("junk.pem"), "nothing here").unwrap();
-        let e = parse_in(
-            dir.path(),
-            "[[certificate]]\ncert = \"c.pem\"\nkey = \"k.pem\"\n",
-        )
-        .unwrap_err();
+        let e = parse_in(dir.path(), "[[certificate]]\ncert = \"c.pem\"\nkey = \"k.pem\"\n").unwrap_err();
         assert_eq!(e.position(), Some((3, 7)), "{e}");
         assert!(e.message().contains("does not match"), "{e}");
-        let e = parse_in(
-            dir.path(),
-            "[[certificate]]\ncert = \"junk.pem\"\nkey = \"k.pem\"\n",
-        )
-        .unwrap_err();
+        let e = parse_in(dir.path(), "[[certificate]]\ncert = \"junk.pem\"\nkey = \"k.pem\"\n").unwrap_err();
         assert_eq!(e.position(), Some((2, 8)), "{e}");
     }
 
@@ -935,18 +810,11 @@ drain_secs = 0
         let p = dir.path().join("s.toml");
         fs::write(&p, "[[site]]\nroot = \"www\"\n").unwrap();
         let cfg = load(&p).unwrap();
-        assert!(
-            matches!(&cfg.sites[0].content, SiteContent::Root(r) if *r == dir.path().join("www"))
-        );
+        assert!(matches!(&cfg.sites[0].content, SiteContent::Root(r) if *r == dir.path().join("www")));
         fs::write(&p, "[[site]]\nroot = \"nope\"\n").unwrap();
         let e = load(&p).unwrap_err().to_string();
-        assert!(
-            e.starts_with(&format!("{}:2:8: root directory", p.display())),
-            "{e}"
-        );
-        let e = load(&dir.path().join("missing.toml"))
-            .unwrap_err()
-            .to_string();
+        assert!(e.starts_with(&format!("{}:2:8: root directory", p.display())), "{e}");
+        let e = load(&dir.path().join("missing.toml")).unwrap_err().to_string();
         assert!(e.contains("missing.toml: cannot read"), "{e}");
     }
 

@@ -43,7 +43,9 @@ const SPEEDTEST_PATHS: &[&str] = &["/__down", "/__up", "/__ping"];
 
 /// Answer one request.
 pub(crate) async fn dispatch(state: &State, mut req: Request) -> Response {
-    if let Some(len) = req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(len) =
+        req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+    {
         if len > state.cfg.limits.max_request_body {
             return Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n");
         }
@@ -55,7 +57,12 @@ pub(crate) async fn dispatch(state: &State, mut req: Request) -> Response {
         return Response::text(StatusCode::NOT_FOUND, "not found\n");
     }
     let host = host_of(&req.authority);
-    let site = state.cfg.sites.iter().find(|s| s.hosts.iter().any(|h| h == host)).or_else(|| state.cfg.sites.iter().find(|s| s.hosts.is_empty()));
+    let site = state
+        .cfg
+        .sites
+        .iter()
+        .find(|s| s.hosts.iter().any(|h| h == host))
+        .or_else(|| state.cfg.sites.iter().find(|s| s.hosts.is_empty()));
     match site.map(|s| &s.content) {
         Some(SiteContent::Root(root)) => crate::static_files::serve(root, &req).await,
         Some(SiteContent::Builtin) => crate::site::serve_builtin(&req),
@@ -69,7 +76,9 @@ pub(crate) fn host_of(authority: &str) -> &str {
     let host = if let Some(rest) = authority.strip_prefix('[') {
         rest.split(']').next().unwrap_or(rest)
     } else {
-        authority.rsplit_once(':').map_or(authority, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { authority })
+        authority
+            .rsplit_once(':')
+            .map_or(authority, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { authority })
     };
     host.strip_suffix('.').unwrap_or(host)
 }

@@ -48,7 +48,12 @@ where
     let _ = tokio::time::timeout(drain, conn).await;
 }
 
-async fn handle(req: hyper::Request<Incoming>, peer: SocketAddr, tls: bool, state: Arc<State>) -> hyper::Response<H1Body> {
+async fn handle(
+    req: hyper::Request<Incoming>,
+    peer: SocketAddr,
+    tls: bool,
+    state: Arc<State>,
+) -> hyper::Response<H1Body> {
     let (parts, incoming) = req.into_parts();
     let authority = parts
         .uri
@@ -74,7 +79,16 @@ async fn handle(req: hyper::Request<Incoming>, peer: SocketAddr, tls: bool, stat
         outcome: "reset",
     };
     let body = RequestBody::hyper(incoming).counting(bytes_in, state.cfg.limits.max_request_body);
-    let req = Request { proto: Proto::Http1, method: parts.method, authority, path, query, headers: parts.headers, tls, body };
+    let req = Request {
+        proto: Proto::Http1,
+        method: parts.method,
+        authority,
+        path,
+        query,
+        headers: parts.headers,
+        tls,
+        body,
+    };
     let Response { status, headers, body } = dispatch(&state, req).await;
     let mut log = log;
     log.status = status.as_u16();
@@ -140,7 +154,11 @@ impl http_body::Body for H1Body {
 }
 
 impl H1Body {
-    fn deliver(&mut self, body: Body, r: Option<std::io::Result<Bytes>>) -> Option<Result<Frame<Bytes>, std::io::Error>> {
+    fn deliver(
+        &mut self,
+        body: Body,
+        r: Option<std::io::Result<Bytes>>,
+    ) -> Option<Result<Frame<Bytes>, std::io::Error>> {
         match r {
             None => {
                 if let Some(log) = &mut self.log {

@@ -8,10 +8,10 @@
 //! is bounded.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -50,8 +50,15 @@ struct StreamCtx {
 }
 
 /// Serve one HTTP/2 connection. `prefix` holds bytes already read (h2c sniffing).
-pub(crate) async fn serve<S>(io: S, fd: RawFd, prefix: Bytes, peer: SocketAddr, tls: bool, state: Arc<State>, mut shutdown: watch::Receiver<bool>)
-where
+pub(crate) async fn serve<S>(
+    io: S,
+    fd: RawFd,
+    prefix: Bytes,
+    peer: SocketAddr,
+    tls: bool,
+    state: Arc<State>,
+    mut shutdown: watch::Receiver<bool>,
+) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (mut rd, wr) = tokio::io::split(io);
@@ -68,6 +75,9 @@ where
     let mut rbuf = vec![0u8; 64 * 1024];
     let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(MAX_WRITE + 64 * 1024));
     let mut eof = false;
+    // When the write in flight must have completed: a peer that stops reading (a full TCP
+    // window) cannot hold the connection longer than the idle timeout.
+    let mut write_deadline: Option<tokio::time::Instant> = None;
     let mut drain_deadline: Option<tokio::time::Instant> = None;
     if *shutdown.borrow() {
         conn.go_away();
@@ -82,6 +92,7 @@ where
             buf.clear();
             let budget = crate::sock::write_budget(fd, MIN_WRITE, MAX_WRITE);
             if conn.poll_transmit(Instant::now(), &mut buf, budget) {
+                write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
                 if wq_tx.send(buf).await.is_err() {
                     break;
                 }
@@ -110,9 +121,16 @@ where
                 Ok(n) => conn.handle_input(Instant::now(), &rbuf[..n]),
             },
             done = done_rx.recv(), if spare.is_none() => match done {
-                Some(Ok(buf)) => spare = Some(buf),
+                Some(Ok(buf)) => {
+                    spare = Some(buf);
+                    write_deadline = None;
+                }
                 _ => break,
             },
+            _ = sleep_until_tokio(write_deadline) => {
+                tracing::info!(%peer, "peer stopped reading: write timed out, closing");
+                break;
+            }
             Some(cmd) = cmd_rx.recv() => {
                 apply(&mut conn, &mut streams, cmd);
                 while let Ok(cmd) = cmd_rx.try_recv() {
@@ -150,7 +168,11 @@ async fn sleep_until_tokio(t: Option<tokio::time::Instant>) {
     }
 }
 
-async fn write_loop<W: AsyncWrite>(mut wr: tokio::io::WriteHalf<W>, mut rx: mpsc::Receiver<Vec<u8>>, done: mpsc::Sender<std::io::Result<Vec<u8>>>) {
+async fn write_loop<W: AsyncWrite>(
+    mut wr: tokio::io::WriteHalf<W>,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    done: mpsc::Sender<std::io::Result<Vec<u8>>>,
+) {
     while let Some(buf) = rx.recv().await {
         let r = async {
             wr.write_all(&buf).await?;
@@ -186,7 +208,14 @@ fn apply(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, cmd: Cmd)
     }
 }
 
-fn handle_events(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, cmd_tx: &mpsc::UnboundedSender<Cmd>, state: &Arc<State>, peer: SocketAddr, tls: bool) {
+fn handle_events(
+    conn: &mut Connection,
+    streams: &mut HashMap<u32, StreamCtx>,
+    cmd_tx: &mpsc::UnboundedSender<Cmd>,
+    state: &Arc<State>,
+    peer: SocketAddr,
+    tls: bool,
+) {
     while let Some(ev) = conn.poll_event() {
         match ev {
             Event::Request { stream, head, end_stream } => {
@@ -248,7 +277,15 @@ fn handle_events(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, c
     streams.retain(|&id, s| !(s.task.as_ref().is_none_or(JoinHandle::is_finished) && conn.buffered(id).is_none()));
 }
 
-fn start_request(id: u32, head: RequestHead, end_stream: bool, cmd_tx: &mpsc::UnboundedSender<Cmd>, state: &Arc<State>, peer: SocketAddr, tls: bool) -> StreamCtx {
+fn start_request(
+    id: u32,
+    head: RequestHead,
+    end_stream: bool,
+    cmd_tx: &mpsc::UnboundedSender<Cmd>,
+    state: &Arc<State>,
+    peer: SocketAddr,
+    tls: bool,
+) -> StreamCtx {
     let (body_tx, body_rx) = mpsc::unbounded_channel();
     let release_tx = cmd_tx.clone();
     let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| {
@@ -258,7 +295,8 @@ fn start_request(id: u32, head: RequestHead, end_stream: bool, cmd_tx: &mpsc::Un
     let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
     let bytes_in = Arc::new(AtomicU64::new(0));
     let req = to_request(head, body, tls);
-    let mut handler = Box::pin(run_handler(id, req, cmd_tx.clone(), permits.clone(), bytes_in.clone(), state.clone(), peer));
+    let mut handler =
+        Box::pin(run_handler(id, req, cmd_tx.clone(), permits.clone(), bytes_in.clone(), state.clone(), peer));
     // Poll once right here: most answers (speed test, built-in site, errors) are ready at once
     // and need no task of their own. The rest continue in a task, which polls again with a
     // real waker.
@@ -290,7 +328,15 @@ fn to_request(head: RequestHead, body: RequestBody, tls: bool) -> Request {
     Request { proto: Proto::Http2, method, authority: authority.unwrap_or_default(), path, query, headers, tls, body }
 }
 
-async fn run_handler(id: u32, req: Request, cmd_tx: mpsc::UnboundedSender<Cmd>, permits: Arc<Semaphore>, bytes_in: Arc<AtomicU64>, state: Arc<State>, peer: SocketAddr) {
+async fn run_handler(
+    id: u32,
+    req: Request,
+    cmd_tx: mpsc::UnboundedSender<Cmd>,
+    permits: Arc<Semaphore>,
+    bytes_in: Arc<AtomicU64>,
+    state: Arc<State>,
+    peer: SocketAddr,
+) {
     let mut log = AccessLog {
         enabled: state.cfg.access_log,
         proto: Proto::Http2,
@@ -308,7 +354,10 @@ async fn run_handler(id: u32, req: Request, cmd_tx: mpsc::UnboundedSender<Cmd>, 
     let Response { status, headers, mut body } = dispatch(&state, req).await;
     log.status = status.as_u16();
     let fields = response_fields(&headers);
-    let no_body = head_only || body.is_empty() || status == http::StatusCode::NOT_MODIFIED || status == http::StatusCode::NO_CONTENT;
+    let no_body = head_only
+        || body.is_empty()
+        || status == http::StatusCode::NOT_MODIFIED
+        || status == http::StatusCode::NO_CONTENT;
     if cmd_tx.send(Cmd::Head { id, status: status.as_u16(), fields, end: no_body }).is_err() {
         return;
     }
@@ -353,7 +402,9 @@ async fn run_handler(id: u32, req: Request, cmd_tx: mpsc::UnboundedSender<Cmd>, 
 fn response_fields(headers: &http::HeaderMap) -> Vec<Field> {
     headers
         .iter()
-        .filter(|(n, _)| !matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"))
+        .filter(|(n, _)| {
+            !matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
+        })
         .map(|(n, v)| Field::new(Bytes::copy_from_slice(n.as_str().as_bytes()), Bytes::copy_from_slice(v.as_bytes())))
         .collect()
 }

@@ -21,7 +21,13 @@ use crate::dispatch::State;
 const NOTSENT_LOWAT: u32 = 16 * 1024;
 
 /// Accept until shutdown; every connection task holds a clone of `alive`.
-pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, state: Arc<State>, mut shutdown: watch::Receiver<bool>, alive: mpsc::Sender<()>) {
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    state: Arc<State>,
+    mut shutdown: watch::Receiver<bool>,
+    alive: mpsc::Sender<()>,
+) {
     let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
     loop {
         // Take a connection slot before accepting: at the limit, new connections wait in the
@@ -54,7 +60,13 @@ pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>,
     }
 }
 
-async fn serve_connection(tcp: TcpStream, peer: SocketAddr, tls: Option<TlsAcceptor>, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    state: Arc<State>,
+    shutdown: watch::Receiver<bool>,
+) {
     let fd = tcp.as_raw_fd();
     let _ = crate::sock::set_nodelay(fd);
     if let Err(e) = crate::sock::set_notsent_lowat(fd, NOTSENT_LOWAT) {
@@ -80,35 +92,59 @@ async fn serve_connection(tcp: TcpStream, peer: SocketAddr, tls: Option<TlsAccep
         }
         return;
     }
-    // Cleartext: HTTP/2 with prior knowledge starts with the preface (RFC 9113 §3.3).
+    // Cleartext: HTTP/2 with prior knowledge starts with the preface (RFC 9113 §3.3); anything
+    // else must be an HTTP/1.x request line. Read until the two can be told apart.
     let mut tcp = tcp;
-    let preface = sluice_h2::frame::PREFACE;
-    let mut buf = vec![0u8; preface.len()];
-    let mut got = 0;
+    let mut buf = Vec::with_capacity(1024);
     let sniff = async {
-        while got < preface.len() {
-            let n = tcp.read(&mut buf[got..]).await?;
+        let mut chunk = [0u8; 1024];
+        while classify(&buf).is_none() {
+            let n = tcp.read(&mut chunk).await?;
             if n == 0 {
                 break;
             }
-            got += n;
-            if buf[..got] != preface[..got] {
-                break;
-            }
+            buf.extend_from_slice(&chunk[..n]);
         }
         Ok::<_, io::Error>(())
     };
-    match tokio::time::timeout(header_timeout, sniff).await {
-        Ok(Ok(())) if got > 0 => {}
-        _ => return,
+    if !matches!(tokio::time::timeout(header_timeout, sniff).await, Ok(Ok(()))) {
+        return;
     }
-    buf.truncate(got);
     let prefix = Bytes::from(buf);
-    if prefix[..] == preface[..] {
-        crate::h2conn::serve(tcp, fd, prefix, peer, false, state, shutdown).await;
-    } else {
-        crate::h1::serve(Rewind { prefix, inner: tcp }, peer, false, state, shutdown).await;
+    match classify(&prefix) {
+        Some(Cleartext::H2) => crate::h2conn::serve(tcp, fd, prefix, peer, false, state, shutdown).await,
+        Some(Cleartext::H1) => crate::h1::serve(Rewind { prefix, inner: tcp }, peer, false, state, shutdown).await,
+        Some(Cleartext::Neither) | None => {
+            tracing::debug!(%peer, "neither an HTTP/2 preface nor an HTTP/1.x request line: closing");
+        }
     }
+}
+
+/// Longest first line we wait for before letting the HTTP/1.1 parser judge it.
+const MAX_SNIFF: usize = 8192;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Cleartext {
+    H2,
+    H1,
+    Neither,
+}
+
+/// What the first bytes of a cleartext connection are, once that can be known.
+fn classify(buf: &[u8]) -> Option<Cleartext> {
+    let preface = sluice_h2::frame::PREFACE;
+    let n = buf.len().min(preface.len());
+    if buf[..n] == preface[..n] {
+        return (n == preface.len()).then_some(Cleartext::H2);
+    }
+    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+        return (buf.len() >= MAX_SNIFF).then_some(Cleartext::H1);
+    };
+    // RFC 9112 §3: request-line = method SP request-target SP HTTP-version. A line that does
+    // not end in an HTTP/1.x version is neither protocol: close instead of answering 400 in a
+    // protocol the peer may not speak (as RFC 9113 §3.4 expects for a bad preface).
+    let line = buf[..end].strip_suffix(b"\r").unwrap_or(&buf[..end]);
+    Some(if line.ends_with(b" HTTP/1.1") || line.ends_with(b" HTTP/1.0") { Cleartext::H1 } else { Cleartext::Neither })
 }
 
 /// A stream that first yields bytes already read.
@@ -139,10 +175,31 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tells_cleartext_protocols_apart() {
+        assert_eq!(classify(b"PRI * HTTP/2.0\r\n"), None, "preface prefix: wait");
+        assert_eq!(classify(sluice_h2::frame::PREFACE), Some(Cleartext::H2));
+        assert_eq!(classify(b"GET / HT"), None);
+        assert_eq!(classify(b"GET / HTTP/1.1\r\nHost: x\r\n"), Some(Cleartext::H1));
+        assert_eq!(classify(b"GET / HTTP/1.0\n"), Some(Cleartext::H1));
+        assert_eq!(classify(b"INVALID CONNECTION PREFACE\r\n\r\n"), Some(Cleartext::Neither));
+        assert_eq!(classify(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"), Some(Cleartext::Neither));
+        assert_eq!(classify(&[b'a'; MAX_SNIFF]), Some(Cleartext::H1));
     }
 }

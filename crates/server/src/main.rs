@@ -95,10 +95,16 @@ fn main() -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
     // Diagnostics on standard error; standard output carries the access log.
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(true).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(true)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 async fn serve(cfg: config::Config) -> Result<(), String> {
@@ -107,10 +113,15 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     for l in &state.cfg.listeners {
-        let listener = tokio::net::TcpListener::bind(l.addr).await.map_err(|e| format!("cannot listen on {}: {e}", l.addr))?;
+        let listener =
+            tokio::net::TcpListener::bind(l.addr).await.map_err(|e| format!("cannot listen on {}: {e}", l.addr))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let acceptor = if l.tls { tls_config.clone().map(tokio_rustls::TlsAcceptor::from) } else { None };
-        let what = if l.tls { format!("https://{local} (h2, http/1.1)") } else { format!("http://{local} (http/1.1, h2c prior knowledge)") };
+        let what = if l.tls {
+            format!("https://{local} (h2, http/1.1)")
+        } else {
+            format!("http://{local} (http/1.1, h2c prior knowledge)")
+        };
         tracing::info!("listening on {what}");
         println!("sluice: listening on {what}");
         tokio::spawn(listen::accept_loop(listener, acceptor, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
@@ -135,15 +146,25 @@ fn load_certificates(cfg: &config::Config) -> Result<Arc<rustls::ServerConfig>, 
         let (cert, key) = match (&c.cert, &c.key) {
             (Some(cert), Some(key)) => (cert.clone(), key.clone()),
             _ => {
-                let (cert, key, created) = tls::ensure_self_signed(&cfg.data_dir).map_err(|e| format!("cannot create the self-signed certificate in {}: {e}", cfg.data_dir.display()))?;
+                let (cert, key, created) = tls::ensure_self_signed(&cfg.data_dir).map_err(|e| {
+                    format!("cannot create the self-signed certificate in {}: {e}", cfg.data_dir.display())
+                })?;
                 if created {
-                    println!("sluice: generated a self-signed certificate for localhost, 127.0.0.1, ::1 in {}", cert.display());
+                    println!(
+                        "sluice: generated a self-signed certificate for localhost, 127.0.0.1, ::1 in {}",
+                        cert.display()
+                    );
                 }
                 (cert, key)
             }
         };
         let loaded = tls::load_cert(&cert, &key)?;
-        println!("sluice: certificate {} ({}) SHA-256 {}", cert.display(), loaded.dns_names.join(", "), loaded.fingerprint());
+        println!(
+            "sluice: certificate {} ({}) SHA-256 {}",
+            cert.display(),
+            loaded.dns_names.join(", "),
+            loaded.fingerprint()
+        );
         certs.push(loaded);
     }
     tls::server_config(&certs, &[b"h2", b"http/1.1"])

@@ -37,28 +37,15 @@ const fn fnv1a(bytes: &[u8]) -> u64 {
 macro_rules! asset {
     ($path:literal, $file:literal, $ct:literal) => {{
         const BODY: &[u8] = include_bytes!(concat!("../site/", $file));
-        Asset {
-            path: $path,
-            body: BODY,
-            content_type: $ct,
-            hash: fnv1a(BODY),
-        }
+        Asset { path: $path, body: BODY, content_type: $ct, hash: fnv1a(BODY) }
     }};
 }
 
 static ASSETS: [Asset; 5] = [
     asset!("/index.html", "index.html", "text/html; charset=utf-8"),
     asset!("/style.css", "style.css", "text/css; charset=utf-8"),
-    asset!(
-        "/speedtest.html",
-        "speedtest.html",
-        "text/html; charset=utf-8"
-    ),
-    asset!(
-        "/speedtest.js",
-        "speedtest.js",
-        "text/javascript; charset=utf-8"
-    ),
+    asset!("/speedtest.html", "speedtest.html", "text/html; charset=utf-8"),
+    asset!("/speedtest.js", "speedtest.js", "text/javascript; charset=utf-8"),
     asset!("/favicon.svg", "favicon.svg", "image/svg+xml"),
 ];
 
@@ -75,8 +62,7 @@ fn find(path: &str) -> Option<&'static Asset> {
 pub(crate) fn serve_builtin(req: &Request) -> Response {
     if req.method != Method::GET && req.method != Method::HEAD {
         let mut r = Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-        r.headers
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        r.headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
     let Some(asset) = find(&req.path) else {
@@ -90,37 +76,16 @@ pub(crate) fn serve_builtin(req: &Request) -> Response {
     }
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if parse_tag_list(&req.headers, &header::IF_NONE_MATCH).is_some_and(|l| l.weak_match(&opaque)) {
-        return Response {
-            status: StatusCode::NOT_MODIFIED,
-            headers,
-            body: Body::Empty,
-        };
+        return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
     }
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(asset.content_type),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(asset.body.len()));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     if asset.content_type.starts_with("text/html") {
-        headers.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        );
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     }
-    let body = if req.method == Method::HEAD {
-        Body::Empty
-    } else {
-        Body::Full(Bytes::from_static(asset.body))
-    };
-    Response {
-        status: StatusCode::OK,
-        headers,
-        body,
-    }
+    let body = if req.method == Method::HEAD { Body::Empty } else { Body::Full(Bytes::from_static(asset.body)) };
+    Response { status: StatusCode::OK, headers, body }
 }
 
 #[cfg(test)]
@@ -157,9 +122,7 @@ mod tests {
         assert_eq!(r.status, StatusCode::OK);
         assert_eq!(r.headers["content-type"], "text/html; charset=utf-8");
         assert!(r.headers.contains_key("content-security-policy"));
-        let Body::Full(b) = &r.body else {
-            panic!("full body expected")
-        };
+        let Body::Full(b) = &r.body else { panic!("full body expected") };
         assert!(std::str::from_utf8(b).unwrap().contains("/speedtest.html"));
         assert_eq!(r.headers["content-length"], b.len().to_string());
         let etag = r.headers["etag"].to_str().unwrap().to_string();
@@ -182,16 +145,9 @@ mod tests {
         assert_ne!(r.headers["etag"], etag.as_str());
 
         for p in ["/speedtest.html", "/style.css", "/favicon.svg"] {
-            assert_eq!(
-                serve_builtin(&req(Method::GET, p, None)).status,
-                StatusCode::OK,
-                "{p}"
-            );
+            assert_eq!(serve_builtin(&req(Method::GET, p, None)).status, StatusCode::OK, "{p}");
         }
-        assert_eq!(
-            serve_builtin(&req(Method::GET, "/nope", None)).status,
-            StatusCode::NOT_FOUND
-        );
+        assert_eq!(serve_builtin(&req(Method::GET, "/nope", None)).status, StatusCode::NOT_FOUND);
         let r = serve_builtin(&req(Method::POST, "/", None));
         assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
     }

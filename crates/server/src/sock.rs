@@ -22,7 +22,13 @@ fn setsockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_i
     // SAFETY: `fd` is an open socket owned by the caller for the duration of the call, and the
     // option value is a live c_int whose size we pass.
     let rc = unsafe {
-        libc::setsockopt(fd, level, name, (&value as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
     };
     if rc == 0 {
         Ok(())
@@ -55,7 +61,9 @@ pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: `info` and `len` are live and sized for the call; `fd` is an open socket.
-    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len)
+    };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }

@@ -49,11 +49,9 @@ pub(crate) async fn handle(cfg: &Speedtest, req: &mut Request) -> Option<Respons
             _ => method_not_allowed("POST, PUT"),
         },
         _ => match req.method {
-            Method::GET | Method::HEAD => Response {
-                status: StatusCode::NO_CONTENT,
-                headers: http::HeaderMap::new(),
-                body: Body::Empty,
-            },
+            Method::GET | Method::HEAD => {
+                Response { status: StatusCode::NO_CONTENT, headers: http::HeaderMap::new(), body: Body::Empty }
+            }
             _ => method_not_allowed("GET, HEAD"),
         },
     };
@@ -61,15 +59,13 @@ pub(crate) async fn handle(cfg: &Speedtest, req: &mut Request) -> Option<Respons
 }
 
 fn no_store(mut r: Response) -> Response {
-    r.headers
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r.headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
 
 fn method_not_allowed(allow: &'static str) -> Response {
     let mut r = Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-    r.headers
-        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r.headers.insert(header::ALLOW, HeaderValue::from_static(allow));
     r
 }
 
@@ -79,17 +75,11 @@ pub(crate) fn parse_download_size(query: Option<&str>, max: u64) -> Result<u64, 
         .into_iter()
         .flat_map(|q| q.split('&'))
         .find_map(|kv| kv.strip_prefix("bytes="))
-        .ok_or_else(|| {
-            "missing `bytes=N` query parameter (N: number of bytes to download)".to_string()
-        })?;
+        .ok_or_else(|| "missing `bytes=N` query parameter (N: number of bytes to download)".to_string())?;
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "`bytes={value}`: N must be a plain decimal integer"
-        ));
+        return Err(format!("`bytes={value}`: N must be a plain decimal integer"));
     }
-    let n: u64 = value
-        .parse()
-        .map_err(|_| format!("`bytes={value}` exceeds the limit of {max} bytes"))?;
+    let n: u64 = value.parse().map_err(|_| format!("`bytes={value}` exceeds the limit of {max} bytes"))?;
     if n > max {
         return Err(format!("`bytes={n}` exceeds the limit of {max} bytes"));
     }
@@ -102,21 +92,10 @@ fn download(cfg: &Speedtest, req: &Request) -> Response {
         Err(msg) => return Response::text(StatusCode::BAD_REQUEST, format!("{msg}\n")),
     };
     let mut headers = http::HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-    let body = if req.method == Method::HEAD {
-        Body::Empty
-    } else {
-        Body::Zeros(n)
-    };
-    Response {
-        status: StatusCode::OK,
-        headers,
-        body,
-    }
+    let body = if req.method == Method::HEAD { Body::Empty } else { Body::Zeros(n) };
+    Response { status: StatusCode::OK, headers, body }
 }
 
 async fn upload(req: &mut Request) -> Response {
@@ -128,38 +107,21 @@ async fn upload(req: &mut Request) -> Response {
             Err(BodyError::TooLarge) => {
                 return Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
             }
-            Err(e) => {
-                return Response::text(StatusCode::BAD_REQUEST, format!("upload failed: {e}\n"))
-            }
+            Err(e) => return Response::text(StatusCode::BAD_REQUEST, format!("upload failed: {e}\n")),
         }
     }
     let body = upload_json(bytes, start.elapsed().as_secs_f64());
     let mut headers = http::HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Response {
-        status: StatusCode::OK,
-        headers,
-        body: Body::Full(body.into()),
-    }
+    Response { status: StatusCode::OK, headers, body: Body::Full(body.into()) }
 }
 
 /// The upload result: `{"bytes":N,"seconds":S,"mbps":M}`, seconds to the microsecond,
 /// megabits per second (10⁶ bits) to three decimals.
 pub(crate) fn upload_json(bytes: u64, seconds: f64) -> String {
-    let seconds = if seconds.is_finite() && seconds > 0.0 {
-        seconds
-    } else {
-        0.0
-    };
-    let mbps = if seconds > 0.0 {
-        bytes as f64 * 8.0 / seconds / 1e6
-    } else {
-        0.0
-    };
+    let seconds = if seconds.is_finite() && seconds > 0.0 { seconds } else { 0.0 };
+    let mbps = if seconds > 0.0 { bytes as f64 * 8.0 / seconds / 1e6 } else { 0.0 };
     let round = |x: f64, scale: f64| (x * scale).round() / scale;
     serde_json::json!({
         "bytes": bytes,
@@ -176,10 +138,7 @@ mod tests {
     use bytes::Bytes;
 
     fn cfg() -> Speedtest {
-        Speedtest {
-            enabled: true,
-            max_download_bytes: 1_000_000,
-        }
+        Speedtest { enabled: true, max_download_bytes: 1_000_000 }
     }
 
     fn req(method: Method, path: &str, query: Option<&str>, body: RequestBody) -> Request {
@@ -202,19 +161,10 @@ mod tests {
         assert_eq!(p(Some("bytes=1000")), Ok(1000));
         assert_eq!(p(Some("r=0.123&bytes=42")), Ok(42));
         assert!(p(Some("bytes=1001")).unwrap_err().contains("limit of 1000"));
-        assert!(p(Some("bytes=99999999999999999999999"))
-            .unwrap_err()
-            .contains("limit"));
+        assert!(p(Some("bytes=99999999999999999999999")).unwrap_err().contains("limit"));
         assert!(p(None).unwrap_err().contains("missing"));
         assert!(p(Some("size=5")).unwrap_err().contains("missing"));
-        for bad in [
-            "bytes=",
-            "bytes=1k",
-            "bytes=-1",
-            "bytes=+1",
-            "bytes= 1",
-            "bytes=1.5",
-        ] {
+        for bad in ["bytes=", "bytes=1k", "bytes=-1", "bytes=+1", "bytes= 1", "bytes=1.5"] {
             assert!(p(Some(bad)).unwrap_err().contains("plain decimal"), "{bad}");
         }
     }
@@ -228,21 +178,13 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&upload_json(0, 0.0)).unwrap();
         assert_eq!(v["mbps"], 0.0);
         let v: serde_json::Value = serde_json::from_str(&upload_json(5, f64::NAN)).unwrap();
-        assert_eq!(
-            (v["seconds"].as_f64(), v["mbps"].as_f64()),
-            (Some(0.0), Some(0.0))
-        );
+        assert_eq!((v["seconds"].as_f64(), v["mbps"].as_f64()), (Some(0.0), Some(0.0)));
     }
 
     #[tokio::test]
     async fn endpoints() {
         let c = cfg();
-        let mut r = req(
-            Method::GET,
-            "/__down",
-            Some("bytes=100000"),
-            RequestBody::empty(),
-        );
+        let mut r = req(Method::GET, "/__down", Some("bytes=100000"), RequestBody::empty());
         let resp = handle(&c, &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::OK);
         assert_eq!(resp.headers["content-length"], "100000");
@@ -250,12 +192,7 @@ mod tests {
         assert_eq!(resp.headers["content-type"], "application/octet-stream");
         assert!(matches!(resp.body, Body::Zeros(100_000)));
 
-        let mut r = req(
-            Method::GET,
-            "/__down",
-            Some("bytes=2000000"),
-            RequestBody::empty(),
-        );
+        let mut r = req(Method::GET, "/__down", Some("bytes=2000000"), RequestBody::empty());
         let resp = handle(&c, &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::BAD_REQUEST);
         assert_eq!(resp.headers["cache-control"], "no-store");
@@ -271,10 +208,7 @@ mod tests {
 
         let mut r = req(Method::GET, "/index.html", None, RequestBody::empty());
         assert!(handle(&c, &mut r).await.is_none());
-        let off = Speedtest {
-            enabled: false,
-            ..cfg()
-        };
+        let off = Speedtest { enabled: false, ..cfg() };
         let mut r = req(Method::GET, "/__ping", None, RequestBody::empty());
         assert!(handle(&off, &mut r).await.is_none());
     }

@@ -71,15 +71,12 @@ const SEGMENT: &AsciiSet = &CONTROLS
 pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
     if req.method != Method::GET && req.method != Method::HEAD {
         let mut r = Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-        r.headers
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        r.headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
     let target = match resolve_path(&req.path) {
         Ok(t) => t,
-        Err(PathError::BadRequest(why)) => {
-            return Response::text(StatusCode::BAD_REQUEST, format!("{why}\n"))
-        }
+        Err(PathError::BadRequest(why)) => return Response::text(StatusCode::BAD_REQUEST, format!("{why}\n")),
         Err(PathError::NotFound) => return not_found(),
     };
     // The lookup (canonicalize, stat, open, and reading a small file) runs right here on the
@@ -89,11 +86,7 @@ pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
     let found = open_beneath(root, &target.segments, target.trailing_slash);
     match found {
         Lookup::File(file, meta, is_index, small) => {
-            let name = if is_index {
-                Some("index.html")
-            } else {
-                target.segments.last().map(String::as_str)
-            };
+            let name = if is_index { Some("index.html") } else { target.segments.last().map(String::as_str) };
             respond(req, file, &meta, content_type(name), small)
         }
         Lookup::AddSlash => redirect_with_slash(&target.segments, req.query.as_deref()),
@@ -162,10 +155,7 @@ pub(crate) fn resolve_path(raw: &str) -> Result<Target, PathError> {
             }
         }
     }
-    Ok(Target {
-        segments,
-        trailing_slash,
-    })
+    Ok(Target { segments, trailing_slash })
 }
 
 /// `Location` for a directory requested without its trailing slash, built from the normalised
@@ -178,10 +168,8 @@ fn redirect_with_slash(segments: &[String], query: Option<&str>) -> Response {
         loc.push('/');
     }
     let with_query = query.map(|q| format!("{loc}?{q}"));
-    let value = with_query
-        .as_deref()
-        .and_then(|l| HeaderValue::from_str(l).ok())
-        .or_else(|| HeaderValue::from_str(&loc).ok());
+    let value =
+        with_query.as_deref().and_then(|l| HeaderValue::from_str(l).ok()).or_else(|| HeaderValue::from_str(&loc).ok());
     let mut r = Response::text(StatusCode::MOVED_PERMANENTLY, "moved permanently\n");
     if let Some(v) = value {
         r.headers.insert(header::LOCATION, v);
@@ -239,14 +227,11 @@ fn open_beneath(root: &Path, segments: &[String], trailing_slash: bool) -> Looku
         // `/file.txt/` names a directory that does not exist.
         return Lookup::NotFound;
     }
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) => return classify(e.kind()),
-    };
+    let file =
+        match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path) {
+            Ok(f) => f,
+            Err(e) => return classify(e.kind()),
+        };
     match file.metadata() {
         Ok(m) if m.is_file() => {
             let small = (m.len() <= SMALL_FILE).then(|| read_whole(&file, m.len())).flatten();
@@ -306,36 +291,25 @@ pub(crate) struct Validators {
 impl Validators {
     /// Validators from a file's size and modification time.
     pub(crate) fn new(len: u64, mtime: SystemTime, now: SystemTime) -> Self {
-        let ns = mtime
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
+        let ns = mtime.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let now_secs = secs(now);
         let last_modified = secs(mtime).min(now_secs);
-        Self {
-            etag: format!("{ns:x}-{len:x}"),
-            last_modified,
-            lm_strong: last_modified < now_secs,
-        }
+        Self { etag: format!("{ns:x}-{len:x}"), last_modified, lm_strong: last_modified < now_secs }
     }
 
     fn etag_header(&self) -> HeaderValue {
         // Hex digits, `-` and quotes only: always a valid header value.
-        HeaderValue::from_str(&format!("\"{}\"", self.etag))
-            .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+        HeaderValue::from_str(&format!("\"{}\"", self.etag)).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
     }
 
     fn last_modified_header(&self) -> HeaderValue {
         let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(self.last_modified));
-        HeaderValue::from_str(&date)
-            .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
+        HeaderValue::from_str(&date).unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
     }
 }
 
 fn secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// One entity tag from a request header.
@@ -387,19 +361,10 @@ fn parse_tag(s: &str) -> Option<(Tag, &str)> {
     let end = s.find('"')?;
     let opaque = &s[..end];
     // etagc = %x21 / %x23-7E / obs-text; `to_str` already limited us to visible ASCII.
-    if !opaque
-        .bytes()
-        .all(|b| b == 0x21 || (0x23..=0x7e).contains(&b))
-    {
+    if !opaque.bytes().all(|b| b == 0x21 || (0x23..=0x7e).contains(&b)) {
         return None;
     }
-    Some((
-        Tag {
-            weak,
-            opaque: opaque.to_owned(),
-        },
-        &s[end + 1..],
-    ))
+    Some((Tag { weak, opaque: opaque.to_owned() }, &s[end + 1..]))
 }
 
 /// Parses all lines of an entity-tag list header; `None` when the header is absent.
@@ -534,9 +499,7 @@ fn digits(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(s.bytes().fold(0u64, |n, b| {
-        n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
-    }))
+    Some(s.bytes().fold(0u64, |n, b| n.saturating_mul(10).saturating_add(u64::from(b - b'0'))))
 }
 
 /// Parses a `Range` header value (RFC 9110 §14.1.1, §14.2) against a representation of
@@ -598,11 +561,7 @@ pub(crate) fn parse_ranges(value: &str, len: u64) -> Ranges {
     if wanted.is_empty() {
         // §14.1.1: with zero length only a non-zero suffix-range is satisfiable, and there is
         // no byte it could select; the whole (empty) representation is the honest answer.
-        return if suffix_on_empty {
-            Ranges::Full
-        } else {
-            Ranges::Unsatisfiable
-        };
+        return if suffix_on_empty { Ranges::Full } else { Ranges::Unsatisfiable };
     }
     let merged = coalesce(wanted);
     if merged.len() > MAX_RANGES {
@@ -634,10 +593,7 @@ fn coalesce(mut ranges: Vec<(u64, u64, usize)>) -> Vec<(u64, u64)> {
 
 /// Content type by file extension; unknown → `application/octet-stream`.
 pub(crate) fn content_type(name: Option<&str>) -> &'static str {
-    let ext = name
-        .and_then(|n| n.rsplit_once('.'))
-        .map(|(_, e)| e.to_ascii_lowercase())
-        .unwrap_or_default();
+    let ext = name.and_then(|n| n.rsplit_once('.')).map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
     match ext.as_str() {
         "html" | "htm" => "text/html; charset=utf-8",
         "css" => "text/css; charset=utf-8",
@@ -668,37 +624,25 @@ pub(crate) fn content_type(name: Option<&str>) -> &'static str {
 
 fn respond(req: &Request, file: File, meta: &Metadata, ctype: &'static str, small: Option<Bytes>) -> Response {
     let len = meta.len();
-    let mtime = meta.modified().unwrap_or_else(|_| {
-        UNIX_EPOCH + Duration::from_secs(u64::try_from(meta.mtime()).unwrap_or(0))
-    });
+    let mtime =
+        meta.modified().unwrap_or_else(|_| UNIX_EPOCH + Duration::from_secs(u64::try_from(meta.mtime()).unwrap_or(0)));
     let v = Validators::new(len, mtime, SystemTime::now());
     let mut headers = HeaderMap::new();
     headers.insert(header::ETAG, v.etag_header());
     let honor_range = match evaluate(&req.headers, &v) {
         Precondition::NotModified => {
             // RFC 9110 §15.4.5: repeat ETag; no content metadata.
-            return Response {
-                status: StatusCode::NOT_MODIFIED,
-                headers,
-                body: Body::Empty,
-            };
+            return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
         }
         Precondition::Failed => {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
-            return Response {
-                status: StatusCode::PRECONDITION_FAILED,
-                headers,
-                body: Body::Empty,
-            };
+            return Response { status: StatusCode::PRECONDITION_FAILED, headers, body: Body::Empty };
         }
         Precondition::Proceed { honor_range } => honor_range,
     };
     headers.insert(header::LAST_MODIFIED, v.last_modified_header());
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     let is_head = req.method == Method::HEAD;
     // RFC 9110 §14.2: Range is defined for GET only.
     let ranges = match req.headers.get(header::RANGE) {
@@ -717,49 +661,23 @@ fn respond(req: &Request, file: File, meta: &Metadata, ctype: &'static str, smal
             } else if let Some(content) = small {
                 Body::Full(content)
             } else {
-                Body::File {
-                    file,
-                    offset: 0,
-                    len,
-                }
+                Body::File { file, offset: 0, len }
             };
-            Response {
-                status: StatusCode::OK,
-                headers,
-                body,
-            }
+            Response { status: StatusCode::OK, headers, body }
         }
         Ranges::Unsatisfiable => {
-            headers.insert(
-                header::CONTENT_RANGE,
-                content_range_value(&format!("bytes */{len}")),
-            );
+            headers.insert(header::CONTENT_RANGE, content_range_value(&format!("bytes */{len}")));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
-            Response {
-                status: StatusCode::RANGE_NOT_SATISFIABLE,
-                headers,
-                body: Body::Empty,
-            }
+            Response { status: StatusCode::RANGE_NOT_SATISFIABLE, headers, body: Body::Empty }
         }
         Ranges::Partial(parts) if parts.len() == 1 => {
             // Index 0 exists: this arm requires exactly one part.
             let (first, last) = parts[0];
             let n = last - first + 1;
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-            headers.insert(
-                header::CONTENT_RANGE,
-                content_range_value(&format!("bytes {first}-{last}/{len}")),
-            );
+            headers.insert(header::CONTENT_RANGE, content_range_value(&format!("bytes {first}-{last}/{len}")));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-            Response {
-                status: StatusCode::PARTIAL_CONTENT,
-                headers,
-                body: Body::File {
-                    file,
-                    offset: first,
-                    len: n,
-                },
-            }
+            Response { status: StatusCode::PARTIAL_CONTENT, headers, body: Body::File { file, offset: first, len: n } }
         }
         Ranges::Partial(parts) => multipart(file, len, ctype, &parts, &v, headers),
     }
@@ -776,13 +694,7 @@ fn boundary(v: &Validators) -> String {
     let mut h = Sha256::new();
     h.update(v.etag.as_bytes());
     h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    h.update(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-            .to_le_bytes(),
-    );
+    h.update(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0).to_le_bytes());
     let digest = h.finalize();
     let mut s = String::from("sluice-");
     for b in &digest[..12] {
@@ -805,9 +717,7 @@ fn multipart(
     let mut body = VecDeque::with_capacity(parts.len() * 2 + 1);
     for (i, &(first, last)) in parts.iter().enumerate() {
         let lead = if i == 0 { "" } else { "\r\n" };
-        let head = format!(
-            "{lead}--{b}\r\nContent-Type: {ctype}\r\nContent-Range: bytes {first}-{last}/{len}\r\n\r\n"
-        );
+        let head = format!("{lead}--{b}\r\nContent-Type: {ctype}\r\nContent-Range: bytes {first}-{last}/{len}\r\n\r\n");
         let part_file = match file.try_clone() {
             Ok(f) => f,
             Err(e) => {
@@ -816,11 +726,7 @@ fn multipart(
             }
         };
         body.push_back(Body::Full(Bytes::from(head)));
-        body.push_back(Body::File {
-            file: part_file,
-            offset: first,
-            len: last - first + 1,
-        });
+        body.push_back(Body::File { file: part_file, offset: first, len: last - first + 1 });
     }
     body.push_back(Body::Full(Bytes::from(format!("\r\n--{b}--\r\n"))));
     let body = Body::Concat(body);
@@ -828,15 +734,10 @@ fn multipart(
     let ct = format!("multipart/byteranges; boundary={b}");
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_str(&ct)
-            .unwrap_or_else(|_| HeaderValue::from_static("multipart/byteranges")),
+        HeaderValue::from_str(&ct).unwrap_or_else(|_| HeaderValue::from_static("multipart/byteranges")),
     );
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
-    Response {
-        status: StatusCode::PARTIAL_CONTENT,
-        headers,
-        body,
-    }
+    Response { status: StatusCode::PARTIAL_CONTENT, headers, body }
 }
 
 #[cfg(test)]
@@ -848,10 +749,7 @@ mod tests {
     fn req(method: Method, path: &str, hdrs: &[(&str, &str)]) -> Request {
         let mut headers = HeaderMap::new();
         for (k, v) in hdrs {
-            headers.append(
-                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
+            headers.append(header::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
         }
         let (path, query) = match path.split_once('?') {
             Some((p, q)) => (p.to_string(), Some(q.to_string())),
@@ -878,10 +776,7 @@ mod tests {
     }
 
     fn hdr<'a>(r: &'a Response, name: &str) -> &'a str {
-        r.headers
-            .get(name)
-            .map(|v| v.to_str().unwrap())
-            .unwrap_or("")
+        r.headers.get(name).map(|v| v.to_str().unwrap()).unwrap_or("")
     }
 
     /// root/ with files, plus secret.txt next to root.
@@ -918,10 +813,7 @@ mod tests {
         assert_eq!(t("/a//b/"), Ok(("a|b".into(), true)));
         assert_eq!(t("/a/./b/../c"), Ok(("a|c".into(), false)));
         assert_eq!(t("/../../etc/passwd"), Ok(("etc|passwd".into(), false)));
-        assert_eq!(
-            t("/%2e%2e/%2E%2E/etc/passwd"),
-            Ok(("etc|passwd".into(), false))
-        );
+        assert_eq!(t("/%2e%2e/%2E%2E/etc/passwd"), Ok(("etc|passwd".into(), false)));
         assert_eq!(t("/a/.."), Ok((String::new(), true)));
         assert_eq!(t("/a%20b"), Ok(("a b".into(), false)));
         assert_eq!(t("/caf%C3%A9"), Ok(("café".into(), false)));
@@ -931,10 +823,7 @@ mod tests {
         assert_eq!(t("/.env"), Err(PathError::NotFound));
         assert_eq!(t("/a/.git/config"), Err(PathError::NotFound));
         assert_eq!(t("/a/.well-known/x"), Err(PathError::NotFound));
-        assert_eq!(
-            t("/.well-known/acme"),
-            Ok((".well-known|acme".into(), false))
-        );
+        assert_eq!(t("/.well-known/acme"), Ok((".well-known|acme".into(), false)));
         assert!(matches!(t("/%ff"), Err(PathError::BadRequest(_))));
         assert!(matches!(t("*"), Err(PathError::BadRequest(_))));
         assert!(matches!(t(""), Err(PathError::BadRequest(_))));
@@ -949,10 +838,7 @@ mod tests {
         assert_eq!(p("bytes=5-", 10), Partial(vec![(5, 9)]));
         assert_eq!(p("bytes=-3", 10), Partial(vec![(7, 9)]));
         assert_eq!(p("bytes=-30", 10), Partial(vec![(0, 9)]));
-        assert_eq!(
-            p("bytes=0-99999999999999999999999", 10),
-            Partial(vec![(0, 9)])
-        );
+        assert_eq!(p("bytes=0-99999999999999999999999", 10), Partial(vec![(0, 9)]));
         assert_eq!(p("bytes=8-20", 10), Partial(vec![(8, 9)]));
         assert_eq!(p("bytes=10-", 10), Unsatisfiable);
         assert_eq!(p("bytes=-0", 10), Unsatisfiable);
@@ -972,32 +858,17 @@ mod tests {
         // Empty elements ignored; unsatisfiable members dropped.
         assert_eq!(p("bytes=, 0-1 ,, 50-60", 10), Partial(vec![(0, 1)]));
         // Multiple: order kept, overlapping and close ranges merged.
-        assert_eq!(
-            p("bytes=500-600,0-10", 1000),
-            Partial(vec![(500, 600), (0, 10)])
-        );
+        assert_eq!(p("bytes=500-600,0-10", 1000), Partial(vec![(500, 600), (0, 10)]));
         assert_eq!(p("bytes=0-10,5-20", 1000), Partial(vec![(0, 20)]));
         assert_eq!(p("bytes=0-10,50-60", 1000), Partial(vec![(0, 60)]));
-        assert_eq!(
-            p("bytes=900-950,0-10,5-20,-50", 1000),
-            Partial(vec![(900, 999), (0, 20)])
-        );
+        assert_eq!(p("bytes=900-950,0-10,5-20,-50", 1000), Partial(vec![(900, 999), (0, 20)]));
         // Caps.
-        let many: Vec<String> = (0..17)
-            .map(|i| format!("{}-{}", i * 200, i * 200 + 1))
-            .collect();
+        let many: Vec<String> = (0..17).map(|i| format!("{}-{}", i * 200, i * 200 + 1)).collect();
         assert_eq!(p(&format!("bytes={}", many.join(",")), 100_000), Full);
-        let ok: Vec<String> = (0..16)
-            .map(|i| format!("{}-{}", i * 200, i * 200 + 1))
-            .collect();
-        assert!(
-            matches!(p(&format!("bytes={}", ok.join(",")), 100_000), Partial(v) if v.len() == 16)
-        );
+        let ok: Vec<String> = (0..16).map(|i| format!("{}-{}", i * 200, i * 200 + 1)).collect();
+        assert!(matches!(p(&format!("bytes={}", ok.join(",")), 100_000), Partial(v) if v.len() == 16));
         let overlapping = vec!["0-1"; 64].join(",");
-        assert_eq!(
-            p(&format!("bytes={overlapping}"), 10),
-            Partial(vec![(0, 1)])
-        );
+        assert_eq!(p(&format!("bytes={overlapping}"), 10), Partial(vec![(0, 1)]));
         let too_many = vec!["0-1"; 65].join(",");
         assert_eq!(p(&format!("bytes={too_many}"), 10), Full);
     }
@@ -1005,10 +876,7 @@ mod tests {
     fn hm(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.append(
-                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
+            h.append(header::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
         }
         h
     }
@@ -1022,12 +890,7 @@ mod tests {
         assert_eq!(p(&[]), None);
         assert_eq!(p(&["*"]), Some(TagList::Any));
         let l = p(&[r#""a", W/"b""#, r#""c,d""#]).unwrap();
-        assert!(
-            l.strong_match("a")
-                && !l.strong_match("b")
-                && l.weak_match("b")
-                && l.strong_match("c,d")
-        );
+        assert!(l.strong_match("a") && !l.strong_match("b") && l.weak_match("b") && l.strong_match("c,d"));
         assert_eq!(p(&["a"]), Some(TagList::Invalid));
         assert_eq!(p(&[r#""a" "b""#]), Some(TagList::Invalid));
         assert_eq!(p(&[r#""a", *"#]), Some(TagList::Invalid));
@@ -1048,38 +911,18 @@ mod tests {
         assert_eq!(e(&[("if-match", &tag)]), go);
         assert_eq!(e(&[("if-match", "*")]), go);
         assert_eq!(e(&[("if-match", "\"nope\"")]), Precondition::Failed);
-        assert_eq!(
-            e(&[("if-match", &format!("W/{tag}"))]),
-            Precondition::Failed,
-            "If-Match is strong"
-        );
+        assert_eq!(e(&[("if-match", &format!("W/{tag}"))]), Precondition::Failed, "If-Match is strong");
         assert_eq!(e(&[("if-unmodified-since", &older)]), Precondition::Failed);
         assert_eq!(e(&[("if-unmodified-since", &lm)]), go);
-        assert_eq!(
-            e(&[("if-match", &tag), ("if-unmodified-since", &older)]),
-            go,
-            "IUS ignored with If-Match"
-        );
+        assert_eq!(e(&[("if-match", &tag), ("if-unmodified-since", &older)]), go, "IUS ignored with If-Match");
         assert_eq!(e(&[("if-unmodified-since", "garbage")]), go);
         assert_eq!(e(&[("if-none-match", &tag)]), Precondition::NotModified);
-        assert_eq!(
-            e(&[("if-none-match", &format!("W/{tag}"))]),
-            Precondition::NotModified,
-            "weak comparison"
-        );
+        assert_eq!(e(&[("if-none-match", &format!("W/{tag}"))]), Precondition::NotModified, "weak comparison");
         assert_eq!(e(&[("if-none-match", "*")]), Precondition::NotModified);
         assert_eq!(e(&[("if-modified-since", &lm)]), Precondition::NotModified);
         assert_eq!(e(&[("if-modified-since", &older)]), go);
-        assert_eq!(
-            e(&[("if-none-match", "\"x\""), ("if-modified-since", &lm)]),
-            go,
-            "IMS ignored with INM"
-        );
-        assert_eq!(
-            e(&[("if-match", "\"x\""), ("if-none-match", &tag)]),
-            Precondition::Failed,
-            "412 first"
-        );
+        assert_eq!(e(&[("if-none-match", "\"x\""), ("if-modified-since", &lm)]), go, "IMS ignored with INM");
+        assert_eq!(e(&[("if-match", "\"x\""), ("if-none-match", &tag)]), Precondition::Failed, "412 first");
         assert_eq!(e(&[("if-range", &tag)]), go);
         assert_eq!(e(&[("if-range", &lm)]), go);
         let stale = Precondition::Proceed { honor_range: false };
@@ -1089,10 +932,7 @@ mod tests {
         // A Last-Modified within the current second is weak: no If-Range by date.
         let fresh = Validators::new(5, now, now);
         assert!(!fresh.lm_strong);
-        assert_eq!(
-            evaluate(&hm(&[("if-range", &httpdate::fmt_http_date(now))]), &fresh),
-            stale
-        );
+        assert_eq!(evaluate(&hm(&[("if-range", &httpdate::fmt_http_date(now))]), &fresh), stale);
         // Future mtimes are clamped to now.
         let future = Validators::new(5, now + Duration::from_secs(1000), now);
         assert_eq!(future.last_modified, 1_700_000_000);
@@ -1122,56 +962,30 @@ mod tests {
         assert!(hdr(&r, "last-modified").ends_with("GMT"));
 
         let (r, body) = get(&root, "/a%20b.css", &[]).await;
-        assert_eq!(
-            (r.status, body.as_slice()),
-            (StatusCode::OK, &b"body{}"[..])
-        );
+        assert_eq!((r.status, body.as_slice()), (StatusCode::OK, &b"body{}"[..]));
         let (r, body) = get(&root, "/alias.txt", &[]).await;
-        assert_eq!(
-            (r.status, body.as_slice()),
-            (StatusCode::OK, &b"hello world"[..]),
-            "symlink inside root"
-        );
+        assert_eq!((r.status, body.as_slice()), (StatusCode::OK, &b"hello world"[..]), "symlink inside root");
         let (r, body) = get(&root, "/sub/", &[]).await;
-        assert_eq!(
-            (r.status, body.as_slice()),
-            (StatusCode::OK, &b"<p>sub</p>"[..])
-        );
+        assert_eq!((r.status, body.as_slice()), (StatusCode::OK, &b"<p>sub</p>"[..]));
         assert_eq!(hdr(&r, "content-type"), "text/html; charset=utf-8");
         let (r, _) = get(&root, "/sub?x=1", &[]).await;
         assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
         assert_eq!(hdr(&r, "location"), "/sub/?x=1");
         let (r, _) = get(&root, "//sub", &[]).await;
-        assert_eq!(
-            hdr(&r, "location"),
-            "/sub/",
-            "never a scheme-relative redirect"
-        );
+        assert_eq!(hdr(&r, "location"), "/sub/", "never a scheme-relative redirect");
         let (r, _) = get(&root, "/empty/", &[]).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "no listing");
         let (r, _) = get(&root, "/hello.txt/", &[]).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND);
         let (r, _) = get(&root, "/.well-known/x.json", &[]).await;
-        assert_eq!(
-            (r.status, hdr(&r, "content-type")),
-            (StatusCode::OK, "application/json")
-        );
+        assert_eq!((r.status, hdr(&r, "content-type")), (StatusCode::OK, "application/json"));
         let (r, body) = get(&root, "/zero.bin", &[("range", "bytes=0-")]).await;
-        assert_eq!(
-            (r.status, body.len()),
-            (StatusCode::RANGE_NOT_SATISFIABLE, 0)
-        );
+        assert_eq!((r.status, body.len()), (StatusCode::RANGE_NOT_SATISFIABLE, 0));
 
-        let mut r = serve(
-            &root,
-            &req(Method::HEAD, "/hello.txt", &[("range", "bytes=0-1")]),
-        )
-        .await;
+        let mut r = serve(&root, &req(Method::HEAD, "/hello.txt", &[("range", "bytes=0-1")])).await;
         assert_eq!(r.status, StatusCode::OK, "Range ignored for HEAD");
         assert_eq!(hdr(&r, "content-length"), "11");
-        assert!(collect(std::mem::replace(&mut r.body, Body::Empty))
-            .await
-            .is_empty());
+        assert!(collect(std::mem::replace(&mut r.body, Body::Empty)).await.is_empty());
 
         let r = serve(&root, &req(Method::POST, "/hello.txt", &[])).await;
         assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
@@ -1196,10 +1010,7 @@ mod tests {
         ] {
             let (r, body) = get(&root, path, &[]).await;
             assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
-            assert!(
-                !body.windows(6).any(|w| w == b"secret" || w == b"SECRET"),
-                "{path}"
-            );
+            assert!(!body.windows(6).any(|w| w == b"secret" || w == b"SECRET"), "{path}");
         }
         let (r, _) = get(&root, "/%ff", &[]).await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST);
@@ -1209,42 +1020,22 @@ mod tests {
     async fn single_ranges() {
         let (_d, root) = tree();
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=0-4")]).await;
-        assert_eq!(
-            (r.status, body.as_slice()),
-            (StatusCode::PARTIAL_CONTENT, &b"hello"[..])
-        );
+        assert_eq!((r.status, body.as_slice()), (StatusCode::PARTIAL_CONTENT, &b"hello"[..]));
         assert_eq!(hdr(&r, "content-range"), "bytes 0-4/11");
         assert_eq!(hdr(&r, "content-length"), "5");
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=-5")]).await;
-        assert_eq!(
-            (hdr(&r, "content-range"), body.as_slice()),
-            ("bytes 6-10/11", &b"world"[..])
-        );
+        assert_eq!((hdr(&r, "content-range"), body.as_slice()), ("bytes 6-10/11", &b"world"[..]));
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=100-")]).await;
         assert_eq!(r.status, StatusCode::RANGE_NOT_SATISFIABLE);
         assert_eq!(hdr(&r, "content-range"), "bytes */11");
         assert!(body.is_empty());
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=5-1")]).await;
-        assert_eq!(
-            (r.status, body.len()),
-            (StatusCode::OK, 11),
-            "invalid range ignored"
-        );
+        assert_eq!((r.status, body.len()), (StatusCode::OK, 11), "invalid range ignored");
         let (r, _) = get(&root, "/hello.txt", &[]).await;
         let etag = hdr(&r, "etag").to_string();
-        let (r, _) = get(
-            &root,
-            "/hello.txt",
-            &[("range", "bytes=0-0"), ("if-range", &etag)],
-        )
-        .await;
+        let (r, _) = get(&root, "/hello.txt", &[("range", "bytes=0-0"), ("if-range", &etag)]).await;
         assert_eq!(r.status, StatusCode::PARTIAL_CONTENT);
-        let (r, body) = get(
-            &root,
-            "/hello.txt",
-            &[("range", "bytes=0-0"), ("if-range", "\"old\"")],
-        )
-        .await;
+        let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=0-0"), ("if-range", "\"old\"")]).await;
         assert_eq!((r.status, body.len()), (StatusCode::OK, 11));
     }
 
@@ -1265,12 +1056,7 @@ mod tests {
         assert_eq!(r.status, StatusCode::OK);
         let (r, _) = get(&root, "/hello.txt", &[("if-match", "\"other\"")]).await;
         assert_eq!(r.status, StatusCode::PRECONDITION_FAILED);
-        let (r, _) = get(
-            &root,
-            "/hello.txt",
-            &[("if-unmodified-since", "Sun, 06 Nov 1994 08:49:37 GMT")],
-        )
-        .await;
+        let (r, _) = get(&root, "/hello.txt", &[("if-unmodified-since", "Sun, 06 Nov 1994 08:49:37 GMT")]).await;
         assert_eq!(r.status, StatusCode::PRECONDITION_FAILED);
         let (r, _) = get(&root, "/hello.txt", &[("if-match", &etag)]).await;
         assert_eq!(r.status, StatusCode::OK);
@@ -1282,12 +1068,7 @@ mod tests {
         let text = body.to_vec();
         let mut parts = Vec::new();
         let mut pos = 0;
-        let find = |from: usize, pat: &[u8]| {
-            text[from..]
-                .windows(pat.len())
-                .position(|w| w == pat)
-                .map(|i| i + from)
-        };
+        let find = |from: usize, pat: &[u8]| text[from..].windows(pat.len()).position(|w| w == pat).map(|i| i + from);
         loop {
             let start = find(pos, delim.as_bytes()).unwrap();
             let after = start + delim.len();
@@ -1309,10 +1090,7 @@ mod tests {
         let (_d, root) = tree();
         // Close ranges are coalesced into one single-part response.
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=6-7, 0-1")]).await;
-        assert_eq!(
-            (r.status, body.as_slice()),
-            (StatusCode::PARTIAL_CONTENT, &b"hello wo"[..])
-        );
+        assert_eq!((r.status, body.as_slice()), (StatusCode::PARTIAL_CONTENT, &b"hello wo"[..]));
         assert_eq!(hdr(&r, "content-range"), "bytes 0-7/11");
 
         let text = format!("he{}wo", "-".repeat(996));
@@ -1325,26 +1103,15 @@ mod tests {
         let parts = parse_multipart(&body, b);
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[0].1, b"wo");
-        assert!(
-            parts[0].0.contains("Content-Range: bytes 998-999/1000"),
-            "{}",
-            parts[0].0
-        );
-        assert!(parts[0]
-            .0
-            .contains("Content-Type: text/plain; charset=utf-8"));
+        assert!(parts[0].0.contains("Content-Range: bytes 998-999/1000"), "{}", parts[0].0);
+        assert!(parts[0].0.contains("Content-Type: text/plain; charset=utf-8"));
         assert_eq!(parts[1].1, b"he");
         assert!(parts[1].0.contains("Content-Range: bytes 0-1/1000"));
 
         // A larger file: ranges far apart stay separate, data is streamed in chunks.
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         fs::write(root.join("big.bin"), &data).unwrap();
-        let (r, body) = get(
-            &root,
-            "/big.bin",
-            &[("range", "bytes=0-99,200000-200099,-10")],
-        )
-        .await;
+        let (r, body) = get(&root, "/big.bin", &[("range", "bytes=0-99,200000-200099,-10")]).await;
         let ct = hdr(&r, "content-type").to_string();
         let b = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
         let parts = parse_multipart(&body, b);

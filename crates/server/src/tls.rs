@@ -55,9 +55,7 @@ impl LoadedCert {
 
     fn exact_match(&self, host: &str) -> bool {
         let host = normalise_host(host);
-        self.dns_names
-            .iter()
-            .any(|n| !n.starts_with("*.") && *n == host)
+        self.dns_names.iter().any(|n| !n.starts_with("*.") && *n == host)
     }
 
     fn wildcard_match(&self, host: &str) -> bool {
@@ -69,9 +67,7 @@ impl LoadedCert {
         if first.is_empty() || rest.is_empty() {
             return false;
         }
-        self.dns_names
-            .iter()
-            .any(|n| n.strip_prefix("*.") == Some(rest))
+        self.dns_names.iter().any(|n| n.strip_prefix("*.") == Some(rest))
     }
 }
 
@@ -95,8 +91,7 @@ pub(crate) fn fingerprint_sha256(cert_der: &[u8]) -> String {
 
 /// Reads a PEM certificate chain (leaf first). Errors name the file and the reason.
 pub(crate) fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem =
-        fs::read(path).map_err(|e| format!("cannot read certificate `{}`: {e}", path.display()))?;
+    let pem = fs::read(path).map_err(|e| format!("cannot read certificate `{}`: {e}", path.display()))?;
     parse_chain(&pem).map_err(|e| format!("certificate `{}`: {e}", path.display()))
 }
 
@@ -137,28 +132,21 @@ pub(crate) fn certified(
     let dns_names = {
         let ee = webpki::EndEntityCert::try_from(leaf)
             .map_err(|e| format!("the first certificate is not a valid X.509 certificate: {e}"))?;
-        ee.valid_dns_names()
-            .map(|n| n.to_ascii_lowercase())
-            .collect()
+        ee.valid_dns_names().map(|n| n.to_ascii_lowercase()).collect()
     };
     let provider = rustls::crypto::ring::default_provider();
     let key = CertifiedKey::from_der(chain, key, &provider).map_err(|e| match e {
         rustls::Error::InconsistentKeys(_) => "the key does not match the certificate".to_string(),
         e => format!("unusable private key: {e}"),
     })?;
-    Ok(LoadedCert {
-        key: Arc::new(key),
-        dns_names,
-        leaf_der,
-    })
+    Ok(LoadedCert { key: Arc::new(key), dns_names, leaf_der })
 }
 
 /// Loads a PEM chain and key from files.
 pub(crate) fn load_cert(cert: &Path, key: &Path) -> Result<LoadedCert, String> {
     let chain = read_chain(cert)?;
     let key_der = read_key(key)?;
-    certified(chain, key_der)
-        .map_err(|e| format!("`{}` + `{}`: {e}", cert.display(), key.display()))
+    certified(chain, key_der).map_err(|e| format!("`{}` + `{}`: {e}", cert.display(), key.display()))
 }
 
 /// Generates a self-signed certificate for `names` (DNS names or IP literals).
@@ -168,19 +156,12 @@ pub(crate) fn generate_self_signed(names: &[&str]) -> Result<(String, String), S
     let sans: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let mut params = rcgen::CertificateParams::new(sans).map_err(|e| format!("bad name: {e}"))?;
     params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "Sluice self-signed");
-    let now = rcgen::date_time_ymd(1970, 1, 1)
-        + SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "Sluice self-signed");
+    let now = rcgen::date_time_ymd(1970, 1, 1) + SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     // Start a day early so clients with a slightly slow clock accept it.
     params.not_before = now - Duration::from_secs(86_400);
     params.not_after = now + SELF_SIGNED_VALIDITY;
-    let cert = params
-        .self_signed(&key)
-        .map_err(|e| format!("self-signing failed: {e}"))?;
+    let cert = params.self_signed(&key).map_err(|e| format!("self-signing failed: {e}"))?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
@@ -193,10 +174,7 @@ pub(crate) fn ensure_self_signed(data_dir: &Path) -> io::Result<(PathBuf, PathBu
     if load_cert(&cert_path, &key_path).is_ok() && !due_for_renewal(&cert_path) {
         return Ok((cert_path, key_path, false));
     }
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(data_dir)?;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir)?;
     let names: Vec<&str> = SELF_SIGNED_NAMES.to_vec();
     let (cert_pem, key_pem) = generate_self_signed(&names).map_err(io::Error::other)?;
     // Key first, certificate last: a certificate file on disk implies its key is there too.
@@ -209,10 +187,7 @@ fn due_for_renewal(cert_path: &Path) -> bool {
     let Ok(modified) = fs::metadata(cert_path).and_then(|m| m.modified()) else {
         return true;
     };
-    SystemTime::now()
-        .duration_since(modified)
-        .map(|age| age > SELF_SIGNED_RENEW_AFTER)
-        .unwrap_or(false)
+    SystemTime::now().duration_since(modified).map(|age| age > SELF_SIGNED_RENEW_AFTER).unwrap_or(false)
 }
 
 /// Writes `data` to a temporary file with `mode` next to `path`, then renames it into place.
@@ -222,11 +197,7 @@ fn write_atomically(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     let tmp = PathBuf::from(tmp_name);
     let _ = fs::remove_file(&tmp);
     let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
+        let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
         f.write_all(data)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
@@ -265,10 +236,7 @@ impl ResolvesServerCert for SniResolver {
 
 /// Builds a rustls server configuration serving `certs` (selected by SNI, the first is the
 /// fallback) and offering the `alpn` protocols in order of preference.
-pub(crate) fn server_config(
-    certs: &[LoadedCert],
-    alpn: &[&[u8]],
-) -> Result<Arc<rustls::ServerConfig>, String> {
+pub(crate) fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<rustls::ServerConfig>, String> {
     if certs.is_empty() {
         return Err("no certificate to serve".into());
     }
@@ -277,9 +245,7 @@ pub(crate) fn server_config(
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS configuration: {e}"))?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(SniResolver {
-            certs: certs.to_vec(),
-        }));
+        .with_cert_resolver(Arc::new(SniResolver { certs: certs.to_vec() }));
     cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     // Stateless TLS 1.3 resumption; without a ticketer rustls falls back to its in-memory cache.
     if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
@@ -294,11 +260,7 @@ mod tests {
 
     fn loaded(names: &[&str]) -> LoadedCert {
         let (c, k) = generate_self_signed(names).unwrap();
-        certified(
-            parse_chain(c.as_bytes()).unwrap(),
-            parse_key(k.as_bytes()).unwrap(),
-        )
-        .unwrap()
+        certified(parse_chain(c.as_bytes()).unwrap(), parse_key(k.as_bytes()).unwrap()).unwrap()
     }
 
     #[test]
@@ -316,9 +278,7 @@ mod tests {
         assert!(lc.covers("LOCALHOST."));
         let fp = lc.fingerprint();
         assert_eq!(fp.len(), 32 * 3 - 1);
-        assert!(fp
-            .chars()
-            .all(|c| c == ':' || c.is_ascii_digit() || ('A'..='F').contains(&c)));
+        assert!(fp.chars().all(|c| c == ':' || c.is_ascii_digit() || ('A'..='F').contains(&c)));
         server_config(&[lc], &[b"h2", b"http/1.1"]).unwrap();
 
         let (cert2, key2, created2) = ensure_self_signed(&data).unwrap();
@@ -389,22 +349,12 @@ mod tests {
     fn handshake_uses_sni_certificate() {
         let (ca, ka) = generate_self_signed(&["a.test"]).unwrap();
         let (cb, kb) = generate_self_signed(&["b.test"]).unwrap();
-        let a = certified(
-            parse_chain(ca.as_bytes()).unwrap(),
-            parse_key(ka.as_bytes()).unwrap(),
-        )
-        .unwrap();
-        let b = certified(
-            parse_chain(cb.as_bytes()).unwrap(),
-            parse_key(kb.as_bytes()).unwrap(),
-        )
-        .unwrap();
+        let a = certified(parse_chain(ca.as_bytes()).unwrap(), parse_key(ka.as_bytes()).unwrap()).unwrap();
+        let b = certified(parse_chain(cb.as_bytes()).unwrap(), parse_key(kb.as_bytes()).unwrap()).unwrap();
         let server_cfg = server_config(&[a, b.clone()], &[b"h2"]).unwrap();
         for (sni, trusted, ok) in [("b.test", &b, true), ("a.test", &b, false)] {
             let mut roots = rustls::RootCertStore::empty();
-            roots
-                .add(CertificateDer::from(trusted.leaf_der.clone()))
-                .unwrap();
+            roots.add(CertificateDer::from(trusted.leaf_der.clone())).unwrap();
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let mut ccfg = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()

@@ -258,7 +258,12 @@ impl Connection {
         if !self.failed {
             self.failed = true;
             for (id, _) in std::mem::take(&mut self.streams) {
-                let error = Error::Stream { id, reason: Reason::CANCEL, initiator: Initiator::Remote, detail: "connection closed by peer" };
+                let error = Error::Stream {
+                    id,
+                    reason: Reason::CANCEL,
+                    initiator: Initiator::Remote,
+                    detail: "connection closed by peer",
+                };
                 self.events.push_back(Event::Reset { stream: id, error });
             }
         }
@@ -274,7 +279,11 @@ impl Connection {
         } else if self.header_deadline.is_some_and(|d| now >= d) {
             self.fail(Error::conn(Reason::PROTOCOL_ERROR, "request header timeout"));
         } else if self.idle_deadline().is_some_and(|d| now >= d) {
-            self.fail(Error::Connection { reason: Reason::NO_ERROR, initiator: Initiator::Local, detail: "idle timeout" });
+            self.fail(Error::Connection {
+                reason: Reason::NO_ERROR,
+                initiator: Initiator::Local,
+                detail: "idle timeout",
+            });
         }
     }
 
@@ -316,7 +325,8 @@ impl Connection {
             return;
         }
         self.draining = Some(self.max_client_stream);
-        GoAway { last_stream: self.max_client_stream, reason: Reason::NO_ERROR, debug: Vec::new() }.encode(&mut self.control);
+        GoAway { last_stream: self.max_client_stream, reason: Reason::NO_ERROR, debug: Vec::new() }
+            .encode(&mut self.control);
     }
 
     /// Number of open streams.

@@ -7,7 +7,10 @@ use bytes::{Buf, Bytes};
 use super::{Block, Connection, Event, Preface};
 use crate::error::{Error, Initiator, Reason};
 use crate::flow::RecvStats;
-use crate::frame::{self, kind, Data, GoAway, Head, Headers, Ping, Priority as PriorityFrame, RstStream, Setting, Settings, WindowUpdate, PREFACE};
+use crate::frame::{
+    self, kind, Data, GoAway, Head, Headers, Ping, Priority as PriorityFrame, RstStream, Setting, Settings,
+    WindowUpdate, PREFACE,
+};
 use crate::priority::Priority;
 use crate::request;
 use crate::stream::HeadState;
@@ -154,7 +157,13 @@ impl Connection {
         if h.stream % 2 == 0 {
             return Err(Error::conn(Reason::PROTOCOL_ERROR, "client used an even stream ID"));
         }
-        self.block = Some(Block { stream: h.stream, buf: h.fragment.to_vec(), end_stream: h.end_stream, continuations: 0, priority: h.priority });
+        self.block = Some(Block {
+            stream: h.stream,
+            buf: h.fragment.to_vec(),
+            end_stream: h.end_stream,
+            continuations: 0,
+            priority: h.priority,
+        });
         if h.end_headers {
             self.finish_block(now)
         } else {
@@ -193,7 +202,9 @@ impl Connection {
         }
         let mut list: Vec<(Bytes, Bytes)> = Vec::new();
         let limit = self.cfg.max_header_list_size as usize;
-        let decoded = self.decoder.decode(&b.buf, limit, &mut |n, v, _| list.push((Bytes::copy_from_slice(n), Bytes::copy_from_slice(v))));
+        let decoded = self
+            .decoder
+            .decode(&b.buf, limit, &mut |n, v, _| list.push((Bytes::copy_from_slice(n), Bytes::copy_from_slice(v))));
         let too_large = match decoded {
             Ok(()) => false,
             Err(sluice_hpack::DecodeError::HeaderListTooLarge) => true,
@@ -237,7 +248,12 @@ impl Connection {
             }
         }
         if self.draining.is_some() || self.peer_goaway {
-            return Err(Error::Stream { id, reason: Reason::REFUSED_STREAM, initiator: Initiator::Local, detail: "connection is shutting down" });
+            return Err(Error::Stream {
+                id,
+                reason: Reason::REFUSED_STREAM,
+                initiator: Initiator::Local,
+                detail: "connection is shutting down",
+            });
         }
         if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
             // §5.1.2: beyond SETTINGS_MAX_CONCURRENT_STREAMS.
@@ -298,7 +314,8 @@ impl Connection {
                 return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, "too many stream resets"));
             }
             self.remove_stream(r.stream);
-            let error = Error::Stream { id: r.stream, reason: r.reason, initiator: Initiator::Remote, detail: "reset by peer" };
+            let error =
+                Error::Stream { id: r.stream, reason: r.reason, initiator: Initiator::Remote, detail: "reset by peer" };
             self.events.push_back(Event::Reset { stream: r.stream, error });
         }
         Ok(())
@@ -329,7 +346,10 @@ impl Connection {
                     for id in ids {
                         if let Some(s) = self.streams.get_mut(&id) {
                             if s.send_window.adjust(delta).is_err() {
-                                return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE overflows a window"));
+                                return Err(Error::conn(
+                                    Reason::FLOW_CONTROL_ERROR,
+                                    "SETTINGS_INITIAL_WINDOW_SIZE overflows a window",
+                                ));
                             }
                         }
                         self.update_ready(id);
@@ -391,7 +411,11 @@ impl Connection {
     }
 
     pub(super) fn queue_conn_update(&mut self, now: Instant) {
-        let stats = RecvStats { received: self.conn_received, window: self.recv_window.target(), active_streams: self.streams.len() };
+        let stats = RecvStats {
+            received: self.conn_received,
+            window: self.recv_window.target(),
+            active_streams: self.streams.len(),
+        };
         let target = self.policy.connection_target(&stats, now);
         self.recv_window.set_target(target);
         if let Some(inc) = self.recv_window.poll_update() {

@@ -18,7 +18,13 @@ const MIN_FRAME: usize = 1024;
 
 impl Connection {
     /// Queue the response head of `stream`. With `end_stream` the response has no body.
-    pub fn send_response(&mut self, stream: u32, status: u16, fields: Vec<Field>, end_stream: bool) -> Result<(), SendError> {
+    pub fn send_response(
+        &mut self,
+        stream: u32,
+        status: u16,
+        fields: Vec<Field>,
+        end_stream: bool,
+    ) -> Result<(), SendError> {
         let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
         if !matches!(s.head, HeadState::None) {
             return Err(SendError::InvalidState);
@@ -142,7 +148,8 @@ impl Connection {
             }
         }
         // Streams whose last frame went out may now be closed.
-        let done: Vec<u32> = self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open).map(|(&id, _)| id).collect();
+        let done: Vec<u32> =
+            self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open).map(|(&id, _)| id).collect();
         for id in done {
             self.remove_stream(id);
         }
@@ -158,7 +165,8 @@ impl Connection {
         let Some(s) = self.streams.get_mut(&id) else { return };
         let HeadState::Pending(status, fields, end) = std::mem::replace(&mut s.head, HeadState::Sent) else { return };
         let status = status.to_string();
-        let list = std::iter::once((&b":status"[..], status.as_bytes(), false)).chain(fields.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name))));
+        let list = std::iter::once((&b":status"[..], status.as_bytes(), false))
+            .chain(fields.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name))));
         let mut block = Vec::with_capacity(128);
         self.encoder.encode(list, &mut block);
         Headers::encode(id, &block, end, self.peer_max_frame, out);
@@ -198,7 +206,13 @@ impl Connection {
         }
         let n = n.min(budget.max(MIN_FRAME));
         let end = s.end_queued && s.trailers.is_none() && n == s.queued;
-        Head { len: n as u32, kind: kind::DATA, flags: if end { crate::frame::flag::END_STREAM } else { 0 }, stream: id }.encode(out);
+        Head {
+            len: n as u32,
+            kind: kind::DATA,
+            flags: if end { crate::frame::flag::END_STREAM } else { 0 },
+            stream: id,
+        }
+        .encode(out);
         let mut left = n;
         while left > 0 {
             // Invariant: `queued` is the sum of the chunks, and n <= queued.

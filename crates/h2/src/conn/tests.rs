@@ -36,7 +36,12 @@ impl Client {
 
     fn with_windows(cfg: Config, w: FixedWindows) -> Self {
         let now = Instant::now();
-        let mut c = Self { conn: Connection::new(cfg, Box::new(w), now), enc: hpack::Encoder::new(), dec: hpack::Decoder::new(4096), now };
+        let mut c = Self {
+            conn: Connection::new(cfg, Box::new(w), now),
+            enc: hpack::Encoder::new(),
+            dec: hpack::Decoder::new(4096),
+            now,
+        };
         let mut first = PREFACE.to_vec();
         frame(&mut first, kind::SETTINGS, 0, 0, &[]);
         c.input(&first);
@@ -89,12 +94,19 @@ impl Client {
                 kind::WINDOW_UPDATE => F::WindowUpdate(h.stream, u32::from_be_bytes(p.try_into().unwrap())),
                 kind::HEADERS => {
                     let mut fields = Vec::new();
-                    self.dec.decode(p, 1 << 20, &mut |n, v, _| fields.push((String::from_utf8_lossy(n).into(), String::from_utf8_lossy(v).into()))).unwrap();
+                    self.dec
+                        .decode(p, 1 << 20, &mut |n, v, _| {
+                            fields.push((String::from_utf8_lossy(n).into(), String::from_utf8_lossy(v).into()))
+                        })
+                        .unwrap();
                     F::Headers(h.stream, fields, h.has(flag::END_STREAM))
                 }
                 kind::DATA => F::Data(h.stream, p.len(), h.has(flag::END_STREAM)),
                 kind::RST_STREAM => F::Rst(h.stream, Reason(u32::from_be_bytes(p.try_into().unwrap()))),
-                kind::GOAWAY => F::GoAway(u32::from_be_bytes(p[..4].try_into().unwrap()), Reason(u32::from_be_bytes(p[4..8].try_into().unwrap()))),
+                kind::GOAWAY => F::GoAway(
+                    u32::from_be_bytes(p[..4].try_into().unwrap()),
+                    Reason(u32::from_be_bytes(p[4..8].try_into().unwrap())),
+                ),
                 kind::PING => F::Ping(h.has(flag::ACK)),
                 k => F::Other(k),
             });
@@ -127,7 +139,13 @@ fn get_request_and_response() {
     c.conn.send_response(1, 200, vec![Field::new("content-length", "5")], false).unwrap();
     c.conn.send_data(1, Bytes::from_static(b"hello"), true).unwrap();
     let out = c.output();
-    assert_eq!(out, vec![F::Headers(1, vec![(":status".into(), "200".into()), ("content-length".into(), "5".into())], false), F::Data(1, 5, true)]);
+    assert_eq!(
+        out,
+        vec![
+            F::Headers(1, vec![(":status".into(), "200".into()), ("content-length".into(), "5".into())], false),
+            F::Data(1, 5, true)
+        ]
+    );
     assert_eq!(c.conn.open_streams(), 0, "both sides done: stream closed");
 }
 
@@ -390,7 +408,9 @@ fn idle_and_settings_timeouts() {
     conn.handle_input(now, PREFACE);
     conn.handle_input(now, &[0, 0, 0, kind::SETTINGS, 0, 0, 0, 0, 0]);
     conn.handle_timeout(now + Duration::from_secs(11));
-    assert!(matches!(std::iter::from_fn(|| conn.poll_event()).last(), Some(Event::ConnectionError(e)) if e.reason() == Reason::SETTINGS_TIMEOUT));
+    assert!(
+        matches!(std::iter::from_fn(|| conn.poll_event()).last(), Some(Event::ConnectionError(e)) if e.reason() == Reason::SETTINGS_TIMEOUT)
+    );
 }
 
 #[test]
@@ -410,8 +430,14 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
     c.conn.send_data(3, Bytes::from(vec![0u8; 50_000]), true).unwrap();
     let out = c.output_max(64 * 1024);
     let data: Vec<_> = out.iter().filter(|f| matches!(f, F::Data(..))).cloned().collect();
-    assert_eq!(data[..4], [F::Data(3, 16_384, false), F::Data(3, 16_384, false), F::Data(3, 16_384, false), F::Data(3, 848, true)]);
-    assert!(data[4..].iter().all(|f| matches!(f, F::Data(1, _, false))), "bulk resumes only after the urgent response: {data:?}");
+    assert_eq!(
+        data[..4],
+        [F::Data(3, 16_384, false), F::Data(3, 16_384, false), F::Data(3, 16_384, false), F::Data(3, 848, true)]
+    );
+    assert!(
+        data[4..].iter().all(|f| matches!(f, F::Data(1, _, false))),
+        "bulk resumes only after the urgent response: {data:?}"
+    );
 }
 
 #[test]

@@ -34,13 +34,8 @@ impl Data {
 
     /// Encode a DATA frame header followed by `data` (never padded).
     pub fn encode(stream: u32, data: &[u8], end_stream: bool, dst: &mut Vec<u8>) {
-        Head {
-            len: data.len() as u32,
-            kind: kind::DATA,
-            flags: if end_stream { flag::END_STREAM } else { 0 },
-            stream,
-        }
-        .encode(dst);
+        Head { len: data.len() as u32, kind: kind::DATA, flags: if end_stream { flag::END_STREAM } else { 0 }, stream }
+            .encode(dst);
         dst.extend_from_slice(data);
     }
 }

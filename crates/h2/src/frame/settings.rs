@@ -146,7 +146,11 @@ mod tests {
     fn round_trip() {
         let s = Settings {
             ack: false,
-            values: vec![Setting::MaxConcurrentStreams(100), Setting::InitialWindowSize(65535), Setting::Unknown(0x99, 7)],
+            values: vec![
+                Setting::MaxConcurrentStreams(100),
+                Setting::InitialWindowSize(65535),
+                Setting::Unknown(0x99, 7),
+            ],
         };
         let mut v = Vec::new();
         s.encode(&mut v);

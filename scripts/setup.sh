@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Installs what Sluice's tests and benchmarks need, idempotently:
+#   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light
+#   go:     h2spec (go install; linked into /usr/local/bin when root)
+#   rustup: the rustfmt and clippy components
+# Fast when everything is present: it only checks. `apt-get update` runs only when an apt
+# package is missing. Without root, missing tools are reported and skipped; the tests that
+# need them print a SKIP note instead of failing. Under CI=true a tool that is still missing at
+# the end makes this script fail, so that skipped tests cannot hide a broken setup.
+#
+# Usage: scripts/setup.sh        (the test command, scripts/test.sh, runs it first)
+set -euo pipefail
+
+H2SPEC_MODULE="github.com/summerwind/h2spec/cmd/h2spec@latest"
+
+log() { printf 'setup: %s\n' "$*"; }
+PROBLEMS=0
+warn() {
+  printf 'setup: WARNING: %s\n' "$*" >&2
+  PROBLEMS=$((PROBLEMS + 1))
+}
+
+# Commands that need root: run directly as root, through passwordless sudo otherwise, or not at all.
+if [ "$(id -u)" -eq 0 ]; then
+  AS_ROOT=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  AS_ROOT=(sudo -n)
+else
+  AS_ROOT=(none)
+fi
+can_root() { [ "${AS_ROOT[0]:-}" != none ]; }
+as_root() { "${AS_ROOT[@]}" "$@"; }
+
+# --- apt packages -------------------------------------------------------------------------
+# package → a command it provides (checked instead of dpkg, so a hand-built tool counts too).
+declare -A APT_CMD=(
+  [curl]=curl
+  [openssl]=openssl
+  [nghttp2-client]=h2load
+  [h2o]=h2o
+  [nginx-light]=nginx
+)
+missing=()
+for pkg in curl openssl nghttp2-client h2o nginx-light; do
+  cmd=${APT_CMD[$pkg]}
+  if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
+    log "present: $pkg ($cmd)"
+  else
+    missing+=("$pkg")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    warn "missing ${missing[*]} and no apt-get here; install them by hand (tests that need them skip)"
+  elif ! can_root; then
+    warn "missing ${missing[*]}; not root and no passwordless sudo, so not installing (tests that need them skip)"
+    printf 'setup: install with: sudo apt-get install -y %s\n' "${missing[*]}" >&2
+  else
+    log "installing: ${missing[*]}"
+    # Keep the packages' services (nginx and h2o both want port 80) from starting: a service
+    # that fails to start makes dpkg report the package as broken. Only a policy file we
+    # created is removed again.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\n# created by sluice scripts/setup.sh for the duration of an install\nexit 101\n' \
+        | as_root tee "$policy" >/dev/null
+      as_root chmod 755 "$policy"
+      made_policy=1
+      trap 'as_root rm -f "$policy"' EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    if [ "$made_policy" -eq 1 ]; then
+      as_root rm -f "$policy"
+      trap - EXIT
+    fi
+    log "installed: ${missing[*]}"
+  fi
+fi
+
+# --- h2spec -------------------------------------------------------------------------------
+find_h2spec() {
+  if command -v h2spec >/dev/null 2>&1; then
+    command -v h2spec
+    return 0
+  fi
+  local gobin=""
+  if command -v go >/dev/null 2>&1; then
+    gobin=$(go env GOBIN 2>/dev/null || true)
+    [ -n "$gobin" ] || gobin="$(go env GOPATH 2>/dev/null | cut -d: -f1)/bin"
+  fi
+  for p in "$gobin/h2spec" "$HOME/go/bin/h2spec"; do
+    if [ -x "$p" ]; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if h2spec_path=$(find_h2spec); then
+  log "present: h2spec ($h2spec_path)"
+elif ! command -v go >/dev/null 2>&1; then
+  warn "h2spec missing and no Go toolchain to build it; scripts/h2spec.sh will skip"
+else
+  log "installing: h2spec (go install $H2SPEC_MODULE)"
+  if timeout 600 go install "$H2SPEC_MODULE"; then
+    h2spec_path=$(find_h2spec) || { warn "go install succeeded but h2spec was not found"; h2spec_path=""; }
+    [ -n "$h2spec_path" ] && log "installed: h2spec ($h2spec_path)"
+  else
+    warn "go install of h2spec failed; scripts/h2spec.sh will skip"
+    h2spec_path=""
+  fi
+fi
+# Make it reachable on the default PATH (scripts/h2spec.sh also looks in the Go bin dir).
+if [ -n "${h2spec_path:-}" ] && [ "$h2spec_path" != /usr/local/bin/h2spec ] && ! command -v h2spec >/dev/null 2>&1; then
+  if can_root; then
+    as_root ln -sf "$h2spec_path" /usr/local/bin/h2spec
+    log "linked: /usr/local/bin/h2spec -> $h2spec_path"
+  else
+    log "h2spec is at $h2spec_path (not on PATH; scripts find it there)"
+  fi
+fi
+
+# --- rustup components --------------------------------------------------------------------
+if command -v rustup >/dev/null 2>&1; then
+  installed=$(rustup component list --installed 2>/dev/null || true)
+  want=()
+  for c in rustfmt clippy; do
+    if grep -q "^$c" <<<"$installed"; then
+      log "present: rustup component $c"
+    else
+      want+=("$c")
+    fi
+  done
+  if [ "${#want[@]}" -gt 0 ]; then
+    log "installing: rustup components ${want[*]}"
+    rustup component add "${want[@]}" || warn "rustup component add ${want[*]} failed"
+  fi
+else
+  for c in rustfmt cargo-clippy; do
+    if command -v "$c" >/dev/null 2>&1; then
+      log "present: $c"
+    else
+      warn "$c missing and no rustup to install it"
+    fi
+  done
+fi
+
+if [ "$PROBLEMS" -gt 0 ] && [ "${CI:-}" = true ]; then
+  printf 'setup: FAILED: %s problem(s) above; under CI=true every test tool must be present\n' "$PROBLEMS" >&2
+  exit 1
+fi
+if [ "$PROBLEMS" -gt 0 ]; then
+  log "done with $PROBLEMS warning(s); tests that need a missing tool will skip"
+else
+  log "done"
+fi
