@@ -281,7 +281,10 @@ mod cache {
         pub(super) ctype: &'static str,
     }
 
-    static CACHE: Mutex<Option<HashMap<String, (Instant, Arc<Entry>)>>> = Mutex::new(None);
+    /// Key (root and request path) → when it was looked up, and what was found.
+    type Map = HashMap<String, (Instant, Arc<Entry>)>;
+
+    static CACHE: Mutex<Option<Map>> = Mutex::new(None);
 
     pub(super) fn get(key: &str) -> Option<Arc<Entry>> {
         let guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
