@@ -261,7 +261,17 @@ fn handle_events(
                         t.abort();
                     }
                 }
-                tracing::debug!(%peer, stream, %error, "stream reset");
+                match &error {
+                    // The peer's own RST_STREAM, or the connection going away: routine.
+                    sluice_h2::Error::Stream {
+                        initiator: sluice_h2::Initiator::Remote,
+                        detail: "reset by peer",
+                        ..
+                    }
+                    | sluice_h2::Error::Connection { .. } => tracing::debug!(%peer, stream, %error, "stream reset"),
+                    // A limit or a protocol rule the peer broke: say so.
+                    _ => tracing::info!(%peer, stream, %error, "stream reset"),
+                }
             }
             Event::GoAway { reason } => tracing::debug!(%peer, %reason, "peer sent GOAWAY"),
             Event::ConnectionError(e) => {

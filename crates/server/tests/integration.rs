@@ -175,6 +175,29 @@ fn speedtest_upload_counts_10_mb() {
 }
 
 #[test]
+fn http1_chunked_upload_with_expect_100_continue() {
+    require_tool!("curl", "http1_chunked_upload_with_expect_100_continue");
+    let srv = Server::start();
+    let upload = srv.scratch("chunked.bin");
+    fs::write(&upload, vec![0x33_u8; 3_000_000]).expect("write upload file");
+    let data = format!("@{}", upload.display());
+    for proto in [Proto::H1Tls, Proto::H1Plain] {
+        // A chunked body behind `Expect: 100-continue`: the server must send 100 Continue (or
+        // curl waits a second and sends anyway; either way the count must be exact) and decode
+        // the chunked framing.
+        let r = curl(
+            &srv,
+            proto,
+            "/__up",
+            &["--data-binary", &data, "-H", "Transfer-Encoding: chunked", "-H", "Expect: 100-continue", "-v"],
+        );
+        let body = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 200, "{proto:?} chunked POST /__up: {body}");
+        assert_eq!(support::json_u64(&body, "bytes"), Some(3_000_000), "{proto:?} answered {body}");
+    }
+}
+
+#[test]
 fn nghttp_receives_settings_and_200() {
     require_tool!("nghttp", "nghttp_receives_settings_and_200");
     let srv = Server::start();
