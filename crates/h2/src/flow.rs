@@ -6,7 +6,7 @@
 //! returns credit once about half of the target window has been consumed, never per frame.
 //! How large the target window is comes from a [`WindowPolicy`].
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Largest window RFC 9113 §6.9.1 allows: 2^31-1.
 pub const MAX_WINDOW: u32 = (1 << 31) - 1;
@@ -105,39 +105,66 @@ impl RecvWindow {
     /// back (the 1/2 rule, as h2 and quiche do). Bytes the application still holds are not
     /// handed back, so a slow consumer closes the window: memory stays bounded.
     pub(crate) fn poll_update(&mut self) -> Option<u32> {
-        let in_use = self.open.saturating_add(self.pending).saturating_add(self.held);
-        let grow = self.target.saturating_sub(in_use);
-        let inc = self.pending.saturating_add(grow).min(MAX_WINDOW - self.open);
-        if inc == 0 || inc < self.target / 2 {
-            return None;
-        }
+        let inc = self.due()?;
         self.pending = 0;
         self.open += inc;
         Some(inc)
     }
+
+    /// The increment `poll_update` would send now.
+    pub(crate) fn due(&self) -> Option<u32> {
+        let in_use = self.open.saturating_add(self.pending).saturating_add(self.held);
+        let grow = self.target.saturating_sub(in_use);
+        let inc = self.pending.saturating_add(grow).min(MAX_WINDOW - self.open);
+        (inc > 0 && inc >= self.target / 2).then_some(inc)
+    }
 }
 
-/// What a policy sees of one receiving stream or of the connection.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RecvStats {
-    /// Bytes received so far (flow-controlled length).
-    pub received: u64,
-    /// Current target window.
+/// What a window policy keeps per receiving stream; the engine owns it and hands it to the
+/// policy on every decision, so policies stay stateless per stream and testable alone.
+#[derive(Clone, Debug, Default)]
+pub struct TuneState {
+    /// The current target window (never below the initial window, never shrinks: §6.9).
     pub window: u32,
-    /// Streams currently receiving a body (for connection-level decisions).
-    pub active_streams: usize,
+    /// Flow-controlled bytes received so far.
+    pub received: u64,
+    /// Start of the current measurement epoch.
+    pub epoch_start: Option<Instant>,
+    /// `received` at the start of the epoch.
+    pub epoch_base: u64,
+    /// When credit was last handed back (quiche's rule).
+    pub last_update: Option<Instant>,
+    /// Bytes of growth beyond the initial window reserved from the memory budget.
+    pub reserved: u64,
 }
 
-/// The seam where receive-window sizing plugs in (autotuning lands here later).
+/// The seam where receive-window sizing plugs in: fixed windows, or one of the autotuners in
+/// [`crate::tune`].
 pub trait WindowPolicy: Send {
     /// SETTINGS_INITIAL_WINDOW_SIZE we advertise: every new stream's receive window.
     fn initial_stream_window(&self) -> u32;
-    /// Target for the connection window (raised with WINDOW_UPDATE on stream 0 at start).
+    /// Initial target for the connection window (raised with WINDOW_UPDATE on stream 0 at start).
     fn initial_connection_window(&self) -> u32;
-    /// Asked when credit is about to be returned on a stream: the new target window.
-    fn stream_target(&mut self, stats: &RecvStats, now: Instant) -> u32;
-    /// Asked when credit is about to be returned on the connection: the new target window.
-    fn connection_target(&mut self, stats: &RecvStats, now: Instant) -> u32;
+    /// DATA arrived on a stream (`s.received` already counts it). Returns the target window.
+    fn on_stream_data(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
+        let _ = (now, rtt);
+        s.window
+    }
+    /// Credit is about to be handed back on a stream. Returns the target window.
+    fn on_stream_update(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
+        let _ = (now, rtt);
+        s.window
+    }
+    /// The connection's target window, given the sum of the windows of the streams still
+    /// receiving a body.
+    fn connection_target(&mut self, sum_stream_windows: u64, now: Instant) -> u32 {
+        let _ = (sum_stream_windows, now);
+        self.initial_connection_window()
+    }
+    /// A stream stopped receiving: release what it reserved.
+    fn on_stream_closed(&mut self, s: &mut TuneState) {
+        let _ = s;
+    }
 }
 
 /// Fixed windows.
@@ -150,8 +177,7 @@ pub struct FixedWindows {
 }
 
 impl Default for FixedWindows {
-    /// 1 MiB per stream, 4 MiB per connection: enough for about 200 Mbit/s at 40 ms on one
-    /// stream; autotuning replaces this.
+    /// 1 MiB per stream, 4 MiB per connection.
     fn default() -> Self {
         Self { stream: 1 << 20, connection: 4 << 20 }
     }
@@ -163,12 +189,6 @@ impl WindowPolicy for FixedWindows {
     }
     fn initial_connection_window(&self) -> u32 {
         self.connection.clamp(DEFAULT_WINDOW, MAX_WINDOW)
-    }
-    fn stream_target(&mut self, _: &RecvStats, _: Instant) -> u32 {
-        self.initial_stream_window()
-    }
-    fn connection_target(&mut self, _: &RecvStats, _: Instant) -> u32 {
-        self.initial_connection_window()
     }
 }
 

@@ -14,6 +14,7 @@ pub mod priority;
 mod request;
 mod sched;
 mod stream;
+pub mod tune;
 
 pub use config::Config;
 pub use conn::{Connection, Event, SendError};

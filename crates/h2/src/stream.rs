@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use crate::flow::{RecvWindow, SendWindow};
+use crate::flow::{RecvWindow, SendWindow, TuneState};
 use crate::priority::Priority;
 use crate::request::Field;
 
@@ -50,6 +50,10 @@ pub(crate) struct Stream {
     pub(crate) unreleased: u64,
     /// Body bytes framed since the driver last asked.
     pub(crate) sent_unreported: usize,
+    /// The window policy's state for this stream's receive window.
+    pub(crate) tune: TuneState,
+    /// The stream still receives a body: its window counts in the connection's sum.
+    pub(crate) tuning: bool,
 }
 
 impl Stream {
@@ -72,6 +76,8 @@ impl Stream {
             discard: false,
             unreleased: 0,
             sent_unreported: 0,
+            tune: TuneState { window: recv_target, ..TuneState::default() },
+            tuning: true,
         }
     }
 

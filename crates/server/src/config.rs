@@ -35,6 +35,51 @@ pub(crate) struct Config {
     pub(crate) timeouts: Timeouts,
     /// Access log on/off.
     pub(crate) access_log: bool,
+    /// HTTP/2 receive windows.
+    pub(crate) flow: Flow,
+}
+
+/// How HTTP/2 receive windows are sized (see `sluice_h2::tune`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlowPolicy {
+    /// Autotuned from the delivered bytes per RTT (the default).
+    Auto,
+    /// Fixed at the initial windows.
+    Fixed,
+    /// The write-up's rule: double when the last RTT's bytes exceed a quarter of the window.
+    Writeup,
+    /// quiche's rule: double when credit is handed back twice within 2 RTT.
+    Quiche,
+}
+
+/// HTTP/2 receive-window settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Flow {
+    /// Which tuner.
+    pub(crate) policy: FlowPolicy,
+    /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's starting (and smallest) window.
+    pub(crate) initial_stream_window: u32,
+    /// The connection's starting window.
+    pub(crate) initial_connection_window: u32,
+    /// Largest window of one stream.
+    pub(crate) max_stream_window: u32,
+    /// Largest connection window.
+    pub(crate) max_connection_window: u32,
+    /// Memory all connections' windows may grow into beyond their initial windows.
+    pub(crate) budget: u64,
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Self {
+            policy: FlowPolicy::Auto,
+            initial_stream_window: 256 * 1024,
+            initial_connection_window: 1 << 20,
+            max_stream_window: 16 << 20,
+            max_connection_window: 32 << 20,
+            budget: 1 << 30,
+        }
+    }
 }
 
 /// One listening socket.
@@ -242,6 +287,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         limits: Limits::default(),
         timeouts: Timeouts::default(),
         access_log: true,
+        flow: Flow::default(),
     }
 }
 
@@ -279,6 +325,19 @@ struct RawConfig {
     limits: RawLimits,
     #[serde(default)]
     timeouts: RawTimeouts,
+    #[serde(default)]
+    flow: RawFlow,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    policy: Option<Spanned<String>>,
+    initial_stream_window: Option<Spanned<u32>>,
+    initial_connection_window: Option<Spanned<u32>>,
+    max_stream_window: Option<Spanned<u32>>,
+    max_connection_window: Option<Spanned<u32>>,
+    budget: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -398,6 +457,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     };
     let limits = limits(&src, &raw.limits)?;
     let timeouts = timeouts(&src, &raw.timeouts)?;
+    let flow = flow(&src, &raw.flow)?;
     Ok(Config {
         data_dir,
         listeners,
@@ -407,6 +467,61 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         limits,
         timeouts,
         access_log: raw.access_log.unwrap_or(true),
+        flow,
+    })
+}
+
+fn flow(src: &Source<'_>, raw: &RawFlow) -> Result<Flow, ConfigError> {
+    let d = Flow::default();
+    let policy = match &raw.policy {
+        None => d.policy,
+        Some(p) => match p.get_ref().as_str() {
+            "auto" => FlowPolicy::Auto,
+            "fixed" => FlowPolicy::Fixed,
+            "writeup" => FlowPolicy::Writeup,
+            "quiche" => FlowPolicy::Quiche,
+            other => {
+                return Err(src
+                    .err(p.span(), format!("unknown flow policy `{other}`, expected auto, fixed, writeup or quiche")))
+            }
+        },
+    };
+    // RFC 9113 §6.9.1: windows are at most 2^31-1.
+    const MAX: u32 = (1 << 31) - 1;
+    let initial_stream_window =
+        bounded(src, &raw.initial_stream_window, "initial_stream_window", 1, MAX, d.initial_stream_window)?;
+    let initial_connection_window = bounded(
+        src,
+        &raw.initial_connection_window,
+        "initial_connection_window",
+        65_535,
+        MAX,
+        d.initial_connection_window,
+    )?;
+    let max_stream_window = bounded(
+        src,
+        &raw.max_stream_window,
+        "max_stream_window",
+        initial_stream_window,
+        MAX,
+        d.max_stream_window.max(initial_stream_window),
+    )?;
+    let max_connection_window = bounded(
+        src,
+        &raw.max_connection_window,
+        "max_connection_window",
+        initial_connection_window,
+        MAX,
+        d.max_connection_window.max(initial_connection_window),
+    )?;
+    let budget = bounded(src, &raw.budget, "budget", 0, u64::MAX, d.budget)?;
+    Ok(Flow {
+        policy,
+        initial_stream_window,
+        initial_connection_window,
+        max_stream_window,
+        max_connection_window,
+        budget,
     })
 }
 

@@ -16,6 +16,8 @@ pub(crate) struct State {
     pub(crate) cfg: Config,
     /// The HTTP/2 engine configuration derived from it.
     pub(crate) h2: sluice_h2::Config,
+    /// The memory every connection's receive windows may grow into.
+    pub(crate) window_budget: std::sync::Arc<sluice_h2::tune::MemoryBudget>,
 }
 
 impl State {
@@ -34,7 +36,31 @@ impl State {
             idle_timeout: cfg.timeouts.idle,
             ..sluice_h2::Config::default()
         };
-        Self { cfg, h2 }
+        let window_budget = sluice_h2::tune::MemoryBudget::new(cfg.flow.budget);
+        Self { cfg, h2, window_budget }
+    }
+
+    /// A receive-window policy for a new HTTP/2 connection.
+    pub(crate) fn window_policy(&self) -> Box<dyn sluice_h2::flow::WindowPolicy> {
+        use crate::config::FlowPolicy;
+        use sluice_h2::tune::{AutoTune, Limits, QuicheRule, WriteupRule};
+        let f = &self.cfg.flow;
+        let limits = Limits {
+            initial_stream: f.initial_stream_window,
+            initial_connection: f.initial_connection_window,
+            max_stream: f.max_stream_window,
+            max_connection: f.max_connection_window,
+            budget: self.window_budget.clone(),
+        };
+        match f.policy {
+            FlowPolicy::Auto => Box::new(AutoTune::new(limits)),
+            FlowPolicy::Writeup => Box::new(WriteupRule::new(limits)),
+            FlowPolicy::Quiche => Box::new(QuicheRule::new(limits)),
+            FlowPolicy::Fixed => Box::new(sluice_h2::flow::FixedWindows {
+                stream: f.initial_stream_window,
+                connection: f.initial_connection_window,
+            }),
+        }
     }
 }
 

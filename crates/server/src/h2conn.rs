@@ -17,7 +17,6 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use sluice_h2::flow::FixedWindows;
 use sluice_h2::{Connection, Event, Field, Reason, RequestHead};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -29,6 +28,9 @@ use crate::http::{BodyError, Proto, Request, RequestBody, Response, CHUNK};
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
 /// enough to keep a write full, small enough that priorities stay meaningful.
 const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
+
+/// How often the driver reads the RTT from TCP_INFO while input arrives.
+const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Smallest and largest fill of one write.
 const MIN_WRITE: usize = 16 * 1024;
@@ -62,7 +64,7 @@ pub(crate) async fn serve<S>(
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (mut rd, wr) = tokio::io::split(io);
-    let mut conn = Connection::new(state.h2.clone(), Box::<FixedWindows>::default(), Instant::now());
+    let mut conn = Connection::new(state.h2.clone(), state.window_policy(), Instant::now());
     if !prefix.is_empty() {
         conn.handle_input(Instant::now(), &prefix);
     }
@@ -75,6 +77,7 @@ pub(crate) async fn serve<S>(
     let mut rbuf = vec![0u8; 64 * 1024];
     let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(MAX_WRITE + 64 * 1024));
     let mut eof = false;
+    let mut rtt_sampled = Instant::now().checked_sub(RTT_SAMPLE_EVERY).unwrap_or_else(Instant::now);
     // When the write in flight must have completed: a peer that stops reading (a full TCP
     // window) cannot hold the connection longer than the idle timeout.
     let mut write_deadline: Option<tokio::time::Instant> = None;
@@ -118,7 +121,17 @@ pub(crate) async fn serve<S>(
                     eof = true;
                     conn.handle_eof();
                 }
-                Ok(n) => conn.handle_input(Instant::now(), &rbuf[..n]),
+                Ok(n) => {
+                    let now = Instant::now();
+                    // Window tuning measures per RTT: refresh it now and then from TCP_INFO.
+                    if now.saturating_duration_since(rtt_sampled) >= RTT_SAMPLE_EVERY {
+                        rtt_sampled = now;
+                        if let Some(rtt) = crate::sock::path_info(fd).ok().and_then(|p| p.rtt()) {
+                            conn.handle_rtt(rtt);
+                        }
+                    }
+                    conn.handle_input(now, &rbuf[..n]);
+                }
             },
             done = done_rx.recv(), if spare.is_none() => match done {
                 Some(Ok(buf)) => {

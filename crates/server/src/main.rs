@@ -1,6 +1,7 @@
 //! The `sluice` binary: an HTTP/1.1 and HTTP/2 edge server.
 
 mod accesslog;
+mod client;
 mod config;
 mod dispatch;
 mod h1;
@@ -45,11 +46,17 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// Download a URL and print curl's figures: speed_download, size_download, time_total, ...
+    Get(client::GetArgs),
+    /// Upload a file or string to a URL and print curl's figures: speed_upload, size_upload, ...
+    Put(client::PutArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Get(args) => client::get(args),
+        Command::Put(args) => client::put(args),
         Command::Check { config } => match config::load(&config) {
             Ok(_) => {
                 println!("{}: ok", config.display());

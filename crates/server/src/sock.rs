@@ -40,6 +40,10 @@ fn setsockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_i
 /// What TCP_INFO tells about the path right now.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct PathInfo {
+    /// Smoothed RTT of what we sent, microseconds (0: no sample yet).
+    pub(crate) rtt_us: u32,
+    /// The receiver-side RTT estimate, microseconds (0: none).
+    pub(crate) rcv_rtt_us: u32,
     /// Congestion window in segments.
     pub(crate) cwnd: u32,
     /// Segments sent and not yet acknowledged.
@@ -49,6 +53,13 @@ pub(crate) struct PathInfo {
 }
 
 impl PathInfo {
+    /// The path's RTT: the sender-side estimate (fed by the ACKs of our frames, WINDOW_UPDATEs
+    /// included, so it exists during uploads too), else the receiver-side one.
+    pub(crate) fn rtt(&self) -> Option<std::time::Duration> {
+        let us = if self.rtt_us > 0 { self.rtt_us } else { self.rcv_rtt_us };
+        (us > 0).then(|| std::time::Duration::from_micros(u64::from(us)))
+    }
+
     /// Bytes the congestion window can take now.
     pub(crate) fn cwnd_room(&self) -> usize {
         self.cwnd.saturating_sub(self.unacked) as usize * self.mss.max(536) as usize
@@ -67,7 +78,13 @@ pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(PathInfo { cwnd: info.tcpi_snd_cwnd, unacked: info.tcpi_unacked, mss: info.tcpi_snd_mss })
+    Ok(PathInfo {
+        rtt_us: info.tcpi_rtt,
+        rcv_rtt_us: info.tcpi_rcv_rtt,
+        cwnd: info.tcpi_snd_cwnd,
+        unacked: info.tcpi_unacked,
+        mss: info.tcpi_snd_mss,
+    })
 }
 
 /// How many bytes the HTTP/2 driver should frame for its next write: what the congestion window

@@ -14,6 +14,8 @@
 
 use std::time::Instant;
 
+use sha2::{Digest, Sha256};
+
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
 
@@ -101,16 +103,29 @@ fn download(cfg: &Speedtest, req: &Request) -> Response {
 async fn upload(req: &mut Request) -> Response {
     let start = Instant::now();
     let mut bytes: u64 = 0;
+    // `?hash=sha256` also hashes the body (for integrity tests; it costs CPU per byte).
+    let mut hasher = req.query.as_deref().is_some_and(|q| q.split('&').any(|kv| kv == "hash=sha256")).then(Sha256::new);
     while let Some(chunk) = req.body.chunk().await {
         match chunk {
-            Ok(b) => bytes = bytes.saturating_add(b.len() as u64),
+            Ok(b) => {
+                bytes = bytes.saturating_add(b.len() as u64);
+                if let Some(h) = hasher.as_mut() {
+                    h.update(&b);
+                }
+            }
             Err(BodyError::TooLarge) => {
                 return Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
             }
             Err(e) => return Response::text(StatusCode::BAD_REQUEST, format!("upload failed: {e}\n")),
         }
     }
-    let body = upload_json(bytes, start.elapsed().as_secs_f64());
+    let mut body = upload_json(bytes, start.elapsed().as_secs_f64());
+    if let Some(h) = hasher {
+        let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        // upload_json ends with `}`: append the digest as one more member.
+        body.pop();
+        body.push_str(&format!(",\"sha256\":\"{hex}\"}}"));
+    }
     let mut headers = http::HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
@@ -231,6 +246,21 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["bytes"], 66543);
         assert!(v["seconds"].as_f64().unwrap() >= 0.0);
+        assert!(v.get("sha256").is_none());
+
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tx.send(Ok(Bytes::from_static(b"ab"))).unwrap();
+        tx.send(Ok(Bytes::from_static(b"c"))).unwrap();
+        drop(tx);
+        let mut r = req(Method::POST, "/__up", Some("hash=sha256"), RequestBody::channel(rx, None));
+        let mut resp = handle(&cfg(), &mut r).await.unwrap();
+        let mut body = Vec::new();
+        while let Some(c) = resp.body.next_chunk(1 << 16).await {
+            body.extend_from_slice(&c.unwrap());
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        // SHA-256("abc"), FIPS 180-2 appendix B.1.
+        assert_eq!(v["sha256"], "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tx.send(Ok(Bytes::from_static(b"abc"))).unwrap();

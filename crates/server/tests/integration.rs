@@ -247,7 +247,7 @@ fn h2load_parser_reads_its_summary() {
 fn graceful_shutdown(proto: Proto, test: &str) {
     const SIZE: u64 = 50_000_000;
     const DRAIN_SECS: u64 = 10;
-    let mut srv = Server::start_with(&Options { drain_secs: DRAIN_SECS });
+    let mut srv = Server::start_with(&Options { drain_secs: DRAIN_SECS, ..Options::default() });
     let out_file = srv.scratch("down.bin");
     let url = proto.url(&srv, &format!("/__down?bytes={SIZE}"));
     let mut download = Running::spawn(

@@ -172,6 +172,10 @@ pub struct Connection {
     /// Graceful shutdown: last stream we accept.
     draining: Option<u32>,
     peer_goaway: bool,
+    /// The path's round-trip time, as the driver last measured it (TCP_INFO).
+    rtt: Option<Duration>,
+    /// Sum of the receive windows of streams still receiving a body.
+    recv_windows: u64,
 }
 
 impl Connection {
@@ -230,6 +234,8 @@ impl Connection {
             failed: false,
             draining: None,
             peer_goaway: false,
+            rtt: None,
+            recv_windows: 0,
             cfg,
         }
     }
@@ -329,6 +335,18 @@ impl Connection {
             .encode(&mut self.control);
     }
 
+    /// The path's current round-trip time (from TCP_INFO): window tuning measures per RTT.
+    pub fn handle_rtt(&mut self, rtt: Duration) {
+        if !rtt.is_zero() {
+            self.rtt = Some(rtt);
+        }
+    }
+
+    /// The receive window currently granted to `stream`, if it is open.
+    pub fn stream_window(&self, stream: u32) -> Option<u32> {
+        self.streams.get(&stream).map(|s| s.recv.target())
+    }
+
     /// Number of open streams.
     pub fn open_streams(&self) -> usize {
         self.streams.len()
@@ -377,7 +395,8 @@ impl Connection {
     /// Forget a stream: return its unconsumed credit to the connection window and remember it
     /// as closed. Returns whether it existed.
     fn remove_stream(&mut self, id: u32) -> bool {
-        let Some(s) = self.streams.remove(&id) else { return false };
+        let Some(mut s) = self.streams.remove(&id) else { return false };
+        self.stop_receiving(&mut s);
         if s.scheduled {
             self.sched.remove(id, s.priority);
         }
@@ -388,6 +407,16 @@ impl Connection {
         }
         self.recently_closed.push_back(id);
         true
+    }
+
+    /// The stream will receive no more body: its window leaves the connection's sum and its
+    /// growth goes back to the budget.
+    pub(super) fn stop_receiving(&mut self, s: &mut Stream) {
+        if s.tuning {
+            s.tuning = false;
+            self.recv_windows = self.recv_windows.saturating_sub(u64::from(s.recv.target()));
+            self.policy.on_stream_closed(&mut s.tune);
+        }
     }
 
     /// Close the stream if both directions are done.
@@ -411,8 +440,9 @@ impl Connection {
         }
     }
 
-    fn new_stream(&self) -> Stream {
+    fn new_stream(&mut self) -> Stream {
         let initial = self.policy.initial_stream_window();
+        self.recv_windows += u64::from(initial);
         Stream::new(self.peer_initial_window, initial, initial)
     }
 }

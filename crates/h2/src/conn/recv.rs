@@ -6,7 +6,6 @@ use bytes::{Buf, Bytes};
 
 use super::{Block, Connection, Event, Preface};
 use crate::error::{Error, Initiator, Reason};
-use crate::flow::RecvStats;
 use crate::frame::{
     self, kind, Data, GoAway, Head, Headers, Ping, Priority as PriorityFrame, RstStream, Setting, Settings,
     WindowUpdate, PREFACE,
@@ -122,6 +121,13 @@ impl Connection {
             return Err(Error::stream(id, Reason::FLOW_CONTROL_ERROR, "DATA beyond the stream window"));
         }
         s.received += d.data.len() as u64;
+        s.tune.received += u64::from(d.flow_len);
+        let before = s.recv.target();
+        let target = self.policy.on_stream_data(&mut s.tune, now, self.rtt);
+        if target > before {
+            s.recv.set_target(target);
+            self.recv_windows += u64::from(s.recv.target() - before);
+        }
         // §8.1.1: content-length must match the DATA received.
         if let Some(cl) = s.content_length {
             if s.received > cl || (d.end_stream && s.received != cl) {
@@ -136,9 +142,6 @@ impl Connection {
         } else {
             s.unreleased += d.data.len() as u64;
         }
-        if d.end_stream {
-            s.recv_open = false;
-        }
         let deliver = !s.discard && (!d.data.is_empty() || d.end_stream);
         if give_back > 0 {
             self.release_inner(now, id, give_back);
@@ -147,6 +150,7 @@ impl Connection {
             self.events.push_back(Event::Data { stream: id, data: d.data, end_stream: d.end_stream });
         }
         if d.end_stream {
+            self.end_of_body(id);
             self.maybe_close(id);
         }
         Ok(())
@@ -226,10 +230,10 @@ impl Connection {
             if s.content_length.is_some_and(|cl| cl != s.received) {
                 return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "body length differs from content-length"));
             }
-            s.recv_open = false;
             if !s.discard {
                 self.events.push_back(Event::Trailers { stream: id, fields });
             }
+            self.end_of_body(id);
             self.maybe_close(id);
             return Ok(());
         }
@@ -261,6 +265,9 @@ impl Connection {
         }
         let mut s = self.new_stream();
         s.recv_open = !b.end_stream;
+        if b.end_stream {
+            self.stop_receiving(&mut s);
+        }
         if too_large {
             // §8.2.2 / RFC 6585: answer 431 and drop the body.
             s.discard = true;
@@ -393,14 +400,26 @@ impl Connection {
         Ok(())
     }
 
+    /// The peer ended the request body (END_STREAM or trailers).
+    fn end_of_body(&mut self, id: u32) {
+        if let Some(mut s) = self.streams.remove(&id) {
+            s.recv_open = false;
+            self.stop_receiving(&mut s);
+            self.streams.insert(id, s);
+        }
+    }
+
     /// Return `n` consumed bytes of `id` as credit, stream and connection.
     pub(super) fn release_inner(&mut self, now: Instant, id: u32, n: u32) {
         if let Some(s) = self.streams.get_mut(&id) {
             s.recv.release(n);
-            if s.recv_open {
-                let stats = RecvStats { received: s.received, window: s.recv.target(), active_streams: 0 };
-                let target = self.policy.stream_target(&stats, now);
-                s.recv.set_target(target);
+            if s.recv_open && s.recv.due().is_some() {
+                let before = s.recv.target();
+                let target = self.policy.on_stream_update(&mut s.tune, now, self.rtt);
+                if target > before {
+                    s.recv.set_target(target);
+                    self.recv_windows += u64::from(s.recv.target() - before);
+                }
                 if let Some(inc) = s.recv.poll_update() {
                     WindowUpdate { stream: id, increment: inc }.encode(&mut self.control);
                 }
@@ -411,12 +430,7 @@ impl Connection {
     }
 
     pub(super) fn queue_conn_update(&mut self, now: Instant) {
-        let stats = RecvStats {
-            received: self.conn_received,
-            window: self.recv_window.target(),
-            active_streams: self.streams.len(),
-        };
-        let target = self.policy.connection_target(&stats, now);
+        let target = self.policy.connection_target(self.recv_windows, now);
         self.recv_window.set_target(target);
         if let Some(inc) = self.recv_window.poll_update() {
             WindowUpdate { stream: 0, increment: inc }.encode(&mut self.control);

@@ -509,3 +509,48 @@ fn zero_window_stall_times_out_but_progress_does_not() {
     c.conn.handle_timeout(c.now);
     assert_eq!(goaway_reason(&c.output()), Some(Reason::NO_ERROR));
 }
+
+#[test]
+fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
+    use crate::tune::{AutoTune, Limits, MemoryBudget};
+    let budget = MemoryBudget::new(1 << 30);
+    let now = Instant::now();
+    let policy = AutoTune::new(Limits::new(budget.clone()));
+    let mut c = Client {
+        conn: Connection::new(Config::default(), Box::new(policy), now),
+        enc: hpack::Encoder::new(),
+        dec: hpack::Decoder::new(4096),
+        now,
+    };
+    let mut first = PREFACE.to_vec();
+    frame(&mut first, kind::SETTINGS, 0, 0, &[]);
+    c.input(&first);
+    let _ = c.output();
+    c.conn.handle_rtt(Duration::from_millis(40));
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    assert_eq!(c.conn.stream_window(1), Some(256 * 1024));
+    // The client sends its whole window every 40 ms (window-limited); we consume at once.
+    let mut window = 256 * 1024usize;
+    for _round in 0..6 {
+        let mut sent = 0;
+        while sent + 16_384 <= window {
+            c.send(kind::DATA, 0, 1, &[0; 16_384]);
+            sent += 16_384;
+            let n = c.now;
+            c.conn.release(n, 1, 16_384);
+        }
+        c.now += Duration::from_millis(40);
+        let grants: u64 = c
+            .output()
+            .iter()
+            .filter_map(|f| if let F::WindowUpdate(1, n) = f { Some(u64::from(*n)) } else { None })
+            .sum();
+        window = window - sent + grants as usize;
+    }
+    let w = c.conn.stream_window(1).unwrap();
+    assert!(w >= 4 << 20, "window-limited for six RTTs: doubled several times, got {w}");
+    assert!(budget.used() > 0);
+    c.send(kind::DATA, flag::END_STREAM, 1, &[]);
+    assert_eq!(budget.used(), 0, "the end of the body returns the stream's growth to the budget");
+}

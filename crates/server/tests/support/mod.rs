@@ -7,6 +7,9 @@
 //! A test whose client tool is missing prints a SKIP note straight to the terminal (past the
 //! test harness's output capture) and passes.
 
+// Each test crate uses a different part of this shared module.
+#![allow(dead_code)]
+
 use std::fs;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -193,11 +196,13 @@ pub(crate) fn accepts(port: u16) -> bool {
 pub(crate) struct Options {
     /// `[timeouts] drain_secs`.
     pub(crate) drain_secs: u64,
+    /// More TOML appended to the configuration (whole tables, e.g. `[flow]`).
+    pub(crate) extra: String,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { drain_secs: 10 }
+        Self { drain_secs: 10, extra: String::new() }
     }
 }
 
@@ -372,10 +377,12 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> St
          enabled = true\n\
          \n\
          [timeouts]\n\
-         drain_secs = {drain}\n",
+         drain_secs = {drain}\n\
+         {extra}\n",
         data = dir.join("data").display(),
         www = dir.join("www").display(),
         drain = opts.drain_secs,
+        extra = opts.extra,
     )
 }
 

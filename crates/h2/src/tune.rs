@@ -1,0 +1,429 @@
+//! Receive-window autotuners (pure: time and RTT are passed in) and the process-wide memory
+//! budget they draw on.
+//!
+//! A fixed HTTP/2 receive window caps an upload at window ÷ RTT (the write-up
+//! `shared/seeds/000_…txt`: nginx's 128 KiB buffer gives 0.24 of HTTP/1.1 at 40 ms). The
+//! tuners here grow each stream's window from what it measures, under three bounds: a
+//! per-stream cap, a per-connection cap, and a [`MemoryBudget`] shared by every connection of
+//! the process. When the budget is spent, growth stops; a stream never goes below its initial
+//! window, so nothing stalls.
+//!
+//! - [`AutoTune`] (the default): every RTT, the bytes the stream delivered in that RTT; while
+//!   that is at least half the window the sender is window-limited and the window doubles,
+//!   otherwise it is raised to twice the delivered bytes per RTT (2 × rate × RTT). Growth stops
+//!   once the window exceeds twice what one RTT carries, so the steady state is at most
+//!   4 × BDP.
+//! - [`WriteupRule`]: the write-up's rule: every RTT, double when the bytes of the last RTT
+//!   (its BDP estimate) exceed a quarter of the window.
+//! - [`QuicheRule`]: quiche's rule: double when credit has to be handed back again within
+//!   2 × RTT of the previous time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::flow::{TuneState, WindowPolicy, DEFAULT_WINDOW, MAX_WINDOW};
+
+/// Memory the receive windows of all connections may grow into beyond their initial windows.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl MemoryBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: u64) -> Arc<Self> {
+        Arc::new(Self { limit, used: AtomicU64::new(0) })
+    }
+
+    /// Reserve up to `want` bytes; returns what was granted (possibly 0).
+    pub fn reserve(&self, want: u64) -> u64 {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let grant = want.min(self.limit.saturating_sub(used));
+            if grant == 0 {
+                return 0;
+            }
+            match self.used.compare_exchange_weak(used, used + grant, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return grant,
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// Give `n` reserved bytes back.
+    pub fn release(&self, n: u64) {
+        self.used.fetch_sub(n.min(self.used.load(Ordering::Relaxed)), Ordering::Relaxed);
+    }
+
+    /// Bytes reserved now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+/// Bounds shared by the tuners.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Initial (and smallest) stream window: SETTINGS_INITIAL_WINDOW_SIZE.
+    pub initial_stream: u32,
+    /// Initial connection window.
+    pub initial_connection: u32,
+    /// Largest window of one stream.
+    pub max_stream: u32,
+    /// Largest connection window (also the cap on the sum of this connection's stream growth).
+    pub max_connection: u32,
+    /// The process-wide budget.
+    pub budget: Arc<MemoryBudget>,
+}
+
+impl Limits {
+    /// Defaults: 256 KiB initial stream window, 1 MiB initial connection window, 16 MiB per
+    /// stream, 32 MiB per connection, under `budget`.
+    pub fn new(budget: Arc<MemoryBudget>) -> Self {
+        Self {
+            initial_stream: 256 * 1024,
+            initial_connection: 1 << 20,
+            max_stream: 16 << 20,
+            max_connection: 32 << 20,
+            budget,
+        }
+    }
+}
+
+/// Growth bookkeeping common to the tuners: caps, the connection's share and the budget.
+#[derive(Debug)]
+struct Grower {
+    limits: Limits,
+    /// Growth reserved by this connection's streams.
+    conn_reserved: u64,
+}
+
+impl Grower {
+    fn new(limits: Limits) -> Self {
+        Self { limits, conn_reserved: 0 }
+    }
+
+    /// Raise `s.window` towards `want` as far as the caps and the budget allow.
+    fn grow(&mut self, s: &mut TuneState, want: u64) -> u32 {
+        let base = u64::from(self.limits.initial_stream);
+        if s.window == 0 {
+            s.window = self.limits.initial_stream;
+        }
+        let want = want.min(u64::from(self.limits.max_stream)).min(u64::from(MAX_WINDOW));
+        let extra = want.saturating_sub(u64::from(s.window));
+        if extra == 0 {
+            return s.window;
+        }
+        let conn_room = u64::from(self.limits.max_connection).saturating_sub(base).saturating_sub(self.conn_reserved);
+        let granted = self.limits.budget.reserve(extra.min(conn_room));
+        self.conn_reserved += granted;
+        s.reserved += granted;
+        s.window = (u64::from(s.window) + granted).min(u64::from(MAX_WINDOW)) as u32;
+        s.window
+    }
+
+    fn close(&mut self, s: &mut TuneState) {
+        self.limits.budget.release(s.reserved);
+        self.conn_reserved = self.conn_reserved.saturating_sub(s.reserved);
+        s.reserved = 0;
+    }
+
+    fn connection_target(&self, sum: u64) -> u32 {
+        // Room for every receiving stream's window and as much again, so that connection-level
+        // updates (sent at half the window) never hold a stream back.
+        (2 * sum).clamp(u64::from(self.limits.initial_connection), u64::from(self.limits.max_connection)) as u32
+    }
+}
+
+impl Drop for Grower {
+    fn drop(&mut self) {
+        // Streams still open when the connection goes: give their growth back.
+        self.limits.budget.release(self.conn_reserved);
+    }
+}
+
+/// Bytes delivered per RTT over the epoch that just ended, if an RTT has passed.
+fn epoch(s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> Option<u64> {
+    let rtt = rtt.filter(|r| !r.is_zero())?;
+    let Some(start) = s.epoch_start else {
+        s.epoch_start = Some(now);
+        s.epoch_base = s.received;
+        return None;
+    };
+    let elapsed = now.saturating_duration_since(start);
+    if elapsed < rtt {
+        return None;
+    }
+    let bytes = s.received - s.epoch_base;
+    s.epoch_start = Some(now);
+    s.epoch_base = s.received;
+    Some((u128::from(bytes) * rtt.as_nanos() / elapsed.as_nanos().max(1)) as u64)
+}
+
+/// The default tuner; see the module documentation.
+#[derive(Debug)]
+pub struct AutoTune(Grower);
+
+impl AutoTune {
+    /// A tuner with these bounds.
+    pub fn new(limits: Limits) -> Self {
+        Self(Grower::new(limits))
+    }
+}
+
+impl WindowPolicy for AutoTune {
+    fn initial_stream_window(&self) -> u32 {
+        self.0.limits.initial_stream
+    }
+    fn initial_connection_window(&self) -> u32 {
+        self.0.limits.initial_connection.max(DEFAULT_WINDOW)
+    }
+    fn on_stream_data(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
+        let Some(per_rtt) = epoch(s, now, rtt) else { return s.window.max(self.0.limits.initial_stream) };
+        let window = u64::from(s.window.max(self.0.limits.initial_stream));
+        // Window-limited: the sender delivered at least half its window in one RTT.
+        let want = if 2 * per_rtt >= window { 2 * window } else { 2 * per_rtt };
+        self.0.grow(s, want)
+    }
+    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
+        self.0.connection_target(sum)
+    }
+    fn on_stream_closed(&mut self, s: &mut TuneState) {
+        self.0.close(s);
+    }
+}
+
+/// The write-up's rule; see the module documentation.
+#[derive(Debug)]
+pub struct WriteupRule(Grower);
+
+impl WriteupRule {
+    /// A tuner with these bounds.
+    pub fn new(limits: Limits) -> Self {
+        Self(Grower::new(limits))
+    }
+}
+
+impl WindowPolicy for WriteupRule {
+    fn initial_stream_window(&self) -> u32 {
+        self.0.limits.initial_stream
+    }
+    fn initial_connection_window(&self) -> u32 {
+        self.0.limits.initial_connection.max(DEFAULT_WINDOW)
+    }
+    fn on_stream_data(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
+        let Some(bdp) = epoch(s, now, rtt) else { return s.window.max(self.0.limits.initial_stream) };
+        let window = u64::from(s.window.max(self.0.limits.initial_stream));
+        if 4 * bdp > window {
+            return self.0.grow(s, 2 * window);
+        }
+        s.window.max(self.0.limits.initial_stream)
+    }
+    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
+        self.0.connection_target(sum)
+    }
+    fn on_stream_closed(&mut self, s: &mut TuneState) {
+        self.0.close(s);
+    }
+}
+
+/// quiche's rule; see the module documentation.
+#[derive(Debug)]
+pub struct QuicheRule(Grower);
+
+impl QuicheRule {
+    /// A tuner with these bounds.
+    pub fn new(limits: Limits) -> Self {
+        Self(Grower::new(limits))
+    }
+}
+
+impl WindowPolicy for QuicheRule {
+    fn initial_stream_window(&self) -> u32 {
+        self.0.limits.initial_stream
+    }
+    fn initial_connection_window(&self) -> u32 {
+        self.0.limits.initial_connection.max(DEFAULT_WINDOW)
+    }
+    fn on_stream_update(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
+        let window = u64::from(s.window.max(self.0.limits.initial_stream));
+        let soon = match (s.last_update, rtt) {
+            (Some(last), Some(rtt)) => now.saturating_duration_since(last) < 2 * rtt,
+            _ => false,
+        };
+        s.last_update = Some(now);
+        if soon {
+            return self.0.grow(s, 2 * window);
+        }
+        window as u32
+    }
+    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
+        self.0.connection_target(sum)
+    }
+    fn on_stream_closed(&mut self, s: &mut TuneState) {
+        self.0.close(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(budget: u64) -> Limits {
+        Limits::new(MemoryBudget::new(budget))
+    }
+
+    /// A sender with `window` credit on a link of `rate` bytes/s and `rtt`, feeding the policy
+    /// one 16 KiB frame at a time in virtual time; the receiver consumes at once and hands
+    /// credit back at half the window. Returns the window after `secs` seconds and the bytes
+    /// delivered in the last second.
+    fn simulate(p: &mut dyn WindowPolicy, rate: f64, rtt: Duration, secs: f64) -> (u32, f64, TuneState) {
+        let mut s = TuneState { window: p.initial_stream_window(), ..TuneState::default() };
+        let t0 = Instant::now();
+        let frame = 16_384u64;
+        let mut t = 0.0f64;
+        // Credit the sender holds, and credit in flight back to it (arrives at time .0).
+        let mut credit = u64::from(s.window);
+        let mut returning: std::collections::VecDeque<(f64, u64)> = Default::default();
+        let mut unreturned = 0u64;
+        let mut last_second = 0u64;
+        let half_rtt = rtt.as_secs_f64() / 2.0;
+        while t < secs {
+            while returning.front().is_some_and(|&(at, _)| at <= t) {
+                credit += returning.pop_front().map(|(_, n)| n).unwrap_or(0);
+            }
+            if credit < frame {
+                // Window-limited: wait for the next credit.
+                t = returning.front().map_or(t + 0.001, |&(at, _)| at);
+                continue;
+            }
+            credit -= frame;
+            t += frame as f64 / rate;
+            let arrive = t + half_rtt;
+            s.received += frame;
+            let before = s.window;
+            let now = t0 + Duration::from_secs_f64(arrive);
+            let w = p.on_stream_data(&mut s, now, Some(rtt));
+            if w > before {
+                // A larger window is granted with the next update.
+                unreturned += u64::from(w - before);
+            }
+            unreturned += frame;
+            if unreturned >= u64::from(s.window) / 2 {
+                let before = s.window;
+                let w = p.on_stream_update(&mut s, now, Some(rtt));
+                if w > before {
+                    unreturned += u64::from(w - before);
+                }
+                returning.push_back((arrive + half_rtt, unreturned));
+                unreturned = 0;
+            }
+            if t > secs - 1.0 {
+                last_second += frame;
+            }
+        }
+        (s.window, last_second as f64, s.clone())
+    }
+
+    const MBIT: f64 = 1e6 / 8.0;
+
+    #[test]
+    fn autotune_reaches_the_link_rate_and_stays_under_four_bdp() {
+        for (rate_mbit, rtt_ms) in [(200.0, 40), (200.0, 10), (1000.0, 2), (50.0, 100)] {
+            let rate = rate_mbit * MBIT;
+            let rtt = Duration::from_millis(rtt_ms);
+            let mut p = AutoTune::new(limits(1 << 30));
+            let (window, last, _) = simulate(&mut p, rate, rtt, 6.0);
+            let bdp = rate * rtt.as_secs_f64();
+            assert!(last >= 0.95 * rate, "{rate_mbit} Mbit/s × {rtt_ms} ms: {:.0} of {rate:.0} B/s", last);
+            assert!(f64::from(window) <= 4.0 * bdp.max(256.0 * 1024.0), "window {window} vs BDP {bdp:.0}");
+        }
+    }
+
+    #[test]
+    fn fixed_window_is_window_limited() {
+        let rate = 200.0 * MBIT;
+        let rtt = Duration::from_millis(40);
+        let mut p = crate::flow::FixedWindows { stream: 128 * 1024, connection: 1 << 20 };
+        let (_, last, _) = simulate(&mut p, rate, rtt, 3.0);
+        // 128 KiB per 40 ms is 3.3 MB/s, an eighth of the link.
+        assert!(last < 0.2 * rate, "{last}");
+    }
+
+    #[test]
+    fn link_limited_sender_does_not_grow_the_window() {
+        // 10 Mbit/s × 10 ms: BDP 12.5 KB, far below the 256 KiB initial window.
+        let mut p = AutoTune::new(limits(1 << 30));
+        let (window, _, _) = simulate(&mut p, 10.0 * MBIT, Duration::from_millis(10), 3.0);
+        assert_eq!(window, 256 * 1024);
+    }
+
+    #[test]
+    fn stream_and_connection_caps_hold() {
+        let mut l = limits(1 << 30);
+        l.max_stream = 2 << 20;
+        let mut p = AutoTune::new(l.clone());
+        let (window, _, mut s) = simulate(&mut p, 1000.0 * MBIT, Duration::from_millis(100), 4.0);
+        assert_eq!(window, 2 << 20);
+        p.on_stream_closed(&mut s);
+        assert_eq!(l.budget.used(), 0, "closing returns the reservation");
+        assert_eq!(p.connection_target(100 << 20, Instant::now()), 32 << 20);
+        assert_eq!(p.connection_target(0, Instant::now()), 1 << 20);
+    }
+
+    #[test]
+    fn budget_pressure_stops_growth_but_never_below_initial() {
+        let budget = MemoryBudget::new(300 * 1024);
+        let mut a = AutoTune::new(Limits::new(budget.clone()));
+        let (wa, _, _) = simulate(&mut a, 200.0 * MBIT, Duration::from_millis(40), 3.0);
+        assert_eq!(u64::from(wa), 256 * 1024 + 300 * 1024, "the first stream takes the whole budget");
+        let mut b = AutoTune::new(Limits::new(budget.clone()));
+        let (wb, last, _) = simulate(&mut b, 200.0 * MBIT, Duration::from_millis(40), 2.0);
+        assert_eq!(wb, 256 * 1024, "no budget left: the initial window, no stall");
+        assert!(last > 0.0);
+        drop(a);
+        assert_eq!(budget.used(), 0, "a connection's reservations return when it goes");
+    }
+
+    #[test]
+    fn rtt_increase_grows_the_window_again() {
+        let rate = 200.0 * MBIT;
+        let mut p = AutoTune::new(limits(1 << 30));
+        let (w10, _, mut s) = simulate(&mut p, rate, Duration::from_millis(10), 3.0);
+        // Same stream, RTT now 40 ms: bytes per RTT quadruple, so the window grows again.
+        let t0 = Instant::now() + Duration::from_secs(10);
+        for i in 0..400u64 {
+            s.received += 16_384;
+            let now = t0 + Duration::from_micros(i * 655);
+            p.on_stream_data(&mut s, now, Some(Duration::from_millis(40)));
+        }
+        assert!(s.window > w10, "{} > {w10}", s.window);
+    }
+
+    #[test]
+    fn writeup_and_quiche_rules_grow_when_window_limited() {
+        let rate = 200.0 * MBIT;
+        let rtt = Duration::from_millis(40);
+        let (w, last, _) = simulate(&mut WriteupRule::new(limits(1 << 30)), rate, rtt, 6.0);
+        assert!(last >= 0.9 * rate && w > 256 * 1024, "writeup: {w} {last}");
+        let (w, last, _) = simulate(&mut QuicheRule::new(limits(1 << 30)), rate, rtt, 6.0);
+        assert!(last >= 0.9 * rate && w > 256 * 1024, "quiche: {w} {last}");
+    }
+
+    #[test]
+    fn budget_reserve_is_bounded() {
+        let b = MemoryBudget::new(100);
+        assert_eq!(b.reserve(60), 60);
+        assert_eq!(b.reserve(60), 40);
+        assert_eq!(b.reserve(1), 0);
+        b.release(100);
+        assert_eq!(b.used(), 0);
+    }
+}

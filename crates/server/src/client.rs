@@ -1,0 +1,717 @@
+//! `sluice get` and `sluice put`: a command-line HTTP/1.1 and HTTP/2 client that measures one
+//! download or one upload and prints the figures curl's `-w` variables report, so the lab can
+//! put its numbers next to curl's.
+//!
+//! # What is measured
+//!
+//! One request on one new connection (no pooling, no redirects followed, no retries).
+//!
+//! - The clock starts once the host name has been resolved, just before the TCP connect, and
+//!   stops when the last byte of the response body has arrived (with `-o`, once it has been
+//!   written to the file). `time_total` therefore includes the TCP handshake, the TLS handshake
+//!   (https), sending the request (for `put`, the whole upload), waiting for the response and
+//!   receiving the response body; it excludes name resolution (nothing to resolve for an IP
+//!   literal), process start-up and printing.
+//! - `size_download` (`get`): response body bytes received, after HTTP framing is removed (no
+//!   headers, chunk or frame overhead, TLS records). `size_upload` (`put`): request body bytes
+//!   handed to the connection (the whole `content-length`, unless the server answered before
+//!   taking it all).
+//! - `speed_download` / `speed_upload` = size / `time_total` in bytes per second, truncated to an
+//!   integer: curl's definition (total bytes over total time, neither a peak nor a steady-state
+//!   rate), so on short transfers the connection set-up weighs in.
+//! - `mbps` (JSON) = bytes × 8 / seconds / 10⁶, megabits per second as the server's `/__up`
+//!   reports it; `bytes_per_second` (JSON) is the integer speed above.
+//! - JSON also carries `time_connect` (start → TCP established), `time_appconnect` (start → TLS
+//!   handshake done; 0 for cleartext) and `time_starttransfer` (start → response head parsed).
+//!
+//! # Output
+//!
+//! - `get`: `speed_download=B/S size_download=N time_total=S http_version=V http_code=C`, or with
+//!   `--json` `{"url","http_version","status","bytes","seconds","bytes_per_second","mbps",...}`.
+//! - `put`: `speed_upload=B/S size_upload=N time_total=S http_version=V http_code=C`, or with
+//!   `--json` the same object plus `"response"`: the response body (JSON when it parses as JSON,
+//!   else a string; the first 64 KiB).
+//!
+//! `time_total` has six decimals, `http_version` is `1.1` or `2` (`1` for HTTP/1.0), and
+//! `http_code` has three digits, as curl prints them. The response body of `get` is discarded
+//! unless `-o FILE` is given.
+//!
+//! # Exit codes (curl's)
+//!
+//! 0 for any HTTP status (22 with `--fail` and a status ≥ 400), 2 bad arguments, 3 bad URL,
+//! 6 cannot resolve, 7 cannot connect, 23 cannot write the output file, 26 cannot read the upload,
+//! 28 timeout, 35 TLS handshake failed, 52 empty reply, 55 send failed, 56 receive failed,
+//! 60 certificate not accepted, 77 CA certificate problem (or neither `--cacert` nor `-k`).
+
+mod body;
+mod conn;
+mod progress;
+
+use std::error::Error as _;
+use std::future::Future;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, Version};
+use http_body_util::BodyExt;
+use tokio::io::AsyncWriteExt;
+
+use body::{Gate, ReqBody};
+use conn::{Proto, Target};
+use progress::{Counter, Meter};
+
+/// curl's exit codes for the failures the client can meet.
+mod code {
+    pub(crate) const USAGE: u8 = 2;
+    pub(crate) const URL: u8 = 3;
+    pub(crate) const RESOLVE: u8 = 6;
+    pub(crate) const CONNECT: u8 = 7;
+    pub(crate) const HTTP_ERROR: u8 = 22;
+    pub(crate) const WRITE: u8 = 23;
+    pub(crate) const READ: u8 = 26;
+    pub(crate) const TIMEOUT: u8 = 28;
+    pub(crate) const TLS: u8 = 35;
+    pub(crate) const EMPTY_REPLY: u8 = 52;
+    pub(crate) const SEND: u8 = 55;
+    pub(crate) const RECV: u8 = 56;
+    pub(crate) const PEER_VERIFY: u8 = 60;
+    pub(crate) const CA_CERT: u8 = 77;
+}
+
+/// How long a body waits for `100 Continue` with `--expect-100` (curl's default).
+const EXPECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How much of a `put` response is kept for the JSON report.
+const RESPONSE_KEEP: usize = 64 * 1024;
+
+/// Options shared by `get` and `put`.
+#[derive(Args, Debug)]
+pub(crate) struct Common {
+    /// Speak HTTP/1.1 (over TLS, ALPN offers only http/1.1).
+    #[arg(long = "http1.1", group = "proto")]
+    http1_1: bool,
+    /// Speak HTTP/2 over TLS (ALPN h2, falling back to HTTP/1.1 if the server does not pick it);
+    /// the default for https://. Over http:// curl would try an h2c upgrade, which this client
+    /// does not do: it speaks HTTP/1.1 and says so.
+    #[arg(long, group = "proto")]
+    http2: bool,
+    /// Speak HTTP/2 without negotiating: h2c over http://, ALPN h2 only over https://.
+    #[arg(long = "http2-prior-knowledge", group = "proto")]
+    http2_prior_knowledge: bool,
+    /// Accept any server certificate (the handshake signatures are still checked).
+    #[arg(short = 'k', long)]
+    insecure: bool,
+    /// Trust the CA certificates in this PEM file, and only them. There is no built-in root
+    /// store: https:// needs --cacert or -k.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// Print a JSON object instead of the key=value line.
+    #[arg(long)]
+    json: bool,
+    /// Extra request header, `Name: value` (repeatable); `Name:` with no value removes a default
+    /// header (user-agent, accept, content-type).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Exit 22 (curl's code) when the status is 400 or more, without reading the body.
+    #[arg(short = 'f', long)]
+    fail: bool,
+    /// Give up (exit 28) when the whole run takes longer than this many seconds.
+    #[arg(short = 'm', long, value_name = "SECONDS")]
+    max_time: Option<f64>,
+    /// Give up (exit 28) when resolving, connecting and the TLS handshake take longer than this.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    connect_timeout: f64,
+    /// No progress meter (it is shown on standard error only when that is a terminal anyway).
+    #[arg(short = 's', long)]
+    silent: bool,
+}
+
+/// `sluice get URL`.
+#[derive(Args, Debug)]
+#[command(after_help = "Prints `speed_download=B/S size_download=N time_total=S http_version=V http_code=C` \
+    (curl's -w variables; speed = size / time_total, time_total from just before the TCP connect \
+    to the last body byte, including the TCP and TLS handshakes), or with --json \
+    {\"url\",\"http_version\",\"status\",\"bytes\",\"seconds\",\"bytes_per_second\",\"mbps\",...}.")]
+pub(crate) struct GetArgs {
+    /// http:// or https:// URL (IPv6 literals in brackets: http://[::1]:8080/).
+    url: String,
+    /// Write the response body to FILE (by default it is discarded).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Request method for `put`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+#[value(rename_all = "UPPER")]
+pub(crate) enum UploadMethod {
+    Put,
+    Post,
+}
+
+/// `sluice put URL --data ...`.
+#[derive(Args, Debug)]
+#[command(after_help = "Prints `speed_upload=B/S size_upload=N time_total=S http_version=V http_code=C` \
+    (curl's -w variables; speed = size / time_total, time_total from just before the TCP connect \
+    to the end of the response), or with --json \
+    {\"bytes\",\"seconds\",\"bytes_per_second\",\"mbps\",\"status\",\"response\",...}.")]
+pub(crate) struct PutArgs {
+    /// http:// or https:// URL (IPv6 literals in brackets: http://[::1]:8080/).
+    url: String,
+    /// Body: @FILE streams the file from disk as is (like curl's --data-binary; its size is the
+    /// content-length), anything else is sent as the body itself.
+    #[arg(short = 'd', long, value_name = "@FILE|STRING")]
+    data: String,
+    /// Request method.
+    #[arg(short = 'X', long, value_enum, ignore_case = true, default_value_t = UploadMethod::Put)]
+    method: UploadMethod,
+    /// Send `Expect: 100-continue` and hold the body until `100 Continue` arrives (at most one
+    /// second), over HTTP/1.1 only. Off by default (as curl with `-H 'Expect:'`); note that curl
+    /// itself sends it on large HTTP/1.1 uploads, which costs a round trip before the body.
+    #[arg(long = "expect-100")]
+    expect_100: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Why a run failed: the message and curl's exit code for it.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) msg: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: u8, msg: impl Into<String>) -> Self {
+        Self { code, msg: msg.into() }
+    }
+}
+
+/// An error and its sources, `outer: inner: innermost`.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+/// What one run measured.
+struct Report {
+    url: String,
+    version: &'static str,
+    status: u16,
+    /// Body bytes: received (`get`) or sent (`put`).
+    bytes: u64,
+    total: Duration,
+    connect: Duration,
+    appconnect: Option<Duration>,
+    starttransfer: Duration,
+    /// The start of the response body (`put`).
+    response: Option<Vec<u8>>,
+}
+
+impl Report {
+    fn bytes_per_second(&self) -> u64 {
+        let secs = self.total.as_secs_f64();
+        if secs > 0.0 {
+            (self.bytes as f64 / secs) as u64
+        } else {
+            0
+        }
+    }
+
+    fn mbps(&self) -> f64 {
+        let secs = self.total.as_secs_f64();
+        let mbps = if secs > 0.0 { self.bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 };
+        (mbps * 1000.0).round() / 1000.0
+    }
+
+    /// The curl-style line; `dir` is `download` or `upload`.
+    fn line(&self, dir: &str) -> String {
+        format!(
+            "speed_{dir}={} size_{dir}={} time_total={:.6} http_version={} http_code={:03}",
+            self.bytes_per_second(),
+            self.bytes,
+            self.total.as_secs_f64(),
+            self.version,
+            self.status
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "url": self.url,
+            "http_version": self.version,
+            "status": self.status,
+            "bytes": self.bytes,
+            "seconds": self.total.as_secs_f64(),
+            "bytes_per_second": self.bytes_per_second(),
+            "mbps": self.mbps(),
+            "time_connect": self.connect.as_secs_f64(),
+            "time_appconnect": self.appconnect.unwrap_or_default().as_secs_f64(),
+            "time_starttransfer": self.starttransfer.as_secs_f64(),
+        });
+        if let (Some(body), Some(obj)) = (&self.response, v.as_object_mut()) {
+            let response = serde_json::from_slice::<serde_json::Value>(body)
+                .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into_owned()));
+            obj.insert("response".to_owned(), response);
+        }
+        v
+    }
+}
+
+/// `sluice get`: downloads the URL and prints the figures.
+pub(crate) fn get(args: GetArgs) -> ExitCode {
+    drive("get", run_get(args))
+}
+
+/// `sluice put`: uploads the data to the URL and prints the figures.
+pub(crate) fn put(args: PutArgs) -> ExitCode {
+    drive("put", run_put(args))
+}
+
+/// Runs `fut` on a single-threaded runtime of its own (one connection, like curl's one
+/// thread); a failure is printed as `sluice WHAT: message` and exits with its code.
+fn drive(what: &str, fut: impl Future<Output = Result<(), Failure>>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice {what}: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(fut);
+    // Don't wait for the connection task or a reader thread still blocked on the network.
+    rt.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("sluice {what}: {}", f.msg);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Everything decided before connecting.
+struct Setup {
+    target: Target,
+    proto: Proto,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    /// `--header`s; a `None` value removes a default header.
+    headers: Vec<(HeaderName, Option<HeaderValue>)>,
+    connect_timeout: Duration,
+    max_time: Option<Duration>,
+}
+
+impl Setup {
+    fn new(url: &str, c: &Common) -> Result<Self, Failure> {
+        let target = conn::parse_url(url)?;
+        let proto = if c.http1_1 {
+            Proto::H1
+        } else if c.http2 {
+            Proto::H2
+        } else if c.http2_prior_knowledge {
+            Proto::H2Prior
+        } else {
+            Proto::Default
+        };
+        if proto == Proto::H2 && !target.https {
+            eprintln!(
+                "sluice: note: --http2 over http:// means an h2c upgrade, which this client does not do; \
+                 using HTTP/1.1 (--http2-prior-knowledge speaks h2c)"
+            );
+        }
+        let tls = conn::tls_config(&target, proto, c.insecure, c.cacert.as_deref())?;
+        let headers = c.headers.iter().map(|h| parse_header(h)).collect::<Result<_, _>>()?;
+        let connect_timeout = seconds("--connect-timeout", c.connect_timeout)?;
+        let max_time = c.max_time.map(|s| seconds("--max-time", s)).transpose()?;
+        Ok(Self { target, proto, tls, headers, connect_timeout, max_time })
+    }
+
+    /// The request, with the default headers, then the user's.
+    fn request(&self, h2: bool, method: Method, body: ReqBody, len: Option<u64>) -> Result<Request<ReqBody>, Failure> {
+        let mut req = Request::new(body);
+        *req.method_mut() = method;
+        *req.uri_mut() = self.target.request_uri(h2)?;
+        let h = req.headers_mut();
+        if !h2 {
+            h.insert(header::HOST, authority_value(&self.target)?);
+        }
+        h.insert(header::USER_AGENT, HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))));
+        h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        if let Some(len) = len {
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+        for (name, value) in &self.headers {
+            match value {
+                Some(v) => {
+                    h.insert(name.clone(), v.clone());
+                }
+                None => {
+                    h.remove(name);
+                }
+            }
+        }
+        Ok(req)
+    }
+}
+
+fn authority_value(t: &Target) -> Result<HeaderValue, Failure> {
+    HeaderValue::from_str(t.authority.as_str()).map_err(|e| Failure::new(code::URL, format!("bad host: {e}")))
+}
+
+fn seconds(flag: &str, s: f64) -> Result<Duration, Failure> {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| Failure::new(code::USAGE, format!("{flag} {s}: give a positive number of seconds")))
+}
+
+/// `Name: value` → header; `Name:` → remove that header.
+fn parse_header(text: &str) -> Result<(HeaderName, Option<HeaderValue>), Failure> {
+    let bad = |why: String| Failure::new(code::USAGE, format!("--header `{text}`: {why}"));
+    let (name, value) = text.split_once(':').ok_or_else(|| bad("expected `Name: value`".to_owned()))?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|e| bad(e.to_string()))?;
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok((name, None));
+    }
+    let value = HeaderValue::from_str(value).map_err(|e| bad(e.to_string()))?;
+    Ok((name, Some(value)))
+}
+
+fn progress_wanted(c: &Common) -> bool {
+    !c.silent && std::io::stderr().is_terminal()
+}
+
+/// Runs `fut`, bounded by `--max-time`.
+async fn bounded<T>(
+    max_time: Option<Duration>,
+    counter: &Counter,
+    fut: impl Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    let Some(limit) = max_time else {
+        return fut.await;
+    };
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(Failure::new(
+            code::TIMEOUT,
+            format!("operation timed out after {limit:?} with {} body bytes transferred", counter.bytes()),
+        )),
+    }
+}
+
+/// Prints the report (line or JSON) on standard output.
+fn print_report(report: &Report, json: bool, dir: &str) -> Result<(), Failure> {
+    let text = if json { report.json().to_string() } else { report.line(dir) };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::new(code::WRITE, format!("cannot write to standard output: {e}")))
+}
+
+fn fail_on_status(fail: bool, status: u16) -> Result<(), Failure> {
+    if fail && status >= 400 {
+        return Err(Failure::new(code::HTTP_ERROR, format!("the requested URL returned error: {status}")));
+    }
+    Ok(())
+}
+
+fn version_str(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "0.9",
+        Version::HTTP_10 => "1",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    }
+}
+
+/// A request that got no response head.
+fn send_failure(e: &hyper::Error, h2: bool) -> Failure {
+    let text = chain(e);
+    if e.is_incomplete_message() || (!h2 && e.is_canceled()) {
+        return Failure::new(code::EMPTY_REPLY, format!("empty reply from server: {text}"));
+    }
+    if let Some(io) = e.source().and_then(|s| s.downcast_ref::<std::io::Error>()) {
+        return Failure::new(code::READ, format!("reading the upload failed: {io}"));
+    }
+    if e.is_parse() && !h2 {
+        return Failure::new(code::RECV, format!("the answer is not HTTP/1.x ({text}); a TLS port? (https://)"));
+    }
+    if e.is_user() {
+        return Failure::new(code::SEND, format!("sending the request failed: {text}"));
+    }
+    Failure::new(code::RECV, format!("no response: {text}"))
+}
+
+/// A response body that broke off.
+fn body_failure(e: &hyper::Error, counter: &Counter) -> Failure {
+    Failure::new(code::RECV, format!("receiving the body failed after {} bytes: {}", counter.bytes(), chain(e)))
+}
+
+async fn run_get(args: GetArgs) -> Result<(), Failure> {
+    let setup = Setup::new(&args.url, &args.common)?;
+    let counter = Arc::new(Counter::default());
+    let meter = Meter::start(progress_wanted(&args.common), "down", counter.clone());
+    let report =
+        bounded(setup.max_time, &counter, download(&setup, args.output.as_deref(), args.common.fail, &counter)).await;
+    drop(meter);
+    let report = report?;
+    print_report(&report, args.common.json, "download")?;
+    fail_on_status(args.common.fail, report.status)
+}
+
+async fn download(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Counter) -> Result<Report, Failure> {
+    let mut conn = conn::connect(&setup.target, setup.proto, setup.tls.clone(), setup.connect_timeout).await?;
+    let req = setup.request(conn.h2, Method::GET, ReqBody::empty(), None)?;
+    let resp = conn.sender.send(req).await.map_err(|e| send_failure(&e, conn.h2))?;
+    let starttransfer = conn.start.elapsed();
+    let status = resp.status().as_u16();
+    let mut report = Report {
+        url: setup.target.url.clone(),
+        version: version_str(resp.version()),
+        status,
+        bytes: 0,
+        total: Duration::ZERO,
+        connect: conn.connect,
+        appconnect: conn.appconnect,
+        starttransfer,
+        response: None,
+    };
+    if fail && status >= 400 {
+        report.total = conn.start.elapsed();
+        return Ok(report);
+    }
+    counter.set_total(content_length(resp.headers()));
+    let mut out = match output {
+        Some(path) => Some(tokio::fs::File::create(path).await.map_err(|e| write_failure(path, &e))?),
+        None => None,
+    };
+    let mut body = resp.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| body_failure(&e, counter))?;
+        if let Ok(data) = frame.into_data() {
+            counter.add(data.len() as u64);
+            if let (Some(file), Some(path)) = (out.as_mut(), output) {
+                file.write_all(&data).await.map_err(|e| write_failure(path, &e))?;
+            }
+        }
+    }
+    if let (Some(file), Some(path)) = (out.as_mut(), output) {
+        file.flush().await.map_err(|e| write_failure(path, &e))?;
+    }
+    report.total = conn.start.elapsed();
+    report.bytes = counter.bytes();
+    Ok(report)
+}
+
+fn write_failure(path: &Path, e: &std::io::Error) -> Failure {
+    Failure::new(code::WRITE, format!("cannot write `{}`: {e}", path.display()))
+}
+
+fn content_length(h: &http::HeaderMap) -> Option<u64> {
+    h.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// What `put` sends.
+enum Upload {
+    Bytes(Bytes),
+    File(std::fs::File, u64),
+}
+
+impl Upload {
+    /// `@FILE` → the file, opened now (so a missing file fails before connecting); else the text.
+    fn open(data: &str) -> Result<Self, Failure> {
+        let Some(path) = data.strip_prefix('@') else {
+            return Ok(Self::Bytes(Bytes::copy_from_slice(data.as_bytes())));
+        };
+        let fail = |why: String| Failure::new(code::READ, format!("--data @{path}: {why}"));
+        if path == "-" {
+            return Err(fail("standard input is not supported (the length must be known): give a file".to_owned()));
+        }
+        let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+        let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(fail("not a regular file".to_owned()));
+        }
+        Ok(Self::File(file, meta.len()))
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Self::Bytes(b) => b.len() as u64,
+            Self::File(_, len) => *len,
+        }
+    }
+}
+
+async fn run_put(args: PutArgs) -> Result<(), Failure> {
+    let setup = Setup::new(&args.url, &args.common)?;
+    let upload = Upload::open(&args.data)?;
+    let method = match args.method {
+        UploadMethod::Put => Method::PUT,
+        UploadMethod::Post => Method::POST,
+    };
+    let counter = Arc::new(Counter::default());
+    counter.set_total(Some(upload.len()));
+    let meter = Meter::start(progress_wanted(&args.common), "up", counter.clone());
+    let report =
+        bounded(setup.max_time, &counter, send_upload(&setup, method, upload, args.expect_100, &counter)).await;
+    drop(meter);
+    let report = report?;
+    print_report(&report, args.common.json, "upload")?;
+    fail_on_status(args.common.fail, report.status)
+}
+
+async fn send_upload(
+    setup: &Setup,
+    method: Method,
+    upload: Upload,
+    expect_100: bool,
+    counter: &Arc<Counter>,
+) -> Result<Report, Failure> {
+    let mut conn = conn::connect(&setup.target, setup.proto, setup.tls.clone(), setup.connect_timeout).await?;
+    let len = upload.len();
+    let mut body = match upload {
+        Upload::Bytes(b) => ReqBody::bytes(b, counter.clone()),
+        Upload::File(file, len) => ReqBody::file(file, len, counter.clone())
+            .map_err(|e| Failure::new(code::READ, format!("cannot start reading the upload: {e}")))?,
+    };
+    let gate = if expect_100 && !conn.h2 && len > 0 {
+        let (gate, opener) = Gate::new(EXPECT_TIMEOUT);
+        body.set_gate(gate);
+        Some(opener)
+    } else {
+        if expect_100 && conn.h2 {
+            eprintln!("sluice: note: --expect-100 applies to HTTP/1.1 only; not sent over HTTP/2");
+        }
+        None
+    };
+    let mut req = setup.request(conn.h2, method, body, Some(len))?;
+    if let Some(opener) = gate {
+        req.headers_mut().insert(header::EXPECT, HeaderValue::from_static("100-continue"));
+        hyper::ext::on_informational(&mut req, move |res| {
+            if res.status() == http::StatusCode::CONTINUE {
+                opener.open();
+            }
+        });
+    }
+    let resp = conn.sender.send(req).await.map_err(|e| send_failure(&e, conn.h2))?;
+    let starttransfer = conn.start.elapsed();
+    let status = resp.status().as_u16();
+    let version = version_str(resp.version());
+    let mut kept = Vec::new();
+    let mut body = resp.into_body();
+    let mut received = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            Failure::new(code::RECV, format!("receiving the response failed after {received} bytes: {}", chain(&e)))
+        })?;
+        if let Ok(data) = frame.into_data() {
+            received += data.len() as u64;
+            let room = RESPONSE_KEEP.saturating_sub(kept.len());
+            kept.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+    Ok(Report {
+        url: setup.target.url.clone(),
+        version,
+        status,
+        bytes: counter.bytes(),
+        total: conn.start.elapsed(),
+        connect: conn.connect,
+        appconnect: conn.appconnect,
+        starttransfer,
+        response: Some(kept),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(bytes: u64, total: Duration) -> Report {
+        Report {
+            url: "https://127.0.0.1:1/x".to_owned(),
+            version: "2",
+            status: 200,
+            bytes,
+            total,
+            connect: Duration::from_millis(1),
+            appconnect: Some(Duration::from_millis(2)),
+            starttransfer: Duration::from_millis(3),
+            response: None,
+        }
+    }
+
+    #[test]
+    fn line_matches_curl_write_out() {
+        let r = report(5_000_000, Duration::from_millis(500));
+        assert_eq!(
+            r.line("download"),
+            "speed_download=10000000 size_download=5000000 time_total=0.500000 http_version=2 http_code=200"
+        );
+        let mut r = report(0, Duration::ZERO);
+        r.status = 0;
+        assert_eq!(r.line("upload"), "speed_upload=0 size_upload=0 time_total=0.000000 http_version=2 http_code=000");
+    }
+
+    #[test]
+    fn json_report() {
+        let mut r = report(3_000_000, Duration::from_secs(2));
+        r.response = Some(br#"{"bytes":3000000,"seconds":1.5,"mbps":16.0}"#.to_vec());
+        let v = r.json();
+        assert_eq!(v["bytes"], 3_000_000);
+        assert_eq!(v["bytes_per_second"], 1_500_000);
+        assert_eq!(v["mbps"], 12.0);
+        assert_eq!(v["seconds"], 2.0);
+        assert_eq!(v["http_version"], "2");
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["response"]["bytes"], 3_000_000);
+        r.response = Some(b"not json".to_vec());
+        assert_eq!(r.json()["response"], "not json");
+    }
+
+    #[test]
+    fn headers_parse() {
+        let (n, v) = parse_header("X-Test:  a b ").expect("valid");
+        assert_eq!((n.as_str(), v.expect("value").to_str().expect("ascii")), ("x-test", "a b"));
+        let (n, v) = parse_header("User-Agent:").expect("valid");
+        assert_eq!(n, header::USER_AGENT);
+        assert!(v.is_none());
+        for bad in ["no colon", ": value", "bad name: x", "x: a\u{1}b"] {
+            assert_eq!(parse_header(bad).expect_err(bad).code, code::USAGE, "{bad}");
+        }
+    }
+
+    #[test]
+    fn versions_as_curl_prints_them() {
+        assert_eq!(version_str(Version::HTTP_11), "1.1");
+        assert_eq!(version_str(Version::HTTP_2), "2");
+        assert_eq!(version_str(Version::HTTP_10), "1");
+    }
+
+    #[test]
+    fn timeouts_must_be_positive() {
+        assert!(seconds("--max-time", 1.5).is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(seconds("--max-time", bad).expect_err("bad").code, code::USAGE);
+        }
+    }
+}
