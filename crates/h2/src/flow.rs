@@ -165,6 +165,16 @@ pub trait WindowPolicy: Send {
     fn on_stream_closed(&mut self, s: &mut TuneState) {
         let _ = s;
     }
+    /// `bytes` of DATA arrived on the connection. A policy that measures with PING (hyper's
+    /// BDP estimator) returns the opaque payload of a PING to send now.
+    fn poll_ping(&mut self, now: Instant, bytes: u64) -> Option<u64> {
+        let _ = (now, bytes);
+        None
+    }
+    /// The peer acknowledged a PING whose payload is `token`.
+    fn on_ping_ack(&mut self, token: u64, now: Instant) {
+        let _ = (token, now);
+    }
 }
 
 /// Fixed windows.

@@ -17,6 +17,7 @@
 //!   (its BDP estimate) exceed a quarter of the window.
 //! - [`QuicheRule`]: quiche's rule: double when credit has to be handed back again within
 //!   2 × RTT of the previous time.
+//! - [`HyperBdp`]: hyper's estimator: the bytes received between a PING and its ACK.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -272,6 +273,89 @@ impl WindowPolicy for QuicheRule {
     }
 }
 
+/// hyper's BDP estimator: a PING goes out with the first DATA after a pause; the bytes
+/// received until its ACK are one RTT's worth, the BDP sample. When a sample is at least two
+/// thirds of the current estimate and the bandwidth (sample ÷ RTT) is the highest seen, every
+/// stream's window becomes twice the sample. Pings are spaced further apart while the estimate
+/// holds still (hyper stretches its delay so as not to look like a PING flood).
+#[derive(Debug)]
+pub struct HyperBdp {
+    grower: Grower,
+    bdp: u64,
+    max_bandwidth: f64,
+    ping: Option<(u64, Instant)>,
+    bytes: u64,
+    next_ping: Option<Instant>,
+    delay: Duration,
+    token: u64,
+}
+
+impl HyperBdp {
+    /// A tuner with these bounds.
+    pub fn new(limits: Limits) -> Self {
+        let bdp = u64::from(limits.initial_stream);
+        Self {
+            grower: Grower::new(limits),
+            bdp,
+            max_bandwidth: 0.0,
+            ping: None,
+            bytes: 0,
+            next_ping: None,
+            delay: Duration::ZERO,
+            token: 0x5b_d0_00_00,
+        }
+    }
+}
+
+impl WindowPolicy for HyperBdp {
+    fn initial_stream_window(&self) -> u32 {
+        self.grower.limits.initial_stream
+    }
+    fn initial_connection_window(&self) -> u32 {
+        self.grower.limits.initial_connection.max(DEFAULT_WINDOW)
+    }
+    fn on_stream_data(&mut self, s: &mut TuneState, _: Instant, _: Option<Duration>) -> u32 {
+        self.grower.grow(s, 2 * self.bdp)
+    }
+    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
+        self.grower.connection_target(sum)
+    }
+    fn on_stream_closed(&mut self, s: &mut TuneState) {
+        self.grower.close(s);
+    }
+    fn poll_ping(&mut self, now: Instant, bytes: u64) -> Option<u64> {
+        if self.ping.is_some() {
+            self.bytes += bytes;
+            return None;
+        }
+        if self.next_ping.is_some_and(|t| now < t) {
+            return None;
+        }
+        self.token = self.token.wrapping_add(1);
+        self.ping = Some((self.token, now));
+        self.bytes = bytes;
+        Some(self.token)
+    }
+    fn on_ping_ack(&mut self, token: u64, now: Instant) {
+        let Some((sent_token, sent)) = self.ping else { return };
+        if token != sent_token {
+            return;
+        }
+        self.ping = None;
+        let rtt = now.saturating_duration_since(sent).max(Duration::from_micros(1));
+        let bandwidth = self.bytes as f64 / rtt.as_secs_f64();
+        if 3 * self.bytes >= 2 * self.bdp && bandwidth > self.max_bandwidth {
+            self.max_bandwidth = bandwidth;
+            self.bdp = (2 * self.bytes).min(u64::from(self.grower.limits.max_stream));
+            self.delay = Duration::ZERO;
+        } else {
+            // The estimate held: wait longer before the next sample (at most a second).
+            self.delay = (self.delay * 2 + rtt).min(Duration::from_secs(1));
+        }
+        self.next_ping = Some(now + self.delay);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +378,7 @@ mod tests {
         let mut returning: std::collections::VecDeque<(f64, u64)> = Default::default();
         let mut unreturned = 0u64;
         let mut last_second = 0u64;
+        let mut pings: std::collections::VecDeque<(Instant, u64)> = Default::default();
         let half_rtt = rtt.as_secs_f64() / 2.0;
         while t < secs {
             while returning.front().is_some_and(|&(at, _)| at <= t) {
@@ -310,6 +395,14 @@ mod tests {
             s.received += frame;
             let before = s.window;
             let now = t0 + Duration::from_secs_f64(arrive);
+            while pings.front().is_some_and(|&(at, _)| at <= now) {
+                if let Some((at, token)) = pings.pop_front() {
+                    p.on_ping_ack(token, at);
+                }
+            }
+            if let Some(token) = p.poll_ping(now, frame) {
+                pings.push_back((now + rtt, token));
+            }
             let w = p.on_stream_data(&mut s, now, Some(rtt));
             if w > before {
                 // A larger window is granted with the next update.
@@ -415,6 +508,8 @@ mod tests {
         assert!(last >= 0.9 * rate && w > 256 * 1024, "writeup: {w} {last}");
         let (w, last, _) = simulate(&mut QuicheRule::new(limits(1 << 30)), rate, rtt, 6.0);
         assert!(last >= 0.9 * rate && w > 256 * 1024, "quiche: {w} {last}");
+        let (w, last, _) = simulate(&mut HyperBdp::new(limits(1 << 30)), rate, rtt, 6.0);
+        assert!(last >= 0.9 * rate && w > 256 * 1024, "hyper: {w} {last}");
     }
 
     #[test]

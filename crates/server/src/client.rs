@@ -289,7 +289,7 @@ fn drive(what: &str, fut: impl Future<Output = Result<(), Failure>>) -> ExitCode
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sluice {what}: cannot start the runtime: {e}");
+            say(&format!("sluice {what}: cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -299,10 +299,15 @@ fn drive(what: &str, fut: impl Future<Output = Result<(), Failure>>) -> ExitCode
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("sluice {what}: {}", f.msg);
+            say(&format!("sluice {what}: {}", f.msg));
             ExitCode::from(f.code)
         }
     }
+}
+
+/// A line on standard error (unlike `eprintln!`, never panics when that is gone).
+fn say(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{msg}");
 }
 
 /// Everything decided before connecting.
@@ -329,10 +334,8 @@ impl Setup {
             Proto::Default
         };
         if proto == Proto::H2 && !target.https {
-            eprintln!(
-                "sluice: note: --http2 over http:// means an h2c upgrade, which this client does not do; \
-                 using HTTP/1.1 (--http2-prior-knowledge speaks h2c)"
-            );
+            say("sluice: note: --http2 over http:// means an h2c upgrade, which this client does not do; \
+                 using HTTP/1.1 (--http2-prior-knowledge speaks h2c)");
         }
         let tls = conn::tls_config(&target, proto, c.insecure, c.cacert.as_deref())?;
         let headers = c.headers.iter().map(|h| parse_header(h)).collect::<Result<_, _>>()?;
@@ -599,7 +602,7 @@ async fn send_upload(
         Some(opener)
     } else {
         if expect_100 && conn.h2 {
-            eprintln!("sluice: note: --expect-100 applies to HTTP/1.1 only; not sent over HTTP/2");
+            say("sluice: note: --expect-100 applies to HTTP/1.1 only; not sent over HTTP/2");
         }
         None
     };

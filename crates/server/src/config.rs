@@ -50,6 +50,8 @@ pub(crate) enum FlowPolicy {
     Writeup,
     /// quiche's rule: double when credit is handed back twice within 2 RTT.
     Quiche,
+    /// hyper's BDP estimator: bytes received between a PING and its ACK.
+    Hyper,
 }
 
 /// HTTP/2 receive-window settings.

@@ -43,7 +43,7 @@ impl State {
     /// A receive-window policy for a new HTTP/2 connection.
     pub(crate) fn window_policy(&self) -> Box<dyn sluice_h2::flow::WindowPolicy> {
         use crate::config::FlowPolicy;
-        use sluice_h2::tune::{AutoTune, Limits, QuicheRule, WriteupRule};
+        use sluice_h2::tune::{AutoTune, HyperBdp, Limits, QuicheRule, WriteupRule};
         let f = &self.cfg.flow;
         let limits = Limits {
             initial_stream: f.initial_stream_window,
@@ -56,6 +56,7 @@ impl State {
             FlowPolicy::Auto => Box::new(AutoTune::new(limits)),
             FlowPolicy::Writeup => Box::new(WriteupRule::new(limits)),
             FlowPolicy::Quiche => Box::new(QuicheRule::new(limits)),
+            FlowPolicy::Hyper => Box::new(HyperBdp::new(limits)),
             FlowPolicy::Fixed => Box::new(sluice_h2::flow::FixedWindows {
                 stream: f.initial_stream_window,
                 connection: f.initial_connection_window,

@@ -103,6 +103,9 @@ impl Connection {
             return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "DATA beyond the connection window"));
         }
         self.conn_received += u64::from(d.flow_len);
+        if let Some(token) = self.policy.poll_ping(now, u64::from(d.flow_len)) {
+            Ping { ack: false, payload: token.to_be_bytes() }.encode(&mut self.control);
+        }
         let padding = d.flow_len - d.data.len() as u32;
         let Some(s) = self.streams.get_mut(&id) else {
             // Closed stream: the bytes still count for the connection (§6.9), so hand them back.
@@ -372,6 +375,7 @@ impl Connection {
 
     fn on_ping(&mut self, now: Instant, p: Ping) -> Result<(), Error> {
         if p.ack {
+            self.policy.on_ping_ack(u64::from_be_bytes(p.payload), now);
             return Ok(());
         }
         if self.pings.spend(now) {
