@@ -482,9 +482,12 @@ fn flow(src: &Source<'_>, raw: &RawFlow) -> Result<Flow, ConfigError> {
             "fixed" => FlowPolicy::Fixed,
             "writeup" => FlowPolicy::Writeup,
             "quiche" => FlowPolicy::Quiche,
+            "hyper" => FlowPolicy::Hyper,
             other => {
-                return Err(src
-                    .err(p.span(), format!("unknown flow policy `{other}`, expected auto, fixed, writeup or quiche")))
+                return Err(src.err(
+                    p.span(),
+                    format!("unknown flow policy `{other}`, expected auto, fixed, writeup, quiche or hyper"),
+                ))
             }
         },
     };
@@ -751,6 +754,18 @@ mod tests {
     fn err(text: &str) -> ConfigError {
         let dir = tempfile::tempdir().unwrap();
         parse_in(dir.path(), text).unwrap_err()
+    }
+
+    #[test]
+    fn flow_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = parse_in(dir.path(), "[flow]\npolicy = \"hyper\"\nbudget = 1000\n").unwrap();
+        assert_eq!((c.flow.policy, c.flow.budget), (FlowPolicy::Hyper, 1000));
+        let e = err("[flow]\npolicy = \"magic\"\n");
+        assert_eq!(e.position(), Some((2, 10)));
+        assert!(e.message().contains("unknown flow policy"), "{}", e.message());
+        let e = err("[flow]\ninitial_stream_window = 1000\nmax_stream_window = 10\n");
+        assert_eq!(e.position().map(|p| p.0), Some(3));
     }
 
     #[test]
