@@ -30,8 +30,12 @@ pub struct Config {
     pub settings_timeout: Duration,
     /// Largest piece of one stream's data sent per scheduler pick.
     pub quantum: usize,
-    /// Send SETTINGS_NO_RFC7540_PRIORITIES (RFC 9218 §2.1) and ignore RFC 7540 priority signals.
+    /// Send SETTINGS_NO_RFC7540_PRIORITIES = 1 (RFC 9218 §2.1): we prioritise by RFC 9218.
+    /// Clients that send RFC 7540 signals anyway still get them mapped onto urgency.
     pub no_rfc7540_priorities: bool,
+    /// PRIORITY_UPDATE frames kept for streams not yet opened (RFC 9218 §7.1 lets servers
+    /// buffer them; beyond this they are dropped).
+    pub max_pending_priority_updates: usize,
 }
 
 impl Default for Config {
@@ -52,7 +56,8 @@ impl Default for Config {
             settings_timeout: Duration::from_secs(10),
             // One frame at the default SETTINGS_MAX_FRAME_SIZE (RFC 9113 §4.2).
             quantum: 16 * 1024,
-            no_rfc7540_priorities: false,
+            no_rfc7540_priorities: true,
+            max_pending_priority_updates: 128,
         }
     }
 }

@@ -37,6 +37,24 @@ pub(crate) struct Config {
     pub(crate) access_log: bool,
     /// HTTP/2 receive windows.
     pub(crate) flow: Flow,
+    /// Socket options of accepted TCP connections.
+    pub(crate) tcp: Tcp,
+}
+
+/// Socket options of accepted TCP connections.
+#[derive(Debug, Clone)]
+pub(crate) struct Tcp {
+    /// Congestion control per socket (TCP_CONGESTION), `None` for the system default.
+    pub(crate) congestion: Option<String>,
+    /// TCP_NOTSENT_LOWAT in bytes; 0 leaves the system default.
+    pub(crate) notsent_lowat: u32,
+}
+
+impl Default for Tcp {
+    /// BBR, and 16 KiB of unsent data at most in the kernel: late scheduling (DESIGN.md).
+    fn default() -> Self {
+        Self { congestion: Some("bbr".into()), notsent_lowat: 16 * 1024 }
+    }
 }
 
 /// How HTTP/2 receive windows are sized (see `sluice_h2::tune`).
@@ -290,6 +308,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         timeouts: Timeouts::default(),
         access_log: true,
         flow: Flow::default(),
+        tcp: Tcp::default(),
     }
 }
 
@@ -329,6 +348,15 @@ struct RawConfig {
     timeouts: RawTimeouts,
     #[serde(default)]
     flow: RawFlow,
+    #[serde(default)]
+    tcp: RawTcp,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTcp {
+    congestion: Option<Spanned<String>>,
+    notsent_lowat: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -460,6 +488,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     let limits = limits(&src, &raw.limits)?;
     let timeouts = timeouts(&src, &raw.timeouts)?;
     let flow = flow(&src, &raw.flow)?;
+    let tcp = tcp(&src, &raw.tcp)?;
     Ok(Config {
         data_dir,
         listeners,
@@ -470,7 +499,26 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         timeouts,
         access_log: raw.access_log.unwrap_or(true),
         flow,
+        tcp,
     })
+}
+
+fn tcp(src: &Source<'_>, raw: &RawTcp) -> Result<Tcp, ConfigError> {
+    let d = Tcp::default();
+    let congestion = match &raw.congestion {
+        None => d.congestion,
+        Some(c) if c.get_ref().is_empty() => None,
+        Some(c) => {
+            // TCP_CA_NAME_MAX is 16 bytes including the terminating NUL.
+            let name = c.get_ref();
+            if name.len() > 15 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(src.err(c.span(), format!("`{name}` is not a congestion control name")));
+            }
+            Some(name.clone())
+        }
+    };
+    let notsent_lowat = bounded(src, &raw.notsent_lowat, "notsent_lowat", 0, 1 << 30, d.notsent_lowat)?;
+    Ok(Tcp { congestion, notsent_lowat })
 }
 
 fn flow(src: &Source<'_>, raw: &RawFlow) -> Result<Flow, ConfigError> {

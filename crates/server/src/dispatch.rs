@@ -18,6 +18,8 @@ pub(crate) struct State {
     pub(crate) h2: sluice_h2::Config,
     /// The memory every connection's receive windows may grow into.
     pub(crate) window_budget: std::sync::Arc<sluice_h2::tune::MemoryBudget>,
+    /// The congestion control set on accepted sockets, when the kernel offers the configured one.
+    pub(crate) congestion: Option<String>,
 }
 
 impl State {
@@ -37,7 +39,14 @@ impl State {
             ..sluice_h2::Config::default()
         };
         let window_budget = sluice_h2::tune::MemoryBudget::new(cfg.flow.budget);
-        Self { cfg, h2, window_budget }
+        let congestion = cfg.tcp.congestion.clone().filter(|cc| match crate::sock::congestion_available(cc) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::info!(cc, %e, "congestion control not available here: accepted sockets keep the system default");
+                false
+            }
+        });
+        Self { cfg, h2, window_budget, congestion }
     }
 
     /// A receive-window policy for a new HTTP/2 connection.

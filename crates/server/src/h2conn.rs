@@ -37,10 +37,30 @@ const MIN_WRITE: usize = 16 * 1024;
 const MAX_WRITE: usize = 1024 * 1024;
 
 enum Cmd {
-    Head { id: u32, status: u16, fields: Vec<Field>, end: bool },
-    Data { id: u32, data: Bytes, end: bool },
-    Release { id: u32, n: usize },
-    Reset { id: u32, reason: Reason },
+    Head {
+        id: u32,
+        status: u16,
+        fields: Vec<Field>,
+        end: bool,
+    },
+    Data {
+        id: u32,
+        data: Bytes,
+        end: bool,
+    },
+    Release {
+        id: u32,
+        n: usize,
+    },
+    Reset {
+        id: u32,
+        reason: Reason,
+    },
+    /// The handler set the response's priority (a `priority` response header, RFC 9218 §5).
+    Priority {
+        id: u32,
+        value: Bytes,
+    },
 }
 
 struct StreamCtx {
@@ -214,6 +234,7 @@ fn apply(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, cmd: Cmd)
             }
         }
         Cmd::Release { id, n } => conn.release(Instant::now(), id, n),
+        Cmd::Priority { id, value } => conn.apply_priority_field(id, &value),
         Cmd::Reset { id, reason } => {
             conn.reset(id, reason);
             streams.remove(&id);
@@ -377,6 +398,9 @@ async fn run_handler(
     let Response { status, headers, mut body } = dispatch(&state, req).await;
     log.status = status.as_u16();
     let fields = response_fields(&headers);
+    if let Some(p) = headers.get("priority") {
+        let _ = cmd_tx.send(Cmd::Priority { id, value: Bytes::copy_from_slice(p.as_bytes()) });
+    }
     let no_body = head_only
         || body.is_empty()
         || status == http::StatusCode::NOT_MODIFIED

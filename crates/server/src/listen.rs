@@ -16,10 +16,6 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::dispatch::State;
 
-/// TCP_NOTSENT_LOWAT on accepted sockets: little unsent data waits in the kernel, where no
-/// scheduler can reorder it (16 KiB, as h2o and Cloudflare use).
-const NOTSENT_LOWAT: u32 = 16 * 1024;
-
 /// Accept until shutdown; every connection task holds a clone of `alive`.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
@@ -69,8 +65,13 @@ async fn serve_connection(
 ) {
     let fd = tcp.as_raw_fd();
     let _ = crate::sock::set_nodelay(fd);
-    if let Err(e) = crate::sock::set_notsent_lowat(fd, NOTSENT_LOWAT) {
+    if let Err(e) = crate::sock::set_notsent_lowat(fd, state.cfg.tcp.notsent_lowat) {
         tracing::debug!(%e, "TCP_NOTSENT_LOWAT not available");
+    }
+    if let Some(cc) = &state.congestion {
+        if let Err(e) = crate::sock::set_congestion(fd, cc) {
+            tracing::debug!(%e, cc, "TCP_CONGESTION failed");
+        }
     }
     let header_timeout = state.cfg.timeouts.header;
     if let Some(acceptor) = tls {

@@ -13,6 +13,33 @@ pub(crate) fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
     setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes as libc::c_int)
 }
 
+/// Set the congestion control of one socket (TCP_CONGESTION), e.g. "bbr" or "cubic".
+pub(crate) fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+    // SAFETY: `fd` is an open socket owned by the caller; the option value is `name`'s bytes,
+    // live for the call, with their length.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether this kernel lets us use congestion control `name` (tried on a throwaway socket).
+pub(crate) fn congestion_available(name: &str) -> io::Result<()> {
+    let s = std::net::TcpListener::bind("127.0.0.1:0")?;
+    use std::os::fd::AsRawFd;
+    set_congestion(s.as_raw_fd(), name)
+}
+
 /// Set TCP_NODELAY (frames are written whole; Nagle only adds latency).
 pub(crate) fn set_nodelay(fd: RawFd) -> io::Result<()> {
     setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
@@ -108,6 +135,10 @@ mod tests {
         let fd = c.as_raw_fd();
         set_nodelay(fd).unwrap();
         set_notsent_lowat(fd, 16_384).unwrap();
+        assert!(set_congestion(fd, "no-such-cc").is_err());
+        if congestion_available("reno").is_ok() {
+            set_congestion(fd, "reno").unwrap();
+        }
         let p = path_info(fd).unwrap();
         assert!(p.cwnd > 0 && p.mss > 0, "{p:?}");
         let b = write_budget(fd, 16_384, 1 << 20);

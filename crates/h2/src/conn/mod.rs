@@ -176,6 +176,8 @@ pub struct Connection {
     rtt: Option<Duration>,
     /// Sum of the receive windows of streams still receiving a body.
     recv_windows: u64,
+    /// PRIORITY_UPDATE values for streams the client has not opened yet (RFC 9218 §7.1).
+    pending_priority: HashMap<u32, Vec<u8>>,
 }
 
 impl Connection {
@@ -236,6 +238,7 @@ impl Connection {
             peer_goaway: false,
             rtt: None,
             recv_windows: 0,
+            pending_priority: HashMap::new(),
             cfg,
         }
     }

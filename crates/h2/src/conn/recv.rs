@@ -7,8 +7,8 @@ use bytes::{Buf, Bytes};
 use super::{Block, Connection, Event, Preface};
 use crate::error::{Error, Initiator, Reason};
 use crate::frame::{
-    self, kind, Data, GoAway, Head, Headers, Ping, Priority as PriorityFrame, RstStream, Setting, Settings,
-    WindowUpdate, PREFACE,
+    self, kind, Data, GoAway, Head, Headers, Ping, Priority as PriorityFrame, PriorityUpdate, RstStream, Setting,
+    Settings, WindowUpdate, PREFACE,
 };
 use crate::priority::Priority;
 use crate::request;
@@ -84,6 +84,7 @@ impl Connection {
                 Ok(())
             }
             kind::WINDOW_UPDATE => self.on_window_update(&head, &payload),
+            kind::PRIORITY_UPDATE => self.on_priority_update(PriorityUpdate::decode(&head, &payload)?),
             // §5.5: unknown frame types are ignored.
             _ => Ok(()),
         }
@@ -287,8 +288,14 @@ impl Connection {
         if let Some(v) = head.get(b"priority") {
             s.priority = Priority::parse(v, Priority::default());
             s.priority_from_header = true;
-        } else if let (Some(p), false) = (b.priority, self.cfg.no_rfc7540_priorities) {
+        } else if let Some(p) = b.priority {
+            // A client that ignores SETTINGS_NO_RFC7540_PRIORITIES: map its weight.
             s.priority = Priority::from_rfc7540_weight(p.weight);
+        }
+        if let Some(v) = self.pending_priority.remove(&id) {
+            // §7.1: an update that arrived before the stream takes precedence over its header.
+            s.priority = Priority::parse(&v, s.priority);
+            s.priority_from_header = true;
         }
         self.streams.insert(id, s);
         self.events.push_back(Event::Request { stream: id, head, end_stream: b.end_stream });
@@ -296,10 +303,31 @@ impl Connection {
         Ok(())
     }
 
-    fn on_priority(&mut self, p: PriorityFrame) -> Result<(), Error> {
-        if self.cfg.no_rfc7540_priorities {
-            return Ok(());
+    fn on_priority_update(&mut self, u: PriorityUpdate) -> Result<(), Error> {
+        let id = u.prioritized;
+        if id % 2 == 0 {
+            // §7.1: a server receiving an update for a push stream (even, server-initiated) id.
+            return Err(Error::conn(Reason::PROTOCOL_ERROR, "PRIORITY_UPDATE for a push stream"));
         }
+        if let Some(s) = self.streams.get_mut(&id) {
+            let next = Priority::parse(&u.value, s.priority);
+            if s.scheduled {
+                self.sched.remove(id, s.priority);
+                self.sched.push(id, next);
+            }
+            s.priority = next;
+            s.priority_from_header = true;
+        } else if self.is_idle(id)
+            && (self.pending_priority.len() < self.cfg.max_pending_priority_updates
+                || self.pending_priority.contains_key(&id))
+        {
+            self.pending_priority.insert(id, u.value);
+        }
+        // Closed streams: nothing to do.
+        Ok(())
+    }
+
+    fn on_priority(&mut self, p: PriorityFrame) -> Result<(), Error> {
         let id = p.stream;
         if let Some(s) = self.streams.get_mut(&id) {
             if !s.priority_from_header {

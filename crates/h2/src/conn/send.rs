@@ -102,6 +102,14 @@ impl Connection {
         s.priority_from_header = true;
     }
 
+    /// Apply a Priority Field Value (RFC 9218 §4: `u=N, i`) to `stream` on top of its current
+    /// priority: how a handler (or an upstream's `priority` response header) re-prioritises.
+    pub fn apply_priority_field(&mut self, stream: u32, value: &[u8]) {
+        if let Some(current) = self.streams.get(&stream).map(|s| s.priority) {
+            self.set_priority(stream, Priority::parse(value, current));
+        }
+    }
+
     /// Body bytes of `stream` queued and not yet framed; `None` if the stream is gone.
     pub fn buffered(&self, stream: u32) -> Option<usize> {
         self.streams.get(&stream).map(|s| s.queued)

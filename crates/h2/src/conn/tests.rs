@@ -554,3 +554,68 @@ fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
     c.send(kind::DATA, flag::END_STREAM, 1, &[]);
     assert_eq!(budget.used(), 0, "the end of the body returns the stream's growth to the budget");
 }
+
+fn priority_update(prioritized: u32, value: &str) -> Vec<u8> {
+    let mut p = prioritized.to_be_bytes().to_vec();
+    p.extend_from_slice(value.as_bytes());
+    p
+}
+
+#[test]
+fn priority_update_reorders_open_streams_and_is_buffered_for_idle_ones() {
+    let mut c = Client::new(Config::default());
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]);
+    c.send(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+    // Stream 3's update arrives before its HEADERS: it takes precedence over the header.
+    c.send(kind::PRIORITY_UPDATE, 0, 0, &priority_update(3, "u=0"));
+    for (id, prio) in [(1, "u=1"), (3, "u=6")] {
+        let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("priority", prio)]);
+        c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, id, &b);
+        c.conn.send_response(id, 200, vec![], false).unwrap();
+        c.conn.send_data(id, Bytes::from(vec![0u8; 100_000]), true).unwrap();
+    }
+    let ids = |out: Vec<F>| -> Vec<u32> {
+        out.iter().filter_map(|f| if let F::Data(id, ..) = f { Some(*id) } else { None }).collect()
+    };
+    assert_eq!(ids(c.output_max(3 * 16_384)), [3, 3, 3], "buffered u=0 wins over the header's u=6");
+    // Now stream 1 becomes the most urgent.
+    c.send(kind::PRIORITY_UPDATE, 0, 0, &priority_update(1, "u=0"));
+    c.send(kind::PRIORITY_UPDATE, 0, 0, &priority_update(3, "u=7"));
+    assert_eq!(ids(c.output_max(2 * 16_384)), [1, 1]);
+}
+
+#[test]
+fn priority_update_errors() {
+    let mut c = Client::new(Config::default());
+    c.send(kind::PRIORITY_UPDATE, 0, 1, &priority_update(1, "u=0"));
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::PROTOCOL_ERROR), "on a stream");
+    let mut c = Client::new(Config::default());
+    c.send(kind::PRIORITY_UPDATE, 0, 0, &priority_update(2, "u=0"));
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::PROTOCOL_ERROR), "for a push stream");
+    // Updates for idle streams are kept only up to the budget, and cost nothing beyond it.
+    let cfg = Config { max_pending_priority_updates: 2, ..Config::default() };
+    let mut c = Client::new(cfg);
+    for id in [1, 3, 5, 7] {
+        c.send(kind::PRIORITY_UPDATE, 0, 0, &priority_update(id, "u=0"));
+    }
+    assert_eq!(c.conn.pending_priority.len(), 2);
+}
+
+#[test]
+fn settings_announce_no_rfc7540_priorities_and_weights_still_map() {
+    let now = Instant::now();
+    let mut conn = Connection::new(Config::default(), Box::<FixedWindows>::default(), now);
+    let mut buf = Vec::new();
+    let _ = conn.poll_transmit(now, &mut buf, usize::MAX);
+    // SETTINGS_NO_RFC7540_PRIORITIES (0x9) = 1 in our first frame.
+    let head = Head::parse(&buf).unwrap();
+    let params = &buf[9..9 + head.len as usize];
+    assert!(params.chunks(6).any(|p| p == [0, 9, 0, 0, 0, 1]), "{params:?}");
+    // A client that sends a PRIORITY frame anyway: weight 256 maps to urgency 0.
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    let mut p = 0u32.to_be_bytes().to_vec();
+    p.push(255);
+    c.send(kind::PRIORITY, 0, 1, &p);
+    assert_eq!(c.conn.streams[&1].priority.urgency, 0);
+}
