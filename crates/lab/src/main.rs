@@ -23,12 +23,16 @@ enum Command {
     /// Run an experiment (root): starts the servers in the server namespace, the clients in
     /// the client namespace, writes CSV, a Markdown table and charts.
     Run(sluice_lab::experiments::RunArgs),
+    /// Traffic endpoints for use inside the namespaces (tests, measuring the link by hand).
+    #[command(hide = true)]
+    Tool(sluice_lab::net::ToolArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Link(a) => sluice_lab::net::link_main(a),
         Command::Run(a) => sluice_lab::experiments::run_main(a),
+        Command::Tool(a) => sluice_lab::net::tool_main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
