@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests and benchmarks need, idempotently:
-#   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light
+#   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light, caddy (lab peers),
+#           iproute2 (ip netns, for the lab)
 #   go:     h2spec (go install; linked into /usr/local/bin when root)
 #   rustup: the rustfmt and clippy components
 # Fast when everything is present: it only checks. `apt-get update` runs only when an apt
@@ -39,9 +40,11 @@ declare -A APT_CMD=(
   [nghttp2-client]=h2load
   [h2o]=h2o
   [nginx-light]=nginx
+  [caddy]=caddy
+  [iproute2]=ip
 )
 missing=()
-for pkg in curl openssl nghttp2-client h2o nginx-light; do
+for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2; do
   cmd=${APT_CMD[$pkg]}
   if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     log "present: $pkg ($cmd)"

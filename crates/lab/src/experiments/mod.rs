@@ -1,10 +1,333 @@
-//! Experiments run side by side with peer servers (being written).
+//! Experiments run side by side with peer servers: `sluice-lab run <experiment>`.
+//!
+//! ```text
+//! sluice-lab run upload [--runs N] [--out DIR] [--servers sluice,nginx,nginx512,h2o,caddy] [--quick]
+//!                       [--sluice PATH] [--max-minutes M]
+//! ```
+//!
+//! `--servers` also knows `sluice-fixed`, `sluice-writeup`, `sluice-quiche` and `sluice-hyper`:
+//! Sluice with that receive-window policy (`[flow] policy`) beside its default.
+//!
+//! Each experiment starts the lab (two namespaces joined by the emulated link), the servers
+//! inside the server namespace (TLS on the server address, one self-signed certificate), runs
+//! its clients inside the client namespace, N runs per case with the server order rotating run
+//! by run, and writes into `--out` (default `lab-results/<experiment>-<UTC timestamp>`):
+//! `results.csv` (one row per run, written as it goes), `summary.md` (medians, min–max, h2/h1
+//! ratios) and `<experiment>.png` / `.svg` charts; server configurations and logs stay in
+//! `work/`. Servers are stopped and the lab torn down on success, error and Ctrl-C alike.
+//!
+//! Experiments: `upload` (the HTTP/2 upload write-up); `download`, `priority` and `origin` are
+//! not yet available.
 
-/// Arguments of `sluice-lab run` (being written).
+pub mod chart;
+pub mod proc;
+pub mod report;
+pub mod servers;
+pub mod stage;
+pub mod upload;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use report::{Row, Summary};
+use servers::ServerKind;
+
+/// The experiments, present and planned.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExperimentName {
+    /// 10 MiB upload, HTTP/1.1 vs HTTP/2, at 200 Mbit/s × 40 ms and × 10 ms RTT.
+    Upload,
+    /// Large download, HTTP/2 vs HTTP/3 (not yet available).
+    Download,
+    /// A critical resource on a busy connection (not yet available).
+    Priority,
+    /// Connections per page with ORIGIN frames (not yet available).
+    Origin,
+}
+
+impl ExperimentName {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Upload => "upload",
+            Self::Download => "download",
+            Self::Priority => "priority",
+            Self::Origin => "origin",
+        }
+    }
+
+    /// Runs the experiment, or says it is not available yet.
+    fn run(self, plan: &Plan) -> Result<(), String> {
+        match self {
+            Self::Upload => upload::run(plan),
+            Self::Download | Self::Priority | Self::Origin => {
+                Err(format!("experiment `{}` is not yet available (available: upload)", self.name()))
+            }
+        }
+    }
+}
+
+/// Arguments of `sluice-lab run`.
 #[derive(clap::Args, Debug)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// The experiment: upload (download, priority, origin: not yet available).
+    #[arg(value_enum)]
+    pub experiment: ExperimentName,
+    /// Runs per server, protocol and case (default 5; 1 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: Option<u32>,
+    /// Output directory (default lab-results/<experiment>-<UTC timestamp>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Servers, comma-separated, in first-run order. Also known: sluice-fixed,
+    /// sluice-writeup, sluice-quiche, sluice-hyper (Sluice with that `[flow] policy`).
+    #[arg(long, default_value = "sluice,nginx,nginx512,h2o,caddy")]
+    pub servers: String,
+    /// Smoke run: 1 run, the first case only (the CI's "one upload case").
+    #[arg(long)]
+    pub quick: bool,
+    /// The Sluice binary (default: `sluice` next to sluice-lab, or $SLUICE_BIN).
+    #[arg(long)]
+    pub sluice: Option<PathBuf>,
+    /// Bound on the whole run in minutes (default: 3 × the expected duration, at least 3
+    /// minutes more than it).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1440))]
+    pub max_minutes: Option<u32>,
+}
 
-/// `sluice-lab run` (being written).
-pub fn run_main(_a: RunArgs) -> Result<(), String> {
-    Err("not written yet".into())
+/// What an experiment runs: resolved arguments.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Servers requested, in first-run order.
+    pub servers: Vec<ServerKind>,
+    /// Runs per case.
+    pub runs: u32,
+    /// Smoke run: first case only.
+    pub quick: bool,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Explicit Sluice binary.
+    pub sluice: Option<PathBuf>,
+    /// Explicit bound on the whole run.
+    pub bound: Option<Duration>,
+}
+
+/// A server that can run, with its binary.
+pub type Active = (ServerKind, PathBuf);
+
+/// A server left out, and why.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    /// The server.
+    pub server: ServerKind,
+    /// Why.
+    pub reason: String,
+}
+
+/// `sluice-lab run`.
+pub fn run_main(a: RunArgs) -> Result<(), String> {
+    let servers = ServerKind::parse_list(&a.servers)?;
+    let out =
+        a.out.unwrap_or_else(|| PathBuf::from("lab-results").join(format!("{}-{}", a.experiment.name(), timestamp())));
+    let plan = Plan {
+        servers,
+        runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }),
+        quick: a.quick,
+        out,
+        sluice: a.sluice,
+        bound: a.max_minutes.map(|m| Duration::from_secs(u64::from(m) * 60)),
+    };
+    proc::install_signal_handlers();
+    a.experiment.run(&plan)
+}
+
+/// Splits the requested servers into those that can run (with their binary) and those
+/// skipped for a missing binary. The peers also need Sluice (their upstream sink).
+pub fn resolve_servers(plan: &Plan) -> Result<(Vec<Active>, Vec<Skipped>), String> {
+    let sluice = servers::find_sluice(plan.sluice.as_deref());
+    if plan.sluice.is_some() {
+        // An explicit --sluice that does not exist is a usage error, not a skip.
+        sluice.clone()?;
+    }
+    let mut active = Vec::new();
+    let mut skipped = Vec::new();
+    for &k in &plan.servers {
+        let bin = match k {
+            ServerKind::Sluice | ServerKind::SluiceFlow(_) => sluice.clone(),
+            _ => servers::find_program(k.program())
+                .ok_or_else(|| format!("`{}` not found (Debian package {})", k.program(), k.package())),
+        };
+        let bin = bin.and_then(|b| match (&sluice, k.uses_sink()) {
+            (Err(e), true) => Err(format!("needs Sluice as its upstream sink, and {e}")),
+            _ => Ok(b),
+        });
+        match bin {
+            Ok(b) => active.push((k, b)),
+            Err(reason) => skipped.push(Skipped { server: k, reason }),
+        }
+    }
+    Ok((active, skipped))
+}
+
+/// The Sluice binary for the sink.
+pub fn sluice_path(active: &[Active], plan: &Plan) -> Result<PathBuf, String> {
+    match active.iter().find(|(k, _)| *k == ServerKind::Sluice) {
+        Some((_, p)) => Ok(p.clone()),
+        None => servers::find_sluice(plan.sluice.as_deref()),
+    }
+}
+
+/// One-line versions of the tools in play (curl and each server), best effort.
+pub fn versions(active: &[Active], scratch: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    let mut probe = |label: &str, program: &Path, args: &[&str]| {
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        if let Ok(f) = proc::run_bounded(cmd, Duration::from_secs(5), scratch) {
+            let text = if f.stdout.trim().is_empty() { f.stderr } else { f.stdout };
+            if let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
+                out.push(format!("{label}: {line}"));
+            }
+        }
+    };
+    if let Some(curl) = servers::find_program("curl") {
+        probe("curl", &curl, &["--version"]);
+    }
+    for (k, bin) in active {
+        if seen.contains(&k.program()) {
+            continue;
+        }
+        seen.push(k.program());
+        let args: &[&str] = match k {
+            ServerKind::Nginx | ServerKind::Nginx512 => &["-v"],
+            ServerKind::Caddy => &["version"],
+            _ => &["--version"],
+        };
+        probe(k.program(), bin, args);
+    }
+    if let Ok(v) = fs::read_to_string("/proc/sys/kernel/osrelease") {
+        out.push(format!("Linux {}", v.trim()));
+    }
+    out
+}
+
+/// The default bound on a whole run: 3 × the expected duration, and at least 3 minutes more.
+pub fn default_bound(expected: Duration) -> Duration {
+    (expected * 3).max(expected + Duration::from_secs(180))
+}
+
+/// `1 h 02 min`, `3 min 20 s`, `45 s`.
+pub fn fmt_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// Writes `summary.md` and the charts `<stem>.png`/`.svg` from `rows` into `dir`.
+pub fn write_outputs(dir: &Path, stem: &str, rows: &[Row], title: &str, notes: &[String]) -> Result<(), String> {
+    let summary = Summary::from_rows(rows);
+    let md = report::markdown(&summary, title, notes);
+    let md_path = dir.join("summary.md");
+    fs::write(&md_path, md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
+    chart::write_charts(dir, stem, &summary, title)
+}
+
+/// UTC `YYYYMMDD-HHMMSS` for output directory names.
+pub fn timestamp() -> String {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    format_utc(secs)
+}
+
+/// `secs` since the epoch as UTC `YYYYMMDD-HHMMSS` (civil-from-days, proleptic Gregorian).
+fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_timestamps() {
+        assert_eq!(format_utc(0), "19700101-000000");
+        assert_eq!(format_utc(951_782_400), "20000229-000000");
+        assert_eq!(format_utc(1_700_000_000), "20231114-221320");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(fmt_duration(Duration::from_secs(45)), "45 s");
+        assert_eq!(fmt_duration(Duration::from_secs(200)), "3 min 20 s");
+        assert_eq!(fmt_duration(Duration::from_secs(3720)), "1 h 02 min");
+        assert_eq!(default_bound(Duration::from_secs(30)), Duration::from_secs(210));
+        assert_eq!(default_bound(Duration::from_secs(600)), Duration::from_secs(1800));
+    }
+
+    #[test]
+    fn later_experiments_are_not_yet_available() {
+        let plan = Plan {
+            servers: vec![ServerKind::Sluice],
+            runs: 1,
+            quick: true,
+            out: PathBuf::from("/nonexistent"),
+            sluice: None,
+            bound: None,
+        };
+        for e in [ExperimentName::Download, ExperimentName::Priority, ExperimentName::Origin] {
+            assert!(e.run(&plan).unwrap_err().contains("not yet available"));
+        }
+    }
+
+    #[test]
+    fn missing_binaries_are_skipped_with_a_reason() {
+        let plan = Plan {
+            servers: vec![ServerKind::Sluice, ServerKind::Nginx],
+            runs: 1,
+            quick: true,
+            out: PathBuf::from("/nonexistent"),
+            sluice: None,
+            bound: None,
+        };
+        // Whatever is installed here, every requested server is either active or skipped.
+        let (active, skipped) = resolve_servers(&plan).unwrap();
+        assert_eq!(active.len() + skipped.len(), 2);
+        for s in &skipped {
+            assert!(!s.reason.is_empty());
+        }
+        let bad = Plan { sluice: Some(PathBuf::from("/nonexistent/sluice")), ..plan };
+        assert!(resolve_servers(&bad).unwrap_err().contains("/nonexistent/sluice"));
+    }
+
+    #[test]
+    fn outputs_from_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = "\
+experiment,case,rtt_ms,rate_mbit,server,protocol,run,mbps,seconds,ok
+upload,200mbit-40ms,40,200,sluice,h1,1,180,0.5,true
+upload,200mbit-40ms,40,200,sluice,h2,1,90,1,true
+";
+        let rows = report::parse_csv(csv).unwrap();
+        write_outputs(dir.path(), "upload", &rows, "t", &["note".into()]).unwrap();
+        let md = fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(md.contains("| sluice | 180.0 (180.0–180.0) | 90.0 (90.0–90.0) | 0.50 |"), "{md}");
+        assert!(dir.path().join("upload.png").metadata().unwrap().len() > 0);
+        assert!(dir.path().join("upload.svg").metadata().unwrap().len() > 0);
+    }
 }

@@ -1,0 +1,626 @@
+//! The servers under test and their configurations: Sluice, nginx as the write-up ran it
+//! (128k request body buffer) and with 512k, h2o and Caddy. Pure: configuration text,
+//! binaries, command lines; starting them in the server namespace is `stage`'s job.
+//!
+//! Besides the defaults, Sluice runs with each of its other receive-window policies
+//! (`sluice-fixed`, `sluice-writeup`, `sluice-quiche`, `sluice-hyper`: `[flow] policy`), for
+//! "HTTP/2 with fixed windows vs autotuned" side by side; a Sluice binary older than `[flow]`
+//! refuses those configurations and the variant is skipped with its error.
+//!
+//! Every server listens with TLS on the server namespace's address with one self-signed
+//! certificate. The peers are reverse proxies: `POST /up` goes to one upstream sink, a second
+//! Sluice instance serving cleartext HTTP/1.1 on 127.0.0.1 inside the server namespace, whose
+//! `POST /__up` reads the whole body and answers `{"bytes":N,"seconds":S,"mbps":M}`. Sluice
+//! itself answers `POST /__up` on its TLS listener directly.
+
+use std::env;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+
+/// Port of the upstream sink on 127.0.0.1 inside the server namespace.
+pub const SINK_PORT: u16 = 9000;
+
+/// A Sluice receive-window policy other than its default (`[flow] policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Flow {
+    /// The initial windows, never grown.
+    Fixed,
+    /// The write-up's doubling rule.
+    Writeup,
+    /// quiche's rule.
+    Quiche,
+    /// hyper's PING-based BDP estimator.
+    Hyper,
+}
+
+impl Flow {
+    /// The `[flow] policy` value.
+    pub fn policy(self) -> &'static str {
+        match self {
+            Self::Fixed => "fixed",
+            Self::Writeup => "writeup",
+            Self::Quiche => "quiche",
+            Self::Hyper => "hyper",
+        }
+    }
+}
+
+/// A server under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ServerKind {
+    /// Sluice with its default settings, answering the upload itself.
+    Sluice,
+    /// Sluice with another receive-window policy.
+    SluiceFlow(Flow),
+    /// nginx as the write-up ran it: `client_body_buffer_size 128k`, unbuffered proxying.
+    Nginx,
+    /// The same with `client_body_buffer_size 512k` (the write-up's best at 40 ms).
+    Nginx512,
+    /// h2o, `proxy.reverse.url`.
+    H2o,
+    /// Caddy, `reverse_proxy`.
+    Caddy,
+}
+
+/// The servers run by default, in the default order.
+pub const DEFAULT: [ServerKind; 5] =
+    [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
+
+/// Every server `--servers` knows.
+pub const ALL: [ServerKind; 9] = [
+    ServerKind::Sluice,
+    ServerKind::Nginx,
+    ServerKind::Nginx512,
+    ServerKind::H2o,
+    ServerKind::Caddy,
+    ServerKind::SluiceFlow(Flow::Fixed),
+    ServerKind::SluiceFlow(Flow::Writeup),
+    ServerKind::SluiceFlow(Flow::Quiche),
+    ServerKind::SluiceFlow(Flow::Hyper),
+];
+
+impl ServerKind {
+    /// The name used on the command line, in the CSV and the charts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sluice => "sluice",
+            Self::SluiceFlow(Flow::Fixed) => "sluice-fixed",
+            Self::SluiceFlow(Flow::Writeup) => "sluice-writeup",
+            Self::SluiceFlow(Flow::Quiche) => "sluice-quiche",
+            Self::SluiceFlow(Flow::Hyper) => "sluice-hyper",
+            Self::Nginx => "nginx",
+            Self::Nginx512 => "nginx512",
+            Self::H2o => "h2o",
+            Self::Caddy => "caddy",
+        }
+    }
+
+    /// Parses a name from `--servers`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        ALL.into_iter().find(|k| k.name() == s.trim()).ok_or_else(|| {
+            let names: Vec<&str> = ALL.iter().map(|k| k.name()).collect();
+            format!("unknown server `{}` (known: {})", s.trim(), names.join(", "))
+        })
+    }
+
+    /// Parses a comma-separated list, keeping its order, refusing duplicates and an empty list.
+    pub fn parse_list(s: &str) -> Result<Vec<Self>, String> {
+        let mut out = Vec::new();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let k = Self::parse(part)?;
+            if out.contains(&k) {
+                return Err(format!("server `{}` listed twice in --servers", k.name()));
+            }
+            out.push(k);
+        }
+        if out.is_empty() {
+            return Err("--servers lists no server".into());
+        }
+        Ok(out)
+    }
+
+    /// TLS port on the server address (each server has its own, so all can run at once).
+    pub fn port(self) -> u16 {
+        match self {
+            Self::Sluice => 8443,
+            Self::Nginx => 8444,
+            Self::Nginx512 => 8445,
+            Self::H2o => 8446,
+            Self::Caddy => 8447,
+            Self::SluiceFlow(Flow::Fixed) => 8448,
+            Self::SluiceFlow(Flow::Writeup) => 8449,
+            Self::SluiceFlow(Flow::Quiche) => 8450,
+            Self::SluiceFlow(Flow::Hyper) => 8451,
+        }
+    }
+
+    /// Path the upload is POSTed to.
+    pub fn upload_path(self) -> &'static str {
+        if self.uses_sink() {
+            "/up"
+        } else {
+            "/__up"
+        }
+    }
+
+    /// Whether the server proxies to the upstream sink.
+    pub fn uses_sink(self) -> bool {
+        !matches!(self, Self::Sluice | Self::SluiceFlow(_))
+    }
+
+    /// The program this server runs.
+    pub fn program(self) -> &'static str {
+        match self {
+            Self::Sluice | Self::SluiceFlow(_) => "sluice",
+            Self::Nginx | Self::Nginx512 => "nginx",
+            Self::H2o => "h2o",
+            Self::Caddy => "caddy",
+        }
+    }
+
+    /// The Debian package that provides the program.
+    pub fn package(self) -> &'static str {
+        match self {
+            Self::Sluice | Self::SluiceFlow(_) => "(this workspace: cargo build --release -p sluice)",
+            Self::Nginx | Self::Nginx512 => "nginx-light",
+            Self::H2o => "h2o",
+            Self::Caddy => "caddy",
+        }
+    }
+}
+
+/// Finds `name` on `PATH` or in the sbin directories (nginx lives in /usr/sbin).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = env::var_os("PATH").unwrap_or_default();
+    env::split_paths(&path)
+        .chain(["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+/// Whether `p` is an executable file.
+pub fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The Sluice binary: `--sluice`, else `$SLUICE_BIN`, else `sluice` next to this executable
+/// (target/release/sluice beside target/release/sluice-lab), else the parent directory of
+/// that (tests run from target/release/deps).
+pub fn find_sluice(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = explicit {
+        return if is_executable(p) {
+            Ok(p.to_path_buf())
+        } else {
+            Err(format!("--sluice {}: not an executable file", p.display()))
+        };
+    }
+    if let Some(p) = env::var_os("SLUICE_BIN") {
+        let p = PathBuf::from(p);
+        return if is_executable(&p) {
+            Ok(p)
+        } else {
+            Err(format!("SLUICE_BIN={}: not an executable file", p.display()))
+        };
+    }
+    let exe = env::current_exe().map_err(|e| format!("locating sluice-lab: {e}"))?;
+    let mut dir = exe.parent();
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let candidate = d.join("sluice");
+        if is_executable(&candidate) {
+            return Ok(candidate);
+        }
+        dir = d.parent();
+    }
+    Err(format!(
+        "no sluice binary next to {} (build it: cargo build --release -p sluice, or pass --sluice PATH)",
+        exe.display()
+    ))
+}
+
+/// Quotes `s` as a TOML basic string.
+fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Quotes `s` as a double-quoted string for nginx, YAML (h2o) and the Caddyfile alike:
+/// backslash and double quote escaped. Paths with control characters are refused earlier.
+fn dq(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Refuses paths the configuration files cannot carry safely (control characters, `;`, `{`,
+/// `}` and `$`, which nginx and the Caddyfile treat specially even inside quotes).
+pub fn check_config_path(p: &Path) -> Result<String, String> {
+    let s = p.to_str().ok_or_else(|| format!("{}: not UTF-8", p.display()))?;
+    if s.chars().any(|c| c.is_control() || matches!(c, ';' | '{' | '}' | '$')) {
+        return Err(format!("{s}: contains characters the server configurations cannot carry (control, ; {{ }} $)"));
+    }
+    Ok(s.to_string())
+}
+
+/// Where one server's files live and what it listens on.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Directory for this server's configuration, logs and state.
+    pub dir: PathBuf,
+    /// TLS listen address.
+    pub listen: SocketAddr,
+    /// Certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Private key (PEM, PKCS#8).
+    pub key: PathBuf,
+    /// Upstream sink (cleartext HTTP/1.1).
+    pub sink: SocketAddr,
+}
+
+impl Setup {
+    /// The usual setup of `kind` under `work` on `addr`.
+    pub fn new(kind: ServerKind, work: &Path, addr: Ipv4Addr, cert: &Path, key: &Path) -> Self {
+        Self {
+            dir: work.join(kind.name()),
+            listen: SocketAddr::V4(SocketAddrV4::new(addr, kind.port())),
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            sink: sink_addr(),
+        }
+    }
+
+    fn paths(&self) -> Result<(String, String, String), String> {
+        Ok((check_config_path(&self.dir)?, check_config_path(&self.cert)?, check_config_path(&self.key)?))
+    }
+}
+
+/// The sink's address inside the server namespace.
+pub fn sink_addr() -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, SINK_PORT))
+}
+
+/// Sluice's configuration: one listener (TLS with our certificate, or cleartext for the sink),
+/// the built-in site, the speed test on (`POST /__up`), no access log; `flow` sets the
+/// receive-window policy (default: Sluice's own default).
+pub fn sluice_config(s: &Setup, tls: bool, flow: Option<Flow>) -> Result<String, String> {
+    let (dir, cert, key) = s.paths()?;
+    Ok(format!(
+        "# Generated by sluice-lab: {role}.\n\
+         data_dir = {data}\n\
+         access_log = false\n\n\
+         [[listener]]\naddr = {addr}\ntls = {tls}\n\n\
+         [[certificate]]\ncert = {cert}\nkey = {key}\n\n\
+         [[site]]\nbuiltin = true\n\n\
+         # POST /__up reads the whole body and answers {{\"bytes\",\"seconds\",\"mbps\"}}.\n\
+         [speedtest]\nenabled = true\n{flow}",
+        flow = flow.map(|f| format!("\n[flow]\npolicy = \"{}\"\n", f.policy())).unwrap_or_default(),
+        role = if tls { "the server under test" } else { "the upstream sink of the proxies" },
+        data = toml_str(&format!("{dir}/data")),
+        addr = toml_str(&s.listen.to_string()),
+        cert = toml_str(&cert),
+        key = toml_str(&key),
+    ))
+}
+
+/// nginx as the write-up ran it: HTTP/2 over TLS, `location /up` proxied unbuffered
+/// (`proxy_request_buffering off`, HTTP/1.1 upstream with keep-alive) with
+/// `client_body_buffer_size` `body_buffer_kib` KiB (128 in production; the default
+/// `http2_body_preread_size` 64k is the initial stream window, the larger of the two the
+/// request body buffer). `client_max_body_size 64m` admits the 10 MiB body (default 1m).
+/// nginx 1.22 knows `listen ... ssl http2` (the `http2 on;` directive came with 1.25.1).
+pub fn nginx_config(s: &Setup, body_buffer_kib: u32) -> Result<String, String> {
+    let (dir, cert, key) = s.paths()?;
+    Ok(format!(
+        "# Generated by sluice-lab: nginx as the HTTP/2 upload write-up ran it\n\
+         # (client_body_buffer_size {body_buffer_kib}k, unbuffered proxying to the sink).\n\
+         worker_processes 1;\n\
+         daemon off;\n\
+         master_process on;\n\
+         pid {pid};\n\
+         error_log {err} warn;\n\n\
+         events {{\n    worker_connections 1024;\n}}\n\n\
+         http {{\n\
+         \x20   access_log off;\n\
+         \x20   client_body_temp_path {body};\n\
+         \x20   proxy_temp_path {proxy};\n\
+         \x20   fastcgi_temp_path {fastcgi};\n\
+         \x20   uwsgi_temp_path {uwsgi};\n\
+         \x20   scgi_temp_path {scgi};\n\n\
+         \x20   upstream sink {{\n\
+         \x20       server {sink};\n\
+         \x20       keepalive 4;\n\
+         \x20   }}\n\n\
+         \x20   server {{\n\
+         \x20       listen {listen} ssl http2;\n\
+         \x20       ssl_certificate {cert};\n\
+         \x20       ssl_certificate_key {key};\n\
+         \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\
+         \x20       client_max_body_size 64m;\n\
+         \x20       client_body_buffer_size {body_buffer_kib}k;\n\n\
+         \x20       location /up {{\n\
+         \x20           proxy_pass http://sink/__up;\n\
+         \x20           proxy_request_buffering off;\n\
+         \x20           proxy_http_version 1.1;\n\
+         \x20           proxy_set_header Connection \"\";\n\
+         \x20       }}\n\
+         \x20   }}\n\
+         }}\n",
+        pid = dq(&format!("{dir}/nginx.pid")),
+        err = dq(&format!("{dir}/error.log")),
+        body = dq(&format!("{dir}/body")),
+        proxy = dq(&format!("{dir}/proxy")),
+        fastcgi = dq(&format!("{dir}/fastcgi")),
+        uwsgi = dq(&format!("{dir}/uwsgi")),
+        scgi = dq(&format!("{dir}/scgi")),
+        sink = s.sink,
+        listen = s.listen,
+        cert = dq(&cert),
+        key = dq(&key),
+    ))
+}
+
+/// h2o: TLS listener (no OCSP fetching: the lab has no Internet), `/up` to the sink with
+/// `proxy.reverse.url`, one worker thread, request bodies up to 64 MiB. h2o 2.2 buffers the
+/// whole request body before it opens the upstream request (streaming request bodies came
+/// with 2.3); the sink's own `seconds` shows it.
+pub fn h2o_config(s: &Setup) -> Result<String, String> {
+    let (dir, cert, key) = s.paths()?;
+    Ok(format!(
+        "# Generated by sluice-lab: h2o reverse proxy to the upload sink.\n\
+         num-threads: 1\n\
+         error-log: {err}\n\
+         limit-request-body: 67108864\n\
+         listen:\n\
+         \x20 host: {host}\n\
+         \x20 port: {port}\n\
+         \x20 ssl:\n\
+         \x20   certificate-file: {cert}\n\
+         \x20   key-file: {key}\n\
+         \x20   ocsp-update-interval: 0\n\
+         hosts:\n\
+         \x20 default:\n\
+         \x20   paths:\n\
+         \x20     /up:\n\
+         \x20       proxy.reverse.url: {url}\n",
+        err = dq(&format!("{dir}/error.log")),
+        host = s.listen.ip(),
+        port = s.listen.port(),
+        cert = dq(&cert),
+        key = dq(&key),
+        url = dq(&format!("http://{}/__up", s.sink)),
+    ))
+}
+
+/// Caddy (Caddyfile): no admin endpoint, no automatic HTTPS, state under our directory
+/// (2.6 knows no `persist_config`; its autosave lands in our `XDG_CONFIG_HOME`), HTTP/1.1 and HTTP/2 only (curl 7.88 does not speak HTTP/3 here), our
+/// certificate, `/up` rewritten to `/__up` and `reverse_proxy`'d to the sink (Caddy streams
+/// request bodies unless `request_buffers` is set).
+pub fn caddy_config(s: &Setup) -> Result<String, String> {
+    let (dir, cert, key) = s.paths()?;
+    Ok(format!(
+        "# Generated by sluice-lab: Caddy reverse proxy to the upload sink.\n\
+         {{\n\
+         \tadmin off\n\
+         \tauto_https off\n\
+         \tstorage file_system {storage}\n\
+         \tservers {{\n\
+         \t\tprotocols h1 h2\n\
+         \t}}\n\
+         }}\n\n\
+         https://{listen} {{\n\
+         \tbind {host}\n\
+         \ttls {cert} {key}\n\
+         \thandle /up {{\n\
+         \t\trewrite * /__up\n\
+         \t\treverse_proxy {sink}\n\
+         \t}}\n\
+         }}\n",
+        storage = dq(&format!("{dir}/storage")),
+        listen = s.listen,
+        host = s.listen.ip(),
+        cert = dq(&cert),
+        key = dq(&key),
+        sink = s.sink,
+    ))
+}
+
+/// How to start a server: the program's arguments, its environment and its config file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    /// Arguments after the program.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// Configuration file name (inside [`Setup::dir`]) and text.
+    pub config: (String, String),
+}
+
+/// The launch of `kind` with `setup`.
+pub fn launch(kind: ServerKind, s: &Setup) -> Result<Launch, String> {
+    let dir = check_config_path(&s.dir)?;
+    let (name, text) = match kind {
+        ServerKind::Sluice => ("sluice.toml", sluice_config(s, true, None)?),
+        ServerKind::SluiceFlow(f) => ("sluice.toml", sluice_config(s, true, Some(f))?),
+        ServerKind::Nginx => ("nginx.conf", nginx_config(s, 128)?),
+        ServerKind::Nginx512 => ("nginx.conf", nginx_config(s, 512)?),
+        ServerKind::H2o => ("h2o.conf", h2o_config(s)?),
+        ServerKind::Caddy => ("Caddyfile", caddy_config(s)?),
+    };
+    let conf = format!("{dir}/{name}");
+    let (args, env) = match kind {
+        ServerKind::Sluice | ServerKind::SluiceFlow(_) => (vec!["serve".into(), "--config".into(), conf], vec![]),
+        ServerKind::Nginx | ServerKind::Nginx512 => {
+            (vec!["-p".into(), format!("{dir}/"), "-e".into(), format!("{dir}/error.log"), "-c".into(), conf], vec![])
+        }
+        ServerKind::H2o => (vec!["-c".into(), conf], vec![]),
+        ServerKind::Caddy => (
+            vec!["run".into(), "--config".into(), conf, "--adapter".into(), "caddyfile".into()],
+            vec![
+                ("HOME".into(), dir.clone()),
+                ("XDG_DATA_HOME".into(), format!("{dir}/data")),
+                ("XDG_CONFIG_HOME".into(), format!("{dir}/config")),
+            ],
+        ),
+    };
+    Ok(Launch { args, env, config: (name.into(), text) })
+}
+
+/// The sink's launch (a cleartext Sluice on 127.0.0.1:[`SINK_PORT`]).
+pub fn sink_launch(work: &Path, cert: &Path, key: &Path) -> Result<(Setup, Launch), String> {
+    let s =
+        Setup { dir: work.join("sink"), listen: sink_addr(), cert: cert.into(), key: key.into(), sink: sink_addr() };
+    let dir = check_config_path(&s.dir)?;
+    let text = sluice_config(&s, false, None)?;
+    let args = vec!["serve".into(), "--config".into(), format!("{dir}/sluice.toml")];
+    Ok((s, Launch { args, env: vec![], config: ("sluice.toml".into(), text) }))
+}
+
+/// A self-signed certificate (ECDSA P-256) for `addr` (and localhost), as PEM (cert, key).
+pub fn self_signed(addr: Ipv4Addr) -> Result<(String, String), String> {
+    let ck = rcgen::generate_simple_self_signed(vec![addr.to_string(), "localhost".to_string()])
+        .map_err(|e| format!("generating the self-signed certificate: {e}"))?;
+    Ok((ck.cert.pem(), ck.signing_key.serialize_pem()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(kind: ServerKind) -> Setup {
+        Setup::new(
+            kind,
+            Path::new("/tmp/lab work"),
+            Ipv4Addr::new(10, 77, 0, 2),
+            Path::new("/c/cert.pem"),
+            Path::new("/c/key.pem"),
+        )
+    }
+
+    #[test]
+    fn server_list_parsing() {
+        assert_eq!(ServerKind::parse_list("sluice,nginx").unwrap(), [ServerKind::Sluice, ServerKind::Nginx]);
+        assert_eq!(ServerKind::parse_list(" caddy , h2o,").unwrap(), [ServerKind::Caddy, ServerKind::H2o]);
+        assert!(ServerKind::parse_list("sluice,apache").unwrap_err().contains("apache"));
+        assert!(ServerKind::parse_list("nginx,nginx").unwrap_err().contains("twice"));
+        assert!(ServerKind::parse_list(",").is_err());
+        let ports: std::collections::HashSet<u16> = ALL.iter().map(|k| k.port()).collect();
+        assert_eq!(ports.len(), ALL.len());
+        let names: std::collections::HashSet<&str> = ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names.len(), ALL.len());
+        for k in ALL {
+            assert_eq!(ServerKind::parse(k.name()), Ok(k));
+        }
+        let default = DEFAULT.map(|k| k.name()).join(",");
+        assert_eq!(default, "sluice,nginx,nginx512,h2o,caddy");
+        assert!(!ports.contains(&SINK_PORT));
+    }
+
+    #[test]
+    fn sluice_configs() {
+        let c = sluice_config(&setup(ServerKind::Sluice), true, None).unwrap();
+        assert!(!c.contains("[flow]"), "the default policy is Sluice's own");
+        assert!(c.contains("addr = \"10.77.0.2:8443\"\ntls = true"), "{c}");
+        assert!(c.contains("cert = \"/c/cert.pem\"") && c.contains("key = \"/c/key.pem\""));
+        assert!(c.contains("[speedtest]\nenabled = true"));
+        assert!(c.contains("data_dir = \"/tmp/lab work/sluice/data\""));
+        let (s, l) = sink_launch(Path::new("/w"), Path::new("/c/cert.pem"), Path::new("/c/key.pem")).unwrap();
+        assert!(l.config.1.contains("addr = \"127.0.0.1:9000\"\ntls = false"), "{}", l.config.1);
+        assert_eq!(s.listen, sink_addr());
+        assert_eq!(l.args, ["serve", "--config", "/w/sink/sluice.toml"]);
+        let kind = ServerKind::parse("sluice-fixed").unwrap();
+        let l = launch(kind, &setup(kind)).unwrap();
+        assert!(l.config.1.contains("addr = \"10.77.0.2:8448\"\ntls = true"), "{}", l.config.1);
+        assert!(l.config.1.contains("\n[flow]\npolicy = \"fixed\"\n"), "{}", l.config.1);
+        assert_eq!((kind.upload_path(), kind.uses_sink(), kind.program()), ("/__up", false, "sluice"));
+    }
+
+    #[test]
+    fn nginx_config_as_the_write_up_ran_it() {
+        let c = nginx_config(&setup(ServerKind::Nginx), 128).unwrap();
+        for needle in [
+            "listen 10.77.0.2:8444 ssl http2;",
+            "ssl_certificate \"/c/cert.pem\";",
+            "ssl_certificate_key \"/c/key.pem\";",
+            "client_body_buffer_size 128k;",
+            "client_max_body_size 64m;",
+            "location /up {",
+            "proxy_pass http://sink/__up;",
+            "proxy_request_buffering off;",
+            "proxy_http_version 1.1;",
+            "server 127.0.0.1:9000;",
+            "daemon off;",
+            "pid \"/tmp/lab work/nginx/nginx.pid\";",
+        ] {
+            assert!(c.contains(needle), "missing {needle:?} in\n{c}");
+        }
+        assert!(!c.contains("http2_body_preread_size"), "the write-up ran the default preread size");
+        let c = launch(ServerKind::Nginx512, &setup(ServerKind::Nginx512)).unwrap();
+        assert!(c.config.1.contains("client_body_buffer_size 512k;"));
+        assert!(c.config.1.contains("listen 10.77.0.2:8445 ssl http2;"));
+        assert_eq!(c.config.0, "nginx.conf");
+        assert_eq!(c.args[..2], ["-p".to_string(), "/tmp/lab work/nginx512/".to_string()]);
+    }
+
+    #[test]
+    fn h2o_config_directives() {
+        let c = h2o_config(&setup(ServerKind::H2o)).unwrap();
+        for needle in [
+            "host: 10.77.0.2\n",
+            "port: 8446\n",
+            "certificate-file: \"/c/cert.pem\"",
+            "key-file: \"/c/key.pem\"",
+            "ocsp-update-interval: 0",
+            "/up:\n",
+            "proxy.reverse.url: \"http://127.0.0.1:9000/__up\"",
+            "limit-request-body: 67108864",
+        ] {
+            assert!(c.contains(needle), "missing {needle:?} in\n{c}");
+        }
+    }
+
+    #[test]
+    fn caddy_config_directives() {
+        let c = caddy_config(&setup(ServerKind::Caddy)).unwrap();
+        for needle in [
+            "\tadmin off\n",
+            "\tauto_https off\n",
+            "protocols h1 h2",
+            "https://10.77.0.2:8447 {",
+            "\tbind 10.77.0.2\n",
+            "\ttls \"/c/cert.pem\" \"/c/key.pem\"\n",
+            "handle /up {",
+            "rewrite * /__up",
+            "reverse_proxy 127.0.0.1:9000",
+        ] {
+            assert!(c.contains(needle), "missing {needle:?} in\n{c}");
+        }
+        let l = launch(ServerKind::Caddy, &setup(ServerKind::Caddy)).unwrap();
+        assert_eq!(l.args, ["run", "--config", "/tmp/lab work/caddy/Caddyfile", "--adapter", "caddyfile"]);
+        assert!(l.env.iter().any(|(k, v)| k == "HOME" && v == "/tmp/lab work/caddy"));
+    }
+
+    #[test]
+    fn unsafe_paths_are_refused() {
+        let mut s = setup(ServerKind::Nginx);
+        s.dir = PathBuf::from("/tmp/a;b");
+        assert!(nginx_config(&s, 128).unwrap_err().contains("cannot carry"));
+        s.dir = PathBuf::from("/tmp/a\nb");
+        assert!(caddy_config(&s).is_err());
+        assert_eq!(toml_str("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+
+    #[test]
+    fn certificate_is_pem() {
+        let (cert, key) = self_signed(Ipv4Addr::new(10, 77, 0, 2)).unwrap();
+        assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(key.contains("PRIVATE KEY-----"));
+    }
+}
