@@ -5,7 +5,7 @@
 //!                       [--sluice PATH] [--max-minutes M]
 //! ```
 //!
-//! `--servers` also knows `sluice-fixed`, `sluice-writeup`, `sluice-quiche` and `sluice-hyper`:
+//! `--servers` also knows `sluice-fixed64k`, `sluice-fixed512k`, `sluice-writeup`, `sluice-quiche` and `sluice-hyper`:
 //! Sluice with that receive-window policy (`[flow] policy`) beside its default.
 //!
 //! Each experiment starts the lab (two namespaces joined by the emulated link), the servers
@@ -81,13 +81,17 @@ pub struct RunArgs {
     /// Output directory (default lab-results/<experiment>-<UTC timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Servers, comma-separated, in first-run order. Also known: sluice-fixed,
+    /// Servers, comma-separated, in first-run order. Also known: sluice-fixed64k, sluice-fixed512k,
     /// sluice-writeup, sluice-quiche, sluice-hyper (Sluice with that `[flow] policy`).
     #[arg(long, default_value = "sluice,nginx,nginx512,h2o,caddy")]
     pub servers: String,
     /// Smoke run: 1 run, the first case only (the CI's "one upload case").
     #[arg(long)]
     pub quick: bool,
+    /// Also run a 1 Gbit/s × 2 ms case (the emulator reaches about 820 Mbit/s with MTU 1500 on
+    /// two cores: such a case is partly emulator-bound, and the report says so).
+    #[arg(long)]
+    pub gigabit: bool,
     /// The Sluice binary (default: `sluice` next to sluice-lab, or $SLUICE_BIN).
     #[arg(long)]
     pub sluice: Option<PathBuf>,
@@ -106,6 +110,8 @@ pub struct Plan {
     pub runs: u32,
     /// Smoke run: first case only.
     pub quick: bool,
+    /// Add the 1 Gbit/s × 2 ms case.
+    pub gigabit: bool,
     /// Output directory.
     pub out: PathBuf,
     /// Explicit Sluice binary.
@@ -135,6 +141,7 @@ pub fn run_main(a: RunArgs) -> Result<(), String> {
         servers,
         runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }),
         quick: a.quick,
+        gigabit: a.gigabit,
         out,
         sluice: a.sluice,
         bound: a.max_minutes.map(|m| Duration::from_secs(u64::from(m) * 60)),
@@ -286,6 +293,7 @@ mod tests {
             servers: vec![ServerKind::Sluice],
             runs: 1,
             quick: true,
+            gigabit: false,
             out: PathBuf::from("/nonexistent"),
             sluice: None,
             bound: None,
@@ -301,6 +309,7 @@ mod tests {
             servers: vec![ServerKind::Sluice, ServerKind::Nginx],
             runs: 1,
             quick: true,
+            gigabit: false,
             out: PathBuf::from("/nonexistent"),
             sluice: None,
             bound: None,

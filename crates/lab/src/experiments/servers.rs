@@ -3,7 +3,7 @@
 //! binaries, command lines; starting them in the server namespace is `stage`'s job.
 //!
 //! Besides the defaults, Sluice runs with each of its other receive-window policies
-//! (`sluice-fixed`, `sluice-writeup`, `sluice-quiche`, `sluice-hyper`: `[flow] policy`), for
+//! (`sluice-fixed64k`, `sluice-fixed512k`, `sluice-writeup`, `sluice-quiche`, `sluice-hyper`: `[flow] policy`), for
 //! "HTTP/2 with fixed windows vs autotuned" side by side; a Sluice binary older than `[flow]`
 //! refuses those configurations and the variant is skipped with its error.
 //!
@@ -23,8 +23,10 @@ pub const SINK_PORT: u16 = 9000;
 /// A Sluice receive-window policy other than its default (`[flow] policy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Flow {
-    /// The initial windows, never grown.
-    Fixed,
+    /// Fixed 64 KiB stream windows (the RFC default), never grown.
+    Fixed64k,
+    /// Fixed 512 KiB stream windows (nginx512's buffer), never grown.
+    Fixed512k,
     /// The write-up's doubling rule.
     Writeup,
     /// quiche's rule.
@@ -34,10 +36,21 @@ pub enum Flow {
 }
 
 impl Flow {
+    /// The `[flow]` table for this policy.
+    pub fn table(self) -> String {
+        let windows = match self {
+            // A connection window of 16 streams' worth, so the stream window is what limits.
+            Self::Fixed64k => "initial_stream_window = 65535\ninitial_connection_window = 1048560\n",
+            Self::Fixed512k => "initial_stream_window = 524288\ninitial_connection_window = 8388608\n",
+            _ => "",
+        };
+        format!("\n[flow]\npolicy = \"{}\"\n{windows}", self.policy())
+    }
+
     /// The `[flow] policy` value.
     pub fn policy(self) -> &'static str {
         match self {
-            Self::Fixed => "fixed",
+            Self::Fixed64k | Self::Fixed512k => "fixed",
             Self::Writeup => "writeup",
             Self::Quiche => "quiche",
             Self::Hyper => "hyper",
@@ -67,13 +80,14 @@ pub const DEFAULT: [ServerKind; 5] =
     [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
 
 /// Every server `--servers` knows.
-pub const ALL: [ServerKind; 9] = [
+pub const ALL: [ServerKind; 10] = [
     ServerKind::Sluice,
     ServerKind::Nginx,
     ServerKind::Nginx512,
     ServerKind::H2o,
     ServerKind::Caddy,
-    ServerKind::SluiceFlow(Flow::Fixed),
+    ServerKind::SluiceFlow(Flow::Fixed64k),
+    ServerKind::SluiceFlow(Flow::Fixed512k),
     ServerKind::SluiceFlow(Flow::Writeup),
     ServerKind::SluiceFlow(Flow::Quiche),
     ServerKind::SluiceFlow(Flow::Hyper),
@@ -84,7 +98,8 @@ impl ServerKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::Sluice => "sluice",
-            Self::SluiceFlow(Flow::Fixed) => "sluice-fixed",
+            Self::SluiceFlow(Flow::Fixed64k) => "sluice-fixed64k",
+            Self::SluiceFlow(Flow::Fixed512k) => "sluice-fixed512k",
             Self::SluiceFlow(Flow::Writeup) => "sluice-writeup",
             Self::SluiceFlow(Flow::Quiche) => "sluice-quiche",
             Self::SluiceFlow(Flow::Hyper) => "sluice-hyper",
@@ -127,7 +142,8 @@ impl ServerKind {
             Self::Nginx512 => 8445,
             Self::H2o => 8446,
             Self::Caddy => 8447,
-            Self::SluiceFlow(Flow::Fixed) => 8448,
+            Self::SluiceFlow(Flow::Fixed64k) => 8448,
+            Self::SluiceFlow(Flow::Fixed512k) => 8452,
             Self::SluiceFlow(Flow::Writeup) => 8449,
             Self::SluiceFlow(Flow::Quiche) => 8450,
             Self::SluiceFlow(Flow::Hyper) => 8451,
@@ -301,7 +317,7 @@ pub fn sluice_config(s: &Setup, tls: bool, flow: Option<Flow>) -> Result<String,
          [[site]]\nbuiltin = true\n\n\
          # POST /__up reads the whole body and answers {{\"bytes\",\"seconds\",\"mbps\"}}.\n\
          [speedtest]\nenabled = true\n{flow}",
-        flow = flow.map(|f| format!("\n[flow]\npolicy = \"{}\"\n", f.policy())).unwrap_or_default(),
+        flow = flow.map(Flow::table).unwrap_or_default(),
         role = if tls { "the server under test" } else { "the upstream sink of the proxies" },
         data = toml_str(&format!("{dir}/data")),
         addr = toml_str(&s.listen.to_string()),
@@ -535,7 +551,7 @@ mod tests {
         assert!(l.config.1.contains("addr = \"127.0.0.1:9000\"\ntls = false"), "{}", l.config.1);
         assert_eq!(s.listen, sink_addr());
         assert_eq!(l.args, ["serve", "--config", "/w/sink/sluice.toml"]);
-        let kind = ServerKind::parse("sluice-fixed").unwrap();
+        let kind = ServerKind::parse("sluice-fixed64k").unwrap();
         let l = launch(kind, &setup(kind)).unwrap();
         assert!(l.config.1.contains("addr = \"10.77.0.2:8448\"\ntls = true"), "{}", l.config.1);
         assert!(l.config.1.contains("\n[flow]\npolicy = \"fixed\"\n"), "{}", l.config.1);

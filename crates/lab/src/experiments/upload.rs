@@ -42,13 +42,18 @@ pub struct Case {
     pub rtt_ms: f64,
 }
 
-/// The cases: 200 Mbit/s × 40 ms and × 10 ms RTT; `quick` keeps the first.
-pub fn cases(quick: bool) -> Vec<Case> {
+/// The cases: 200 Mbit/s × 40 ms and × 10 ms RTT; `quick` keeps the first; `gigabit` adds
+/// 1 Gbit/s × 2 ms.
+pub fn cases(quick: bool, gigabit: bool) -> Vec<Case> {
     let n = if quick { 1 } else { RTTS_MS.len() };
-    RTTS_MS[..n]
+    let mut v: Vec<Case> = RTTS_MS[..n]
         .iter()
         .map(|&rtt| Case { name: format!("{RATE_MBIT}mbit-{rtt}ms"), rate_mbit: RATE_MBIT, rtt_ms: rtt })
-        .collect()
+        .collect();
+    if gigabit {
+        v.push(Case { name: "1000mbit-2ms".into(), rate_mbit: 1000.0, rtt_ms: 2.0 });
+    }
+    v
 }
 
 /// A protocol curl is told to use.
@@ -220,7 +225,7 @@ pub fn proto_order(run: u32) -> [Proto; 2] {
 /// writes `results.csv` as it goes, then `summary.md`, `upload.png` and `upload.svg` (also
 /// after an error or Ctrl-C, from the runs done so far).
 pub fn run(plan: &Plan) -> Result<(), String> {
-    let cases = cases(plan.quick);
+    let cases = cases(plan.quick, plan.gigabit);
     // Servers: which can run here.
     let (active, mut skipped) = super::resolve_servers(plan)?;
     for s in &skipped {
@@ -571,11 +576,12 @@ mod tests {
 
     #[test]
     fn cases_and_orders() {
-        let c = cases(false);
+        let c = cases(false, false);
+        assert_eq!(cases(false, true).len(), 3);
         assert_eq!(c.len(), 2);
         assert_eq!(c[0], Case { name: "200mbit-40ms".into(), rate_mbit: 200.0, rtt_ms: 40.0 });
         assert_eq!(c[1].name, "200mbit-10ms");
-        assert_eq!(cases(true).len(), 1);
+        assert_eq!(cases(true, false).len(), 1);
         assert_eq!(rotation(&[1, 2, 3], 1), [1, 2, 3]);
         assert_eq!(rotation(&[1, 2, 3], 2), [2, 3, 1]);
         assert_eq!(rotation(&[1, 2, 3], 4), [1, 2, 3]);
