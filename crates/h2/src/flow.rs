@@ -132,8 +132,10 @@ pub struct TuneState {
     pub epoch_start: Option<Instant>,
     /// `received` at the start of the epoch.
     pub epoch_base: u64,
-    /// When credit was last handed back (quiche's rule).
+    /// When credit was last handed back (quiche's rule, and AutoTune's fast test).
     pub last_update: Option<Instant>,
+    /// `received` when credit was last handed back.
+    pub update_base: u64,
     /// Bytes of growth beyond the initial window reserved from the memory budget.
     pub reserved: u64,
 }

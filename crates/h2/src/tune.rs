@@ -10,9 +10,11 @@
 //!
 //! - [`AutoTune`] (the default): every RTT, the bytes the stream delivered in that RTT; while
 //!   that is at least half the window the sender is window-limited and the window doubles,
-//!   otherwise it is raised to twice the delivered bytes per RTT (2 × rate × RTT). Growth stops
-//!   once the window exceeds twice what one RTT carries, so the steady state is at most
-//!   4 × BDP.
+//!   otherwise it is raised to twice the delivered bytes per RTT (2 × rate × RTT). The same
+//!   test runs each time credit is handed back (every half window): half a window consumed in
+//!   less than one RTT doubles the window at once, so growth keeps up with a sender in slow
+//!   start. Growth stops once the window exceeds twice what one RTT carries, so the steady
+//!   state is at most 4 × BDP.
 //! - [`WriteupRule`]: the write-up's rule: every RTT, double when the bytes of the last RTT
 //!   (its BDP estimate) exceed a quarter of the window.
 //! - [`QuicheRule`]: quiche's rule: double when credit has to be handed back again within
@@ -85,11 +87,11 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Defaults: 256 KiB initial stream window, 1 MiB initial connection window, 16 MiB per
+    /// Defaults: 1 MiB initial stream window, 1 MiB initial connection window, 16 MiB per
     /// stream, 32 MiB per connection, under `budget`.
     pub fn new(budget: Arc<MemoryBudget>) -> Self {
         Self {
-            initial_stream: 256 * 1024,
+            initial_stream: 1 << 20,
             initial_connection: 1 << 20,
             max_stream: 16 << 20,
             max_connection: 32 << 20,
@@ -192,6 +194,24 @@ impl WindowPolicy for AutoTune {
         // Window-limited: the sender delivered at least half its window in one RTT.
         let want = if 2 * per_rtt >= window { 2 * window } else { 2 * per_rtt };
         self.0.grow(s, want)
+    }
+    fn on_stream_update(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
+        // Credit goes back each time half the window has been consumed. Half a window in less
+        // than one RTT is the same window-limited test as above, but seen as soon as it
+        // happens instead of at the end of an epoch: during slow start the sender doubles every
+        // RTT, and a window that only doubles once per measured RTT stays a step behind.
+        let window = u64::from(s.window.max(self.0.limits.initial_stream));
+        // Only bytes the peer sent count: an update right after the window grew (the growth
+        // itself makes credit due) says nothing about the sender.
+        let sent = s.received - s.update_base;
+        let fast = 2 * sent >= window
+            && matches!((s.last_update, rtt), (Some(last), Some(rtt)) if now.saturating_duration_since(last) < rtt);
+        s.last_update = Some(now);
+        s.update_base = s.received;
+        if fast {
+            return self.0.grow(s, 2 * window);
+        }
+        window as u32
     }
     fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
         self.0.connection_target(sum)
@@ -410,6 +430,7 @@ mod tests {
             }
             unreturned += frame;
             if unreturned >= u64::from(s.window) / 2 {
+                // As the engine does: growth decided at an update goes out with that update.
                 let before = s.window;
                 let w = p.on_stream_update(&mut s, now, Some(rtt));
                 if w > before {
@@ -436,7 +457,7 @@ mod tests {
             let (window, last, _) = simulate(&mut p, rate, rtt, 6.0);
             let bdp = rate * rtt.as_secs_f64();
             assert!(last >= 0.95 * rate, "{rate_mbit} Mbit/s × {rtt_ms} ms: {:.0} of {rate:.0} B/s", last);
-            assert!(f64::from(window) <= 4.0 * bdp.max(256.0 * 1024.0), "window {window} vs BDP {bdp:.0}");
+            assert!(f64::from(window) <= 4.0 * bdp.max(f64::from(1u32 << 20)), "window {window} vs BDP {bdp:.0}");
         }
     }
 
@@ -452,10 +473,10 @@ mod tests {
 
     #[test]
     fn link_limited_sender_does_not_grow_the_window() {
-        // 10 Mbit/s × 10 ms: BDP 12.5 KB, far below the 256 KiB initial window.
+        // 10 Mbit/s × 10 ms: BDP 12.5 KB, far below the 1 MiB initial window.
         let mut p = AutoTune::new(limits(1 << 30));
         let (window, _, _) = simulate(&mut p, 10.0 * MBIT, Duration::from_millis(10), 3.0);
-        assert_eq!(window, 256 * 1024);
+        assert_eq!(window, 1 << 20);
     }
 
     #[test]
@@ -476,10 +497,10 @@ mod tests {
         let budget = MemoryBudget::new(300 * 1024);
         let mut a = AutoTune::new(Limits::new(budget.clone()));
         let (wa, _, _) = simulate(&mut a, 200.0 * MBIT, Duration::from_millis(40), 3.0);
-        assert_eq!(u64::from(wa), 256 * 1024 + 300 * 1024, "the first stream takes the whole budget");
+        assert_eq!(u64::from(wa), (1 << 20) + 300 * 1024, "the first stream takes the whole budget");
         let mut b = AutoTune::new(Limits::new(budget.clone()));
         let (wb, last, _) = simulate(&mut b, 200.0 * MBIT, Duration::from_millis(40), 2.0);
-        assert_eq!(wb, 256 * 1024, "no budget left: the initial window, no stall");
+        assert_eq!(wb, 1 << 20, "no budget left: the initial window, no stall");
         assert!(last > 0.0);
         drop(a);
         assert_eq!(budget.used(), 0, "a connection's reservations return when it goes");

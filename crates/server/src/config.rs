@@ -93,7 +93,7 @@ impl Default for Flow {
     fn default() -> Self {
         Self {
             policy: FlowPolicy::Auto,
-            initial_stream_window: 256 * 1024,
+            initial_stream_window: 1 << 20,
             initial_connection_window: 1 << 20,
             max_stream_window: 16 << 20,
             max_connection_window: 32 << 20,

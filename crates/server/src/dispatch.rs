@@ -119,6 +119,15 @@ pub(crate) fn host_of(authority: &str) -> &str {
     host.strip_suffix('.').unwrap_or(host)
 }
 
+/// What the protocol driver counts while a request runs, for its access-log line.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Request body bytes received.
+    pub(crate) bytes_in: AtomicU64,
+    /// Largest receive window granted to the request body (HTTP/2; 0: not applicable).
+    pub(crate) recv_window: AtomicU64,
+}
+
 /// One access-log line, written when the exchange ends (the guard is dropped).
 pub(crate) struct AccessLog {
     pub(crate) enabled: bool,
@@ -129,8 +138,8 @@ pub(crate) struct AccessLog {
     pub(crate) path: String,
     pub(crate) status: u16,
     pub(crate) start: Instant,
-    /// Request body bytes received (the driver counts them).
-    pub(crate) bytes_in: Arc<AtomicU64>,
+    /// Request body bytes received, and the receive window granted (the driver counts them).
+    pub(crate) counters: Arc<Counters>,
     /// Response body bytes handed to the connection.
     pub(crate) bytes_out: u64,
     /// How the exchange ended ("ok", "reset", ...).
@@ -144,7 +153,7 @@ impl Drop for AccessLog {
         }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         crate::accesslog::write(&format!(
-            "{}.{:03} {} {} {} {} {} {} in={} out={} {:.1}ms {}\n",
+            "{}.{:03} {} {} {} {} {} {} in={} out={}{} {:.1}ms {}\n",
             now.as_secs(),
             now.subsec_millis(),
             self.peer,
@@ -153,8 +162,12 @@ impl Drop for AccessLog {
             self.authority,
             self.path,
             self.status,
-            self.bytes_in.load(Ordering::Relaxed),
+            self.counters.bytes_in.load(Ordering::Relaxed),
             self.bytes_out,
+            match self.counters.recv_window.load(Ordering::Relaxed) {
+                0 => String::new(),
+                w => format!(" win={w}"),
+            },
             self.start.elapsed().as_secs_f64() * 1e3,
             self.outcome
         ));

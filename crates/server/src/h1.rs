@@ -3,7 +3,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -14,7 +13,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::dispatch::{dispatch, AccessLog, State};
+use crate::dispatch::{dispatch, AccessLog, Counters, State};
 use crate::http::{Body, Proto, Request, RequestBody, Response, CHUNK};
 
 /// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
@@ -63,7 +62,7 @@ async fn handle(
         .unwrap_or_default();
     let path = parts.uri.path().to_owned();
     let query = parts.uri.query().map(str::to_owned);
-    let bytes_in = Arc::new(AtomicU64::new(0));
+    let counters = Arc::new(Counters::default());
     let head_only = parts.method == http::Method::HEAD;
     let log = AccessLog {
         enabled: state.cfg.access_log,
@@ -74,11 +73,11 @@ async fn handle(
         path: path.clone(),
         status: 0,
         start: std::time::Instant::now(),
-        bytes_in: bytes_in.clone(),
+        counters: counters.clone(),
         bytes_out: 0,
         outcome: "reset",
     };
-    let body = RequestBody::hyper(incoming).counting(bytes_in, state.cfg.limits.max_request_body);
+    let body = RequestBody::hyper(incoming).counting(counters, state.cfg.limits.max_request_body);
     let req = Request {
         proto: Proto::Http1,
         method: parts.method,

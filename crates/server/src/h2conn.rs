@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::dispatch::{dispatch, AccessLog, State};
+use crate::dispatch::{dispatch, AccessLog, Counters, State};
 use crate::http::{BodyError, Proto, Request, RequestBody, Response, CHUNK};
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
@@ -66,7 +66,7 @@ enum Cmd {
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     permits: Arc<Semaphore>,
-    bytes_in: Arc<AtomicU64>,
+    counters: Arc<Counters>,
     /// The handler's task; `None` when it finished on its first poll.
     task: Option<JoinHandle<()>>,
 }
@@ -259,7 +259,10 @@ fn handle_events(
             Event::Data { stream, data, end_stream } => {
                 let mut discard = false;
                 if let Some(s) = streams.get_mut(&stream) {
-                    let total = s.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+                    let total = s.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+                    if let Some(w) = conn.stream_window(stream) {
+                        s.counters.recv_window.fetch_max(u64::from(w), Ordering::Relaxed);
+                    }
                     if let Some(tx) = &s.body_tx {
                         if total > state.cfg.limits.max_request_body {
                             let _ = tx.send(Err(BodyError::TooLarge));
@@ -337,10 +340,10 @@ fn start_request(
     });
     let body = if end_stream { RequestBody::empty() } else { RequestBody::channel(body_rx, Some(on_consumed)) };
     let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
-    let bytes_in = Arc::new(AtomicU64::new(0));
+    let counters = Arc::new(Counters::default());
     let req = to_request(head, body, tls);
     let mut handler =
-        Box::pin(run_handler(id, req, cmd_tx.clone(), permits.clone(), bytes_in.clone(), state.clone(), peer));
+        Box::pin(run_handler(id, req, cmd_tx.clone(), permits.clone(), counters.clone(), state.clone(), peer));
     // Poll once right here: most answers (speed test, built-in site, errors) are ready at once
     // and need no task of their own. The rest continue in a task, which polls again with a
     // real waker.
@@ -349,7 +352,7 @@ fn start_request(
         Poll::Ready(()) => None,
         Poll::Pending => Some(tokio::spawn(handler)),
     };
-    StreamCtx { body_tx: (!end_stream).then_some(body_tx), permits, bytes_in, task }
+    StreamCtx { body_tx: (!end_stream).then_some(body_tx), permits, counters, task }
 }
 
 fn to_request(head: RequestHead, body: RequestBody, tls: bool) -> Request {
@@ -377,7 +380,7 @@ async fn run_handler(
     req: Request,
     cmd_tx: mpsc::UnboundedSender<Cmd>,
     permits: Arc<Semaphore>,
-    bytes_in: Arc<AtomicU64>,
+    counters: Arc<Counters>,
     state: Arc<State>,
     peer: SocketAddr,
 ) {
@@ -390,7 +393,7 @@ async fn run_handler(
         path: req.path.clone(),
         status: 0,
         start: std::time::Instant::now(),
-        bytes_in,
+        counters,
         bytes_out: 0,
         outcome: "reset",
     };

@@ -59,7 +59,7 @@ pub(crate) struct Request {
 pub(crate) struct RequestBody {
     inner: BodyRx,
     /// Bytes taken so far, shared with the access log.
-    seen: Option<Arc<std::sync::atomic::AtomicU64>>,
+    seen: Option<Arc<crate::dispatch::Counters>>,
     /// Largest body accepted; more is an error.
     limit: u64,
 }
@@ -114,7 +114,7 @@ impl RequestBody {
     }
 
     /// Count the bytes taken into `seen` and fail with [`BodyError::TooLarge`] past `limit`.
-    pub(crate) fn counting(mut self, seen: Arc<std::sync::atomic::AtomicU64>, limit: u64) -> Self {
+    pub(crate) fn counting(mut self, seen: Arc<crate::dispatch::Counters>, limit: u64) -> Self {
         self.seen = Some(seen);
         self.limit = limit;
         self
@@ -124,7 +124,7 @@ impl RequestBody {
     pub(crate) async fn chunk(&mut self) -> Option<Result<Bytes, BodyError>> {
         let item = self.chunk_inner().await;
         if let (Some(Ok(b)), Some(seen)) = (&item, &self.seen) {
-            let total = seen.fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed) + b.len() as u64;
+            let total = seen.bytes_in.fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed) + b.len() as u64;
             if total > self.limit {
                 self.inner = BodyRx::Empty;
                 return Some(Err(BodyError::TooLarge));

@@ -529,9 +529,9 @@ fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
     c.conn.handle_rtt(Duration::from_millis(40));
     let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
     c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
-    assert_eq!(c.conn.stream_window(1), Some(256 * 1024));
+    assert_eq!(c.conn.stream_window(1), Some(1 << 20));
     // The client sends its whole window every 40 ms (window-limited); we consume at once.
-    let mut window = 256 * 1024usize;
+    let mut window = 1usize << 20;
     for _round in 0..6 {
         let mut sent = 0;
         while sent + 16_384 <= window {
@@ -549,7 +549,7 @@ fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
         window = window - sent + grants as usize;
     }
     let w = c.conn.stream_window(1).unwrap();
-    assert!(w >= 4 << 20, "window-limited for six RTTs: doubled several times, got {w}");
+    assert!(w >= 8 << 20, "window-limited for six RTTs: doubled several times, got {w}");
     assert!(budget.used() > 0);
     c.send(kind::DATA, flag::END_STREAM, 1, &[]);
     assert_eq!(budget.used(), 0, "the end of the body returns the stream's growth to the budget");
