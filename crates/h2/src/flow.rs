@@ -136,6 +136,8 @@ pub struct TuneState {
     pub last_update: Option<Instant>,
     /// `received` when credit was last handed back.
     pub update_base: u64,
+    /// Bytes delivered per RTT over the last completed epoch (0: none yet).
+    pub last_per_rtt: u64,
     /// Bytes of growth beyond the initial window reserved from the memory budget.
     pub reserved: u64,
 }

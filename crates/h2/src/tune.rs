@@ -152,7 +152,10 @@ impl Drop for Grower {
     }
 }
 
-/// Bytes delivered per RTT over the epoch that just ended, if an RTT has passed.
+/// Shortest measurement epoch: scheduling noise on a busy host is several milliseconds.
+const EPOCH_MIN: Duration = Duration::from_millis(20);
+
+/// Bytes delivered per RTT over the epoch that just ended, if it has lasted long enough.
 fn epoch(s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> Option<u64> {
     let rtt = rtt.filter(|r| !r.is_zero())?;
     let Some(start) = s.epoch_start else {
@@ -161,7 +164,9 @@ fn epoch(s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> Option<u64> 
         return None;
     };
     let elapsed = now.saturating_duration_since(start);
-    if elapsed < rtt {
+    // Reads arrive in bursts (the process is descheduled, the stack coalesces): an epoch of
+    // at least EPOCH_MIN averages them out on short paths.
+    if elapsed < rtt.max(EPOCH_MIN) {
         return None;
     }
     let bytes = s.received - s.epoch_base;
@@ -190,6 +195,7 @@ impl WindowPolicy for AutoTune {
     }
     fn on_stream_data(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
         let Some(per_rtt) = epoch(s, now, rtt) else { return s.window.max(self.0.limits.initial_stream) };
+        s.last_per_rtt = per_rtt;
         let window = u64::from(s.window.max(self.0.limits.initial_stream));
         // Window-limited: the sender delivered at least half its window in one RTT.
         let want = if 2 * per_rtt >= window { 2 * window } else { 2 * per_rtt };
@@ -209,7 +215,11 @@ impl WindowPolicy for AutoTune {
         s.last_update = Some(now);
         s.update_base = s.received;
         if fast {
-            return self.0.grow(s, 2 * window);
+            // Reads can arrive in bursts (the process was descheduled, the stack coalesced), so
+            // a fast half window alone is weak evidence: never beyond four times what the last
+            // whole RTT delivered. While the sender is window-limited that allows doubling.
+            let cap = if s.last_per_rtt > 0 { 4 * s.last_per_rtt } else { u64::MAX };
+            return self.0.grow(s, (2 * window).min(cap).max(window));
         }
         window as u32
     }

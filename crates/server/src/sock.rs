@@ -71,6 +71,9 @@ pub(crate) struct PathInfo {
     pub(crate) rtt_us: u32,
     /// The receiver-side RTT estimate, microseconds (0: none).
     pub(crate) rcv_rtt_us: u32,
+    /// The smallest RTT seen on the connection, microseconds (0: none): the path's RTT
+    /// without queueing delay.
+    pub(crate) min_rtt_us: u32,
     /// Congestion window in segments.
     pub(crate) cwnd: u32,
     /// Segments sent and not yet acknowledged.
@@ -80,11 +83,13 @@ pub(crate) struct PathInfo {
 }
 
 impl PathInfo {
-    /// The path's RTT: the sender-side estimate (fed by the ACKs of our frames, WINDOW_UPDATEs
-    /// included, so it exists during uploads too), else the receiver-side one.
+    /// The path's RTT without queueing delay: the connection's minimum RTT (fed by the ACKs of
+    /// our frames, WINDOW_UPDATEs included, so it exists during uploads too), else the smoothed
+    /// sender-side estimate, else the receiver-side one. Windows sized from the minimum keep a
+    /// queue from inflating them (a sender filling a drop-tail buffer raises the smoothed RTT).
     pub(crate) fn rtt(&self) -> Option<std::time::Duration> {
-        let us = if self.rtt_us > 0 { self.rtt_us } else { self.rcv_rtt_us };
-        (us > 0).then(|| std::time::Duration::from_micros(u64::from(us)))
+        let us = [self.min_rtt_us, self.rtt_us, self.rcv_rtt_us].into_iter().find(|&us| us > 0)?;
+        Some(std::time::Duration::from_micros(u64::from(us)))
     }
 
     /// Bytes the congestion window can take now.
@@ -108,6 +113,7 @@ pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
     Ok(PathInfo {
         rtt_us: info.tcpi_rtt,
         rcv_rtt_us: info.tcpi_rcv_rtt,
+        min_rtt_us: info.tcpi_min_rtt,
         cwnd: info.tcpi_snd_cwnd,
         unacked: info.tcpi_unacked,
         mss: info.tcpi_snd_mss,
