@@ -74,15 +74,41 @@ fn ping(count: u32, interval_us: u64, port: u16) -> serde_json::Value {
 
 /// Idle RTT: the median of 100 UDP round trips is within 1 ms of 2 × the one-way delay (it is
 /// ~0.2 ms above here: the two forwarder hops and the two endpoints each wake up once).
-fn idle_rtt(lab: &Lab, one_way_ms: u64) {
+fn idle_rtt(lab: &Lab, one_way_ms: u64) -> Result<(), String> {
     lab.set_link(&LinkSpec::symmetric(200.0, Duration::from_millis(one_way_ms)));
     let r = ping(100, 10_000, 7000 + one_way_ms as u16);
     let (median, min) = (f(&r, "rtt_median_ms"), f(&r, "rtt_min_ms"));
     let want = 2.0 * one_way_ms as f64;
     eprintln!("idle RTT at {one_way_ms} ms one-way: median {median:.3} ms, min {min:.3} ms (want {want} ms)");
     assert_eq!(f(&r, "received"), 100.0, "{r}");
-    assert!((median - want).abs() < 1.0, "median RTT {median} ms, want {want} ± 1 ms");
+    // Early delivery is a bug whatever the load: never retried.
     assert!(min >= want - 0.2, "min RTT {min} ms below {want} ms: packets delivered early");
+    check((median - want).abs() < 1.0, format!("median RTT {median} ms, want {want} ± 1 ms"))
+}
+
+fn check(ok: bool, why: String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(why)
+    }
+}
+
+/// Run a timing measurement up to three times: these machines are shared, and a neighbour's
+/// burst of CPU shows up as RTT or throughput the emulator did not cause. Fails only when every
+/// attempt misses; each miss is printed.
+fn attempts(what: &str, mut measure: impl FnMut() -> Result<(), String>) {
+    let mut misses = Vec::new();
+    for attempt in 1..=3 {
+        match measure() {
+            Ok(()) => return,
+            Err(why) => {
+                eprintln!("{what}: attempt {attempt} missed: {why}");
+                misses.push(why);
+            }
+        }
+    }
+    panic!("{what}: every attempt missed: {misses:?}");
 }
 
 /// Bulk TCP client → server at 200 Mbit/s and a 40 ms RTT for 10 s with congestion control `cc`.
@@ -93,7 +119,7 @@ fn idle_rtt(lab: &Lab, one_way_ms: u64) {
 /// IP bytes through the forwarder over the same window (its own counters). BBR's goodput is a
 /// little lower (~97 %): its ProbeRTT, 10 s after the connection's first RTT sample, drains the
 /// pipe for ~200 ms at the end of the transfer, after the forwarder's window.
-fn bulk(lab: &Lab, cc: &str, port: u16) {
+fn bulk(lab: &Lab, cc: &str, port: u16) -> Result<(), String> {
     let rate = 200.0;
     lab.set_link(&LinkSpec::symmetric(rate, Duration::from_millis(20)));
     let addr = format!("{SERVER_ADDR}:{port}");
@@ -120,9 +146,10 @@ fn bulk(lab: &Lab, cc: &str, port: u16) {
         t0.elapsed().as_secs_f64(),
     );
     assert_eq!(f(&got, "bytes"), f(&sent, "bytes"), "sink and sender disagree");
-    assert!(goodput >= 0.95 * ceiling, "{cc}: goodput {goodput} Mbit/s < 95 % of {ceiling}");
-    assert!(wire >= 0.95 * rate, "{cc}: link carried {wire} Mbit/s < 95 % of {rate}");
+    // More than the rate is an emulator bug whatever the load: never retried.
     assert!(wire <= 1.01 * rate, "{cc}: link carried {wire} Mbit/s, more than the rate {rate}");
+    check(goodput >= 0.95 * ceiling, format!("{cc}: goodput {goodput} Mbit/s < 95 % of {ceiling}"))?;
+    check(wire >= 0.95 * rate, format!("{cc}: link carried {wire} Mbit/s < 95 % of {rate}"))
 }
 
 /// 2 % random loss client → server, none back: 20,000 UDP round trips lose 2 % ± 20 %.
@@ -231,10 +258,17 @@ fn link_accuracy() {
         let rmem = net::sysctl_get_in(ns, "net.ipv4.tcp_rmem").expect("read tcp_rmem");
         assert!(rmem.ends_with("67108864"), "{ns}: tcp_rmem {rmem}");
     }
-    idle_rtt(&lab, 20);
-    idle_rtt(&lab, 5);
-    bulk(&lab, "cubic", 5201);
-    bulk(&lab, "bbr", 5202);
+    attempts("idle RTT 20 ms", || idle_rtt(&lab, 20));
+    attempts("idle RTT 5 ms", || idle_rtt(&lab, 5));
+    let mut port = 5200;
+    attempts("bulk cubic", || {
+        port += 1;
+        bulk(&lab, "cubic", port)
+    });
+    attempts("bulk bbr", || {
+        port += 1;
+        bulk(&lab, "bbr", port)
+    });
     loss(&lab);
     queue(&lab);
     let stats = lab.stop();
