@@ -175,6 +175,25 @@ fn epoch(s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> Option<u64> 
     Some((u128::from(bytes) * rtt.as_nanos() / elapsed.as_nanos().max(1)) as u64)
 }
 
+/// The `WindowPolicy` methods every tuner shares: initial windows from its limits, the
+/// connection target and the budget release from its `Grower` (the field named).
+macro_rules! grower_basics {
+    ($g:tt) => {
+        fn initial_stream_window(&self) -> u32 {
+            self.$g.limits.initial_stream
+        }
+        fn initial_connection_window(&self) -> u32 {
+            self.$g.limits.initial_connection.max(DEFAULT_WINDOW)
+        }
+        fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
+            self.$g.connection_target(sum)
+        }
+        fn on_stream_closed(&mut self, s: &mut TuneState) {
+            self.$g.close(s);
+        }
+    };
+}
+
 /// The default tuner; see the module documentation.
 #[derive(Debug)]
 pub struct AutoTune(Grower);
@@ -187,12 +206,7 @@ impl AutoTune {
 }
 
 impl WindowPolicy for AutoTune {
-    fn initial_stream_window(&self) -> u32 {
-        self.0.limits.initial_stream
-    }
-    fn initial_connection_window(&self) -> u32 {
-        self.0.limits.initial_connection.max(DEFAULT_WINDOW)
-    }
+    grower_basics!(0);
     fn on_stream_data(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
         let Some(per_rtt) = epoch(s, now, rtt) else { return s.window.max(self.0.limits.initial_stream) };
         s.last_per_rtt = per_rtt;
@@ -223,12 +237,6 @@ impl WindowPolicy for AutoTune {
         }
         window as u32
     }
-    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
-        self.0.connection_target(sum)
-    }
-    fn on_stream_closed(&mut self, s: &mut TuneState) {
-        self.0.close(s);
-    }
 }
 
 /// The write-up's rule; see the module documentation.
@@ -243,12 +251,7 @@ impl WriteupRule {
 }
 
 impl WindowPolicy for WriteupRule {
-    fn initial_stream_window(&self) -> u32 {
-        self.0.limits.initial_stream
-    }
-    fn initial_connection_window(&self) -> u32 {
-        self.0.limits.initial_connection.max(DEFAULT_WINDOW)
-    }
+    grower_basics!(0);
     fn on_stream_data(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
         let Some(bdp) = epoch(s, now, rtt) else { return s.window.max(self.0.limits.initial_stream) };
         let window = u64::from(s.window.max(self.0.limits.initial_stream));
@@ -256,12 +259,6 @@ impl WindowPolicy for WriteupRule {
             return self.0.grow(s, 2 * window);
         }
         s.window.max(self.0.limits.initial_stream)
-    }
-    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
-        self.0.connection_target(sum)
-    }
-    fn on_stream_closed(&mut self, s: &mut TuneState) {
-        self.0.close(s);
     }
 }
 
@@ -277,12 +274,7 @@ impl QuicheRule {
 }
 
 impl WindowPolicy for QuicheRule {
-    fn initial_stream_window(&self) -> u32 {
-        self.0.limits.initial_stream
-    }
-    fn initial_connection_window(&self) -> u32 {
-        self.0.limits.initial_connection.max(DEFAULT_WINDOW)
-    }
+    grower_basics!(0);
     fn on_stream_update(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
         let window = u64::from(s.window.max(self.0.limits.initial_stream));
         let soon = match (s.last_update, rtt) {
@@ -294,12 +286,6 @@ impl WindowPolicy for QuicheRule {
             return self.0.grow(s, 2 * window);
         }
         window as u32
-    }
-    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
-        self.0.connection_target(sum)
-    }
-    fn on_stream_closed(&mut self, s: &mut TuneState) {
-        self.0.close(s);
     }
 }
 
@@ -338,20 +324,9 @@ impl HyperBdp {
 }
 
 impl WindowPolicy for HyperBdp {
-    fn initial_stream_window(&self) -> u32 {
-        self.grower.limits.initial_stream
-    }
-    fn initial_connection_window(&self) -> u32 {
-        self.grower.limits.initial_connection.max(DEFAULT_WINDOW)
-    }
+    grower_basics!(grower);
     fn on_stream_data(&mut self, s: &mut TuneState, _: Instant, _: Option<Duration>) -> u32 {
         self.grower.grow(s, 2 * self.bdp)
-    }
-    fn connection_target(&mut self, sum: u64, _: Instant) -> u32 {
-        self.grower.connection_target(sum)
-    }
-    fn on_stream_closed(&mut self, s: &mut TuneState) {
-        self.grower.close(s);
     }
     fn poll_ping(&mut self, now: Instant, bytes: u64) -> Option<u64> {
         if self.ping.is_some() {
