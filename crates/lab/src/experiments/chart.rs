@@ -47,7 +47,19 @@ fn protocol_label(p: &str) -> String {
 }
 
 /// Draws the whole chart onto `root`: one panel per case, stacked.
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, s: &Summary, title: &str) -> Result<(), String>
+/// The y axis of a chart: its description and the decimals of its values.
+#[derive(Clone, Copy, Debug)]
+pub struct Axis<'a> {
+    /// Axis description.
+    pub desc: &'a str,
+    /// Decimals of tick and bar labels.
+    pub decimals: usize,
+}
+
+/// The upload charts' axis.
+const MBPS: Axis<'static> = Axis { desc: "Mbit/s (median, whiskers min–max)", decimals: 0 };
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, s: &Summary, title: &str, axis: Axis) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
@@ -78,8 +90,8 @@ where
             .x_labels(0)
             .x_label_formatter(&|_| String::new())
             .y_max_light_lines(1)
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .y_desc("Mbit/s (median, whiskers min–max)")
+            .y_label_formatter(&|v| format!("{v:.*}", axis.decimals))
+            .y_desc(axis.desc)
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 14))
             .draw()
@@ -100,7 +112,7 @@ where
                         whiskers.push(vec![(xc, st.min), (xc, st.max)]);
                         whiskers.push(vec![(xc - cap, st.min), (xc + cap, st.min)]);
                         whiskers.push(vec![(xc - cap, st.max), (xc + cap, st.max)]);
-                        labels.push((xc, st.max, format!("{:.0}", st.median)));
+                        labels.push((xc, st.max, format!("{:.*}", axis.decimals, st.median)));
                     }
                     None => labels.push((xc, 0.0, "n/a".to_string())),
                 }
@@ -153,23 +165,33 @@ fn size(s: &Summary) -> (u32, u32) {
 
 /// Renders the SVG text of the chart.
 pub fn render_svg(s: &Summary, title: &str) -> Result<String, String> {
+    render_svg_axis(s, title, MBPS)
+}
+
+/// Renders the SVG text of the chart with `axis`.
+pub fn render_svg_axis(s: &Summary, title: &str, axis: Axis) -> Result<String, String> {
     register_font()?;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, size(s)).into_drawing_area();
-        draw(&root, s, title)?;
+        draw(&root, s, title, axis)?;
     }
     Ok(out)
 }
 
 /// Renders the PNG bytes of the chart.
 pub fn render_png(s: &Summary, title: &str) -> Result<Vec<u8>, String> {
+    render_png_axis(s, title, MBPS)
+}
+
+/// Renders the PNG bytes of the chart with `axis`.
+pub fn render_png_axis(s: &Summary, title: &str, axis: Axis) -> Result<Vec<u8>, String> {
     register_font()?;
     let (w, h) = size(s);
     let mut rgb = vec![0u8; w as usize * h as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
-        draw(&root, s, title)?;
+        draw(&root, s, title, axis)?;
     }
     let mut out = Vec::new();
     let mut enc = png::Encoder::new(&mut out, w, h);
@@ -183,8 +205,13 @@ pub fn render_png(s: &Summary, title: &str) -> Result<Vec<u8>, String> {
 
 /// Writes `<dir>/<stem>.png` and `<dir>/<stem>.svg`.
 pub fn write_charts(dir: &Path, stem: &str, s: &Summary, title: &str) -> Result<(), String> {
-    let svg = render_svg(s, title)?;
-    let png = render_png(s, title)?;
+    write_charts_axis(dir, stem, s, title, MBPS)
+}
+
+/// Writes `<dir>/<stem>.png` and `<dir>/<stem>.svg` with `axis`.
+pub fn write_charts_axis(dir: &Path, stem: &str, s: &Summary, title: &str, axis: Axis) -> Result<(), String> {
+    let svg = render_svg_axis(s, title, axis)?;
+    let png = render_png_axis(s, title, axis)?;
     let svg_path = dir.join(format!("{stem}.svg"));
     let png_path = dir.join(format!("{stem}.png"));
     fs::write(&svg_path, svg).map_err(|e| format!("writing {}: {e}", svg_path.display()))?;

@@ -16,10 +16,13 @@
 //! ratios) and `<experiment>.png` / `.svg` charts; server configurations and logs stay in
 //! `work/`. Servers are stopped and the lab torn down on success, error and Ctrl-C alike.
 //!
-//! Experiments: `upload` (the HTTP/2 upload write-up); `download`, `priority` and `origin` are
-//! not yet available.
+//! Experiments: `upload` (the HTTP/2 upload write-up), `priority` (a critical resource on a busy
+//! connection, the prioritization write-up; `--servers` also knows `nginx-tuned`, `h2o-tuned`,
+//! `caddy-tuned`); `download` and `origin` are not yet available.
 
 pub mod chart;
+pub mod h2client;
+pub mod priority;
 pub mod proc;
 pub mod report;
 pub mod servers;
@@ -41,7 +44,7 @@ pub enum ExperimentName {
     Upload,
     /// Large download, HTTP/2 vs HTTP/3 (not yet available).
     Download,
-    /// A critical resource on a busy connection (not yet available).
+    /// A critical resource on a busy connection: 50 KB CSS after ten 1 MB images, busy vs idle.
     Priority,
     /// Connections per page with ORIGIN frames (not yet available).
     Origin,
@@ -62,8 +65,9 @@ impl ExperimentName {
     fn run(self, plan: &Plan) -> Result<(), String> {
         match self {
             Self::Upload => upload::run(plan),
-            Self::Download | Self::Priority | Self::Origin => {
-                Err(format!("experiment `{}` is not yet available (available: upload)", self.name()))
+            Self::Priority => priority::run(plan),
+            Self::Download | Self::Origin => {
+                Err(format!("experiment `{}` is not yet available (available: upload, priority)", self.name()))
             }
         }
     }
@@ -72,7 +76,7 @@ impl ExperimentName {
 /// Arguments of `sluice-lab run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The experiment: upload (download, priority, origin: not yet available).
+    /// The experiment: upload, priority (download, origin: not yet available).
     #[arg(value_enum)]
     pub experiment: ExperimentName,
     /// Runs per server, protocol and case (default 5; 1 with --quick).
@@ -82,7 +86,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Servers, comma-separated, in first-run order. Also known: sluice-fixed64k, sluice-fixed512k,
-    /// sluice-writeup, sluice-quiche, sluice-hyper (Sluice with that `[flow] policy`).
+    /// sluice-writeup, sluice-quiche, sluice-hyper (Sluice with that `[flow] policy`); for `priority`
+    /// also nginx-tuned, h2o-tuned, caddy-tuned (tcp_notsent_lowat 16384 and BBR in the server namespace).
     #[arg(long, default_value = "sluice,nginx,nginx512,h2o,caddy")]
     pub servers: String,
     /// Smoke run: 1 run, the first case only (the CI's "one upload case").
@@ -209,8 +214,8 @@ pub fn versions(active: &[Active], scratch: &Path) -> Vec<String> {
         }
         seen.push(k.program());
         let args: &[&str] = match k {
-            ServerKind::Nginx | ServerKind::Nginx512 => &["-v"],
-            ServerKind::Caddy => &["version"],
+            ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => &["-v"],
+            ServerKind::Caddy | ServerKind::CaddyTuned => &["version"],
             _ => &["--version"],
         };
         probe(k.program(), bin, args);
@@ -298,7 +303,7 @@ mod tests {
             sluice: None,
             bound: None,
         };
-        for e in [ExperimentName::Download, ExperimentName::Priority, ExperimentName::Origin] {
+        for e in [ExperimentName::Download, ExperimentName::Origin] {
             assert!(e.run(&plan).unwrap_err().contains("not yet available"));
         }
     }

@@ -73,6 +73,13 @@ pub enum ServerKind {
     H2o,
     /// Caddy, `reverse_proxy`.
     Caddy,
+    /// nginx with the prioritization write-up's tuning in the server namespace
+    /// (`tcp_notsent_lowat` 16384, BBR): `priority` experiment only.
+    NginxTuned,
+    /// h2o with the same tuning: `priority` experiment only.
+    H2oTuned,
+    /// Caddy with the same tuning: `priority` experiment only.
+    CaddyTuned,
 }
 
 /// The servers run by default, in the default order.
@@ -80,7 +87,7 @@ pub const DEFAULT: [ServerKind; 5] =
     [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
 
 /// Every server `--servers` knows.
-pub const ALL: [ServerKind; 10] = [
+pub const ALL: [ServerKind; 13] = [
     ServerKind::Sluice,
     ServerKind::Nginx,
     ServerKind::Nginx512,
@@ -91,6 +98,9 @@ pub const ALL: [ServerKind; 10] = [
     ServerKind::SluiceFlow(Flow::Writeup),
     ServerKind::SluiceFlow(Flow::Quiche),
     ServerKind::SluiceFlow(Flow::Hyper),
+    ServerKind::NginxTuned,
+    ServerKind::H2oTuned,
+    ServerKind::CaddyTuned,
 ];
 
 impl ServerKind {
@@ -107,7 +117,15 @@ impl ServerKind {
             Self::Nginx512 => "nginx512",
             Self::H2o => "h2o",
             Self::Caddy => "caddy",
+            Self::NginxTuned => "nginx-tuned",
+            Self::H2oTuned => "h2o-tuned",
+            Self::CaddyTuned => "caddy-tuned",
         }
+    }
+
+    /// Whether this is a variant run with the write-up's sysctl tuning in the server namespace.
+    pub fn is_tuned(self) -> bool {
+        matches!(self, Self::NginxTuned | Self::H2oTuned | Self::CaddyTuned)
     }
 
     /// Parses a name from `--servers`.
@@ -147,6 +165,9 @@ impl ServerKind {
             Self::SluiceFlow(Flow::Writeup) => 8449,
             Self::SluiceFlow(Flow::Quiche) => 8450,
             Self::SluiceFlow(Flow::Hyper) => 8451,
+            Self::NginxTuned => 8453,
+            Self::H2oTuned => 8454,
+            Self::CaddyTuned => 8455,
         }
     }
 
@@ -168,9 +189,9 @@ impl ServerKind {
     pub fn program(self) -> &'static str {
         match self {
             Self::Sluice | Self::SluiceFlow(_) => "sluice",
-            Self::Nginx | Self::Nginx512 => "nginx",
-            Self::H2o => "h2o",
-            Self::Caddy => "caddy",
+            Self::Nginx | Self::Nginx512 | Self::NginxTuned => "nginx",
+            Self::H2o | Self::H2oTuned => "h2o",
+            Self::Caddy | Self::CaddyTuned => "caddy",
         }
     }
 
@@ -178,9 +199,9 @@ impl ServerKind {
     pub fn package(self) -> &'static str {
         match self {
             Self::Sluice | Self::SluiceFlow(_) => "(this workspace: cargo build --release -p sluice)",
-            Self::Nginx | Self::Nginx512 => "nginx-light",
-            Self::H2o => "h2o",
-            Self::Caddy => "caddy",
+            Self::Nginx | Self::Nginx512 | Self::NginxTuned => "nginx-light",
+            Self::H2o | Self::H2oTuned => "h2o",
+            Self::Caddy | Self::CaddyTuned => "caddy",
         }
     }
 }
@@ -469,23 +490,154 @@ pub fn launch(kind: ServerKind, s: &Setup) -> Result<Launch, String> {
         ServerKind::Nginx512 => ("nginx.conf", nginx_config(s, 512)?),
         ServerKind::H2o => ("h2o.conf", h2o_config(s)?),
         ServerKind::Caddy => ("Caddyfile", caddy_config(s)?),
+        ServerKind::NginxTuned | ServerKind::H2oTuned | ServerKind::CaddyTuned => {
+            return Err(format!("`{}` is only for the priority experiment", kind.name()))
+        }
     };
+    let (args, env) = args_env(kind, &dir, name);
+    Ok(Launch { args, env, config: (name.into(), text) })
+}
+
+/// Command-line arguments and environment of `kind` with its configuration `dir/name`.
+fn args_env(kind: ServerKind, dir: &str, name: &str) -> (Vec<String>, Vec<(String, String)>) {
     let conf = format!("{dir}/{name}");
-    let (args, env) = match kind {
+    match kind {
         ServerKind::Sluice | ServerKind::SluiceFlow(_) => (vec!["serve".into(), "--config".into(), conf], vec![]),
-        ServerKind::Nginx | ServerKind::Nginx512 => {
+        ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => {
             (vec!["-p".into(), format!("{dir}/"), "-e".into(), format!("{dir}/error.log"), "-c".into(), conf], vec![])
         }
-        ServerKind::H2o => (vec!["-c".into(), conf], vec![]),
-        ServerKind::Caddy => (
+        ServerKind::H2o | ServerKind::H2oTuned => (vec!["-c".into(), conf], vec![]),
+        ServerKind::Caddy | ServerKind::CaddyTuned => (
             vec!["run".into(), "--config".into(), conf, "--adapter".into(), "caddyfile".into()],
             vec![
-                ("HOME".into(), dir.clone()),
+                ("HOME".into(), dir.to_string()),
                 ("XDG_DATA_HOME".into(), format!("{dir}/data")),
                 ("XDG_CONFIG_HOME".into(), format!("{dir}/config")),
             ],
         ),
+    }
+}
+
+/// The launch of `kind` serving the static files of `docroot` over TLS (the `priority`
+/// experiment): Sluice `[[site]] root`, nginx `root`, h2o `file.dir`, Caddy `file_server`.
+/// The tuned variants have the same configuration as their base; their tuning is the server
+/// namespace's sysctls.
+pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Launch, String> {
+    let (dir, cert, key) = s.paths()?;
+    let root = check_config_path(docroot)?;
+    let (name, text) = match kind {
+        ServerKind::Sluice | ServerKind::SluiceFlow(_) => (
+            "sluice.toml",
+            format!(
+                "# Generated by sluice-lab: static files for the priority experiment.\n\
+                 data_dir = {data}\n\
+                 access_log = false\n\n\
+                 [[listener]]\naddr = {addr}\ntls = true\n\n\
+                 [[certificate]]\ncert = {cert}\nkey = {key}\n\n\
+                 [[site]]\nroot = {root}\n{flow}",
+                data = toml_str(&format!("{dir}/data")),
+                addr = toml_str(&s.listen.to_string()),
+                cert = toml_str(&cert),
+                key = toml_str(&key),
+                root = toml_str(&root),
+                flow = match kind {
+                    ServerKind::SluiceFlow(f) => f.table(),
+                    _ => String::new(),
+                },
+            ),
+        ),
+        ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => (
+            "nginx.conf",
+            format!(
+                "# Generated by sluice-lab: nginx static files for the priority experiment.\n\
+                 worker_processes 1;\n\
+                 daemon off;\n\
+                 master_process on;\n\
+                 pid {pid};\n\
+                 error_log {err} warn;\n\n\
+                 events {{\n    worker_connections 1024;\n}}\n\n\
+                 http {{\n\
+                 \x20   access_log off;\n\
+                 \x20   client_body_temp_path {body};\n\
+                 \x20   proxy_temp_path {proxy};\n\
+                 \x20   fastcgi_temp_path {fastcgi};\n\
+                 \x20   uwsgi_temp_path {uwsgi};\n\
+                 \x20   scgi_temp_path {scgi};\n\n\
+                 \x20   server {{\n\
+                 \x20       listen {listen} ssl http2;\n\
+                 \x20       ssl_certificate {cert};\n\
+                 \x20       ssl_certificate_key {key};\n\
+                 \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\
+                 \x20       root {root};\n\
+                 \x20   }}\n\
+                 }}\n",
+                pid = dq(&format!("{dir}/nginx.pid")),
+                err = dq(&format!("{dir}/error.log")),
+                body = dq(&format!("{dir}/body")),
+                proxy = dq(&format!("{dir}/proxy")),
+                fastcgi = dq(&format!("{dir}/fastcgi")),
+                uwsgi = dq(&format!("{dir}/uwsgi")),
+                scgi = dq(&format!("{dir}/scgi")),
+                listen = s.listen,
+                cert = dq(&cert),
+                key = dq(&key),
+                root = dq(&root),
+            ),
+        ),
+        ServerKind::H2o | ServerKind::H2oTuned => (
+            "h2o.conf",
+            format!(
+                "# Generated by sluice-lab: h2o static files for the priority experiment.\n\
+                 num-threads: 1\n\
+                 error-log: {err}\n\
+                 listen:\n\
+                 \x20 host: {host}\n\
+                 \x20 port: {port}\n\
+                 \x20 ssl:\n\
+                 \x20   certificate-file: {cert}\n\
+                 \x20   key-file: {key}\n\
+                 \x20   ocsp-update-interval: 0\n\
+                 hosts:\n\
+                 \x20 default:\n\
+                 \x20   paths:\n\
+                 \x20     /:\n\
+                 \x20       file.dir: {root}\n",
+                err = dq(&format!("{dir}/error.log")),
+                host = s.listen.ip(),
+                port = s.listen.port(),
+                cert = dq(&cert),
+                key = dq(&key),
+                root = dq(&root),
+            ),
+        ),
+        ServerKind::Caddy | ServerKind::CaddyTuned => (
+            "Caddyfile",
+            format!(
+                "# Generated by sluice-lab: Caddy static files for the priority experiment.\n\
+                 {{\n\
+                 \tadmin off\n\
+                 \tauto_https off\n\
+                 \tstorage file_system {storage}\n\
+                 \tservers {{\n\
+                 \t\tprotocols h1 h2\n\
+                 \t}}\n\
+                 }}\n\n\
+                 https://{listen} {{\n\
+                 \tbind {host}\n\
+                 \ttls {cert} {key}\n\
+                 \troot * {root}\n\
+                 \tfile_server\n\
+                 }}\n",
+                storage = dq(&format!("{dir}/storage")),
+                listen = s.listen,
+                host = s.listen.ip(),
+                cert = dq(&cert),
+                key = dq(&key),
+                root = dq(&root),
+            ),
+        ),
     };
+    let (args, env) = args_env(kind, &dir, name);
     Ok(Launch { args, env, config: (name.into(), text) })
 }
 
@@ -621,6 +773,30 @@ mod tests {
         let l = launch(ServerKind::Caddy, &setup(ServerKind::Caddy)).unwrap();
         assert_eq!(l.args, ["run", "--config", "/tmp/lab work/caddy/Caddyfile", "--adapter", "caddyfile"]);
         assert!(l.env.iter().any(|(k, v)| k == "HOME" && v == "/tmp/lab work/caddy"));
+    }
+
+    #[test]
+    fn static_configs_for_the_priority_experiment() {
+        let root = Path::new("/tmp/lab work/docroot");
+        let cases = [
+            (ServerKind::Sluice, "[[site]]\nroot = \"/tmp/lab work/docroot\""),
+            (ServerKind::NginxTuned, "root \"/tmp/lab work/docroot\";"),
+            (ServerKind::H2oTuned, "file.dir: \"/tmp/lab work/docroot\""),
+            (ServerKind::Caddy, "root * \"/tmp/lab work/docroot\"\n\tfile_server"),
+        ];
+        for (kind, needle) in cases {
+            let l = static_launch(kind, &setup(kind), root).unwrap();
+            assert!(l.config.1.contains(needle), "missing {needle:?} in\n{}", l.config.1);
+            assert!(l.config.1.contains(&kind.port().to_string()), "{}", l.config.1);
+            assert!(!l.config.1.contains("/up"), "no upload sink in a static configuration");
+        }
+        let nginx = static_launch(ServerKind::NginxTuned, &setup(ServerKind::NginxTuned), root).unwrap();
+        assert!(nginx.config.1.contains("listen 10.77.0.2:8453 ssl http2;"));
+        assert!(ServerKind::NginxTuned.is_tuned() && !ServerKind::Nginx.is_tuned());
+        assert_eq!(ServerKind::CaddyTuned.program(), "caddy");
+        // The tuned variants are the priority experiment's only.
+        assert!(launch(ServerKind::H2oTuned, &setup(ServerKind::H2oTuned)).unwrap_err().contains("priority"));
+        assert!(static_launch(ServerKind::Sluice, &setup(ServerKind::Sluice), Path::new("/a;b")).is_err());
     }
 
     #[test]

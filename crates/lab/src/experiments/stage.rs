@@ -102,6 +102,62 @@ impl Stage {
         }
     }
 
+    /// Starts `kind` with `launch` (a static-file configuration) and waits until `url` answers a
+    /// GET with 200 from the client namespace. On failure the server is stopped and the error
+    /// carries its log's tail.
+    pub fn start_static(
+        &mut self,
+        kind: ServerKind,
+        program: &Path,
+        setup: &Setup,
+        launch: &Launch,
+        url: &str,
+    ) -> Result<(), String> {
+        let i = self.spawn(kind.name(), program, setup, launch)?;
+        let end = Instant::now() + READY_TIMEOUT;
+        let result = loop {
+            proc::check_interrupt()?;
+            if let Some(how) = self.services[i].exited() {
+                break Err(format!(
+                    "{} exited at start-up ({how}); its log ends with:\n{}",
+                    kind.name(),
+                    self.services[i].log_tail(15)
+                ));
+            }
+            let mut cmd = net::ns_command(CLIENT_NS, "curl");
+            cmd.args(["-k", "-sS", "--noproxy", "*", "--max-time", "3", "-o", "/dev/null", "-w", "%{http_code}", url]);
+            let f = run_bounded(cmd, Duration::from_secs(5), &self.scratch)?;
+            if f.success() && f.stdout.trim() == "200" {
+                break Ok(());
+            }
+            if Instant::now() >= end {
+                break Err(format!(
+                    "{} did not answer GET {url} within {} s (last: curl {} {} {}); its log ends with:\n{}",
+                    kind.name(),
+                    READY_TIMEOUT.as_secs(),
+                    f.describe(),
+                    f.stdout.trim(),
+                    f.stderr.trim(),
+                    self.services[i].log_tail(15)
+                ));
+            }
+            proc::sleep(READY_POLL)?;
+        };
+        if result.is_err() {
+            let mut svc = self.services.remove(i);
+            svc.stop();
+        }
+        result
+    }
+
+    /// Stops the service `name` if it runs (for experiments run in phases).
+    pub fn stop_service(&mut self, name: &str) {
+        if let Some(i) = self.services.iter().position(|s| s.name() == name) {
+            let mut svc = self.services.remove(i);
+            svc.stop();
+        }
+    }
+
     /// Whether service `name` is still running (`Err` with how it ended, and its log).
     pub fn check_alive(&mut self, name: &str) -> Result<(), String> {
         match self.services.iter_mut().find(|s| s.name() == name) {

@@ -62,6 +62,7 @@ use std::time::{Duration, Instant};
 
 pub use forward::{DirStats, Stats};
 pub use lab::{Lab, LabOptions, CLIENT_IF, SERVER_IF};
+pub(crate) use ns::sysctl_in;
 pub use ns::{in_netns, kernel_netem_available, sysctl_get_in};
 pub use tool::{tool_main, ToolArgs};
 
