@@ -272,6 +272,32 @@ fn format_utc(secs: u64) -> String {
     format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// Writes `n` pseudo-random bytes (xorshift64*: incompressible, no RNG dependency),
+/// world-readable (the servers may read it after dropping privileges).
+pub(crate) fn write_random(path: &Path, n: u64, seed: u64) -> Result<(), String> {
+    use std::fs::{self, File};
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let mut f = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ seed;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut left = n;
+    while left > 0 {
+        for chunk in buf.chunks_mut(8) {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let v = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+        let k = left.min(buf.len() as u64) as usize;
+        f.write_all(&buf[..k]).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        left -= k as u64;
+    }
+    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o644));
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

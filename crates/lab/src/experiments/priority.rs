@@ -264,34 +264,12 @@ pub fn write_outputs(dir: &Path, rows: &[PRow], notes: &[String]) -> Result<(), 
     chart::write_charts_axis(dir, "priority", &summary, &title(), axis)
 }
 
-/// Writes `n` pseudo-random bytes (xorshift64*), world-readable.
-fn write_random(path: &Path, n: u64, seed: u64) -> Result<(), String> {
-    let mut f = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ seed;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut left = n;
-    while left > 0 {
-        for chunk in buf.chunks_mut(8) {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            let v = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-        let k = left.min(buf.len() as u64) as usize;
-        f.write_all(&buf[..k]).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        left -= k as u64;
-    }
-    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o644));
-    Ok(())
-}
-
 /// The docroot: `img0.jpg`..`img9.jpg` (1 MB of random bytes each) and `style.css` (50 KB).
 pub fn write_docroot(dir: &Path) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
     for i in 0..IMAGES {
-        write_random(&dir.join(format!("img{i}.jpg")), IMAGE_BYTES, i as u64 + 1)?;
+        super::write_random(&dir.join(format!("img{i}.jpg")), IMAGE_BYTES, i as u64 + 1)?;
     }
     let rule = ".c{color:#123456;margin:0 auto;padding:1px 2px}\n";
     let css: String = rule.repeat(CSS_BYTES as usize / rule.len() + 1).chars().take(CSS_BYTES as usize).collect();

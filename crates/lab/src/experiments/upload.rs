@@ -5,7 +5,7 @@
 //! alike (`-H 'Expect:'`): curl would otherwise wait up to a second, or a round trip, before
 //! sending an HTTP/1.1 body this large, and HTTP/2 never waits.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -168,27 +168,6 @@ pub fn judge(
     (mbps, fig.time_total, sink_secs, error)
 }
 
-/// Writes `n` pseudo-random bytes (xorshift64*: incompressible, no RNG dependency).
-fn write_random_body(path: &Path, n: u64) -> Result<(), String> {
-    let mut f = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ std::process::id() as u64;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut left = n;
-    while left > 0 {
-        for chunk in buf.chunks_mut(8) {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            let v = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-        let k = left.min(buf.len() as u64) as usize;
-        f.write_all(&buf[..k]).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        left -= k as u64;
-    }
-    Ok(())
-}
-
 /// Writes the private key readable by root only (the servers read it before dropping
 /// privileges).
 fn write_private(path: &Path, text: &str) -> Result<(), String> {
@@ -260,7 +239,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
     write_private(&key, &key_pem)?;
     let body = work.join("body.bin");
-    write_random_body(&body, BODY_BYTES)?;
+    super::write_random(&body, BODY_BYTES, u64::from(std::process::id()))?;
     let body_arg = format!("@{}", servers::check_config_path(&body)?);
 
     let csv_path = plan.out.join("results.csv");
@@ -661,7 +640,7 @@ mod tests {
     fn random_body_has_the_size() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b");
-        write_random_body(&p, 100_003).unwrap();
+        crate::experiments::write_random(&p, 100_003, u64::from(std::process::id())).unwrap();
         let b = fs::read(&p).unwrap();
         assert_eq!(b.len(), 100_003);
         // Not constant (incompressible data is the point).
