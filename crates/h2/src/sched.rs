@@ -41,6 +41,16 @@ impl Scheduler {
         }
     }
 
+    /// Whether no stream is ready.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buckets.iter().all(|b| b.sequential.is_empty() && b.round_robin.is_empty())
+    }
+
+    /// The urgency of the most urgent ready stream.
+    pub(crate) fn urgency(&self) -> Option<u8> {
+        self.buckets.iter().position(|b| !b.sequential.is_empty() || !b.round_robin.is_empty()).map(|u| u as u8)
+    }
+
     /// The next stream to serve. It stays scheduled; for round-robin streams the pick moves it
     /// to the back of its bucket.
     pub(crate) fn next(&mut self) -> Option<u32> {
@@ -87,5 +97,22 @@ mod tests {
         s.remove(9, p(5, true));
         s.remove(11, p(5, true));
         assert_eq!(s.next(), None);
+    }
+
+    #[test]
+    fn most_urgent_ready_and_empty() {
+        let mut s = Scheduler::default();
+        assert!(s.is_empty());
+        assert_eq!(s.urgency(), None);
+        s.push(3, p(5, true));
+        s.push(5, p(7, false));
+        assert_eq!(s.urgency(), Some(5));
+        s.push(7, p(0, false));
+        assert_eq!(s.urgency(), Some(0));
+        s.remove(7, p(0, false));
+        s.remove(3, p(5, true));
+        assert_eq!(s.urgency(), Some(7));
+        s.remove(5, p(7, false));
+        assert!(s.is_empty());
     }
 }

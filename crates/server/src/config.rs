@@ -48,12 +48,15 @@ pub(crate) struct Tcp {
     pub(crate) congestion: Option<String>,
     /// TCP_NOTSENT_LOWAT in bytes; 0 leaves the system default.
     pub(crate) notsent_lowat: u32,
+    /// HTTP/2: bound bytes in flight near the measured bandwidth-delay product (`pace.rs`), so
+    /// priorities act within about a round trip; false fills the congestion window.
+    pub(crate) limit_inflight: bool,
 }
 
 impl Default for Tcp {
     /// BBR, and 16 KiB of unsent data at most in the kernel: late scheduling (DESIGN.md).
     fn default() -> Self {
-        Self { congestion: Some("bbr".into()), notsent_lowat: 16 * 1024 }
+        Self { congestion: Some("bbr".into()), notsent_lowat: 16 * 1024, limit_inflight: true }
     }
 }
 
@@ -357,6 +360,7 @@ struct RawConfig {
 struct RawTcp {
     congestion: Option<Spanned<String>>,
     notsent_lowat: Option<Spanned<u32>>,
+    limit_inflight: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -518,7 +522,7 @@ fn tcp(src: &Source<'_>, raw: &RawTcp) -> Result<Tcp, ConfigError> {
         }
     };
     let notsent_lowat = bounded(src, &raw.notsent_lowat, "notsent_lowat", 0, 1 << 30, d.notsent_lowat)?;
-    Ok(Tcp { congestion, notsent_lowat })
+    Ok(Tcp { congestion, notsent_lowat, limit_inflight: raw.limit_inflight.unwrap_or(d.limit_inflight) })
 }
 
 fn flow(src: &Source<'_>, raw: &RawFlow) -> Result<Flow, ConfigError> {
@@ -996,6 +1000,20 @@ drain_secs = 0
         assert!(e.starts_with(&format!("{}:2:8: root directory", p.display())), "{e}");
         let e = load(&dir.path().join("missing.toml")).unwrap_err().to_string();
         assert!(e.contains("missing.toml: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn tcp_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = parse_in(dir.path(), "").unwrap().tcp;
+        assert!(d.limit_inflight && d.notsent_lowat == 16_384 && d.congestion.as_deref() == Some("bbr"));
+        let t =
+            parse_in(dir.path(), "[tcp]\ncongestion = \"\"\nnotsent_lowat = 0\nlimit_inflight = false\n").unwrap().tcp;
+        assert!(!t.limit_inflight && t.notsent_lowat == 0 && t.congestion.is_none());
+        let e = parse_in(dir.path(), "[tcp]\nlimit_inflight = \"yes\"\n").unwrap_err();
+        assert_eq!(e.position().map(|p| p.0), Some(2), "{e}");
+        let e = parse_in(dir.path(), "[tcp]\ncongestion = \"no such\"\n").unwrap_err();
+        assert!(e.message().contains("not a congestion control name"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::dispatch::{dispatch, AccessLog, Counters, State};
 use crate::http::{BodyError, Proto, Request, RequestBody, Response, CHUNK};
+use crate::pace::InflightCap;
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
 /// enough to keep a write full, small enough that priorities stay meaningful.
@@ -102,6 +103,8 @@ pub(crate) async fn serve<S>(
     // window) cannot hold the connection longer than the idle timeout.
     let mut write_deadline: Option<tokio::time::Instant> = None;
     let mut drain_deadline: Option<tokio::time::Instant> = None;
+    let mut pace = state.cfg.tcp.limit_inflight.then(InflightCap::new);
+    let mut retry_at: Option<tokio::time::Instant> = None;
     if *shutdown.borrow() {
         conn.go_away();
         drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
@@ -113,8 +116,11 @@ pub(crate) async fn serve<S>(
         }
         if let Some(mut buf) = spare.take() {
             buf.clear();
-            let budget = crate::sock::write_budget(fd, MIN_WRITE, MAX_WRITE);
-            if conn.poll_transmit(Instant::now(), &mut buf, budget) {
+            let now = Instant::now();
+            let (budget, retry) = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
+            // Held back by the in-flight bound with data waiting: look again shortly.
+            retry_at = retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
+            if conn.poll_transmit(now, &mut buf, budget) {
                 write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
                 if wq_tx.send(buf).await.is_err() {
                     break;
@@ -171,6 +177,7 @@ pub(crate) async fn serve<S>(
                 }
             }
             _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
+            _ = sleep_until_tokio(retry_at), if spare.is_some() => retry_at = None,
             _ = shutdown.changed(), if drain_deadline.is_none() => {
                 conn.go_away();
                 drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
@@ -185,6 +192,38 @@ pub(crate) async fn serve<S>(
     }
     drop(wq_tx);
     let _ = writer.await;
+}
+
+/// How many bytes to frame for the next write, and when to look again if that is 0: what the
+/// congestion window can take now (TCP_INFO), at least [`MIN_WRITE`] and at most [`MAX_WRITE`],
+/// and with `pace` no more than its in-flight bound leaves (`busy`: the engine has data waiting).
+fn write_budget(
+    fd: RawFd,
+    pace: Option<&mut InflightCap>,
+    busy: bool,
+    urgency: Option<u8>,
+    now: Instant,
+) -> (usize, Option<std::time::Duration>) {
+    let Ok(p) = crate::sock::path_info(fd) else { return (MAX_WRITE, None) };
+    let room = if p.cwnd > 0 { p.cwnd_room().clamp(MIN_WRITE, MAX_WRITE) } else { MAX_WRITE };
+    let Some(pace) = pace else { return (room, None) };
+    let s = p.pace_sample();
+    pace.update(now, &s, busy);
+    // Nothing can overtake urgency 0 (RFC 9218 §4.1): it goes at what the congestion window
+    // allows; the bound keeps room for something more urgent only behind less urgent data.
+    let budget = if urgency == Some(0) { room } else { pace.budget(&s, room) };
+    tracing::trace!(
+        rate = s.delivery_rate,
+        min_rtt_us = s.min_rtt.as_micros() as u64,
+        unacked = s.unacked_bytes,
+        notsent = s.notsent_bytes,
+        cwnd = p.cwnd,
+        room,
+        cap = pace.cap(&s).unwrap_or(0),
+        budget,
+        "write budget"
+    );
+    (budget, (budget == 0).then(|| pace.retry_after(&s)))
 }
 
 async fn sleep_until(t: Option<Instant>) {

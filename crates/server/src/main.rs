@@ -8,6 +8,7 @@ mod h1;
 mod h2conn;
 mod http;
 mod listen;
+mod pace;
 mod site;
 mod sock;
 mod speedtest;

@@ -80,6 +80,10 @@ pub(crate) struct PathInfo {
     pub(crate) unacked: u32,
     /// Sender MSS in bytes.
     pub(crate) mss: u32,
+    /// Bytes written and not yet sent.
+    pub(crate) notsent_bytes: u32,
+    /// The latest delivery-rate sample, bytes per second (0: none).
+    pub(crate) delivery_rate: u64,
 }
 
 impl PathInfo {
@@ -90,6 +94,21 @@ impl PathInfo {
     pub(crate) fn rtt(&self) -> Option<std::time::Duration> {
         let us = [self.min_rtt_us, self.rtt_us, self.rcv_rtt_us].into_iter().find(|&us| us > 0)?;
         Some(std::time::Duration::from_micros(u64::from(us)))
+    }
+
+    /// Bytes sent and not yet acknowledged.
+    pub(crate) fn unacked_bytes(&self) -> usize {
+        self.unacked as usize * self.mss.max(536) as usize
+    }
+
+    /// What the in-flight bound needs from this reading.
+    pub(crate) fn pace_sample(&self) -> crate::pace::Sample {
+        crate::pace::Sample {
+            delivery_rate: self.delivery_rate,
+            min_rtt: std::time::Duration::from_micros(u64::from(self.min_rtt_us)),
+            unacked_bytes: self.unacked_bytes(),
+            notsent_bytes: self.notsent_bytes as usize,
+        }
     }
 
     /// Bytes the congestion window can take now.
@@ -117,16 +136,9 @@ pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
         cwnd: info.tcpi_snd_cwnd,
         unacked: info.tcpi_unacked,
         mss: info.tcpi_snd_mss,
+        notsent_bytes: info.tcpi_notsent_bytes,
+        delivery_rate: info.tcpi_delivery_rate,
     })
-}
-
-/// How many bytes the HTTP/2 driver should frame for its next write: what the congestion window
-/// can take now, but at least `min` (so a write is never uselessly small) and at most `max`.
-pub(crate) fn write_budget(fd: RawFd, min: usize, max: usize) -> usize {
-    match path_info(fd) {
-        Ok(p) if p.cwnd > 0 => p.cwnd_room().clamp(min, max),
-        _ => max,
-    }
 }
 
 #[cfg(test)]
@@ -147,8 +159,7 @@ mod tests {
         }
         let p = path_info(fd).unwrap();
         assert!(p.cwnd > 0 && p.mss > 0, "{p:?}");
-        let b = write_budget(fd, 16_384, 1 << 20);
-        assert!((16_384..=1 << 20).contains(&b));
+        assert!(p.cwnd_room() > 0 && p.notsent_bytes == 0, "{p:?}");
         assert!(path_info(-1).is_err());
     }
 }

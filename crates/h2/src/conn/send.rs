@@ -115,6 +115,22 @@ impl Connection {
         self.streams.get(&stream).map(|s| s.queued)
     }
 
+    /// Whether frames wait that need room in a write: queued control frames or headers, or a
+    /// ready stream the connection window lets through. The driver uses it to decide whether
+    /// to come back when it held a write back (a budget of 0 still sends control frames).
+    pub fn wants_write(&self) -> bool {
+        !self.control.is_empty()
+            || !self.heads.is_empty()
+            || (!self.failed && !self.sched.is_empty() && self.send_window.available() > 0)
+    }
+
+    /// The urgency (RFC 9218, 0 most urgent) of the most urgent stream with a response head,
+    /// data or an end ready to frame, if any.
+    pub fn next_urgency(&self) -> Option<u8> {
+        let heads = self.heads.iter().filter_map(|id| self.streams.get(id)).map(|s| s.priority.urgency);
+        heads.chain(self.sched.urgency()).min()
+    }
+
     /// Report, per stream, body bytes framed since the last call (the driver turns them into
     /// room for the handler: its backpressure).
     pub fn drain_sent(&mut self, mut f: impl FnMut(u32, usize)) {

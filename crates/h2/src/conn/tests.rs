@@ -424,10 +424,14 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
     c.conn.send_data(1, Bytes::from(vec![0u8; 1 << 20]), true).unwrap();
     let out = c.output_max(64 * 1024);
     assert_eq!(out.iter().filter(|f| matches!(f, F::Data(1, _, false))).count(), 4, "{out:?}");
+    // What the driver's in-flight bound looks at: data waiting, and how urgent.
+    assert!(c.conn.wants_write());
+    assert_eq!(c.conn.next_urgency(), Some(5));
     let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/css"), ("priority", "u=0")]);
     c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 3, &b);
     c.conn.send_response(3, 200, vec![], false).unwrap();
     c.conn.send_data(3, Bytes::from(vec![0u8; 50_000]), true).unwrap();
+    assert_eq!(c.conn.next_urgency(), Some(0));
     let out = c.output_max(64 * 1024);
     let data: Vec<_> = out.iter().filter(|f| matches!(f, F::Data(..))).cloned().collect();
     assert_eq!(
@@ -438,6 +442,10 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
         data[4..].iter().all(|f| matches!(f, F::Data(1, _, false))),
         "bulk resumes only after the urgent response: {data:?}"
     );
+    assert_eq!(c.conn.next_urgency(), Some(5));
+    let _ = c.output_max(2 << 20);
+    assert!(!c.conn.wants_write(), "everything framed");
+    assert_eq!(c.conn.next_urgency(), None);
 }
 
 #[test]

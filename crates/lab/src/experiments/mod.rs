@@ -6,7 +6,8 @@
 //! ```
 //!
 //! `--servers` also knows `sluice-fixed64k`, `sluice-fixed512k`, `sluice-writeup`, `sluice-quiche` and `sluice-hyper`:
-//! Sluice with that receive-window policy (`[flow] policy`) beside its default.
+//! Sluice with that receive-window policy (`[flow] policy`) beside its default; and `sluice-cwnd`:
+//! Sluice filling the congestion window (`[tcp] limit_inflight = false`).
 //!
 //! Each experiment starts the lab (two namespaces joined by the emulated link), the servers
 //! inside the server namespace (TLS on the server address, one self-signed certificate), runs
@@ -86,7 +87,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Servers, comma-separated, in first-run order. Also known: sluice-fixed64k, sluice-fixed512k,
-    /// sluice-writeup, sluice-quiche, sluice-hyper (Sluice with that `[flow] policy`); for `priority`
+    /// sluice-writeup, sluice-quiche, sluice-hyper (Sluice with that `[flow] policy`), sluice-cwnd
+    /// (Sluice with `[tcp] limit_inflight = false`); for `priority`
     /// also nginx-tuned, h2o-tuned, caddy-tuned (tcp_notsent_lowat 16384 and BBR in the server namespace).
     #[arg(long, default_value = "sluice,nginx,nginx512,h2o,caddy")]
     pub servers: String,

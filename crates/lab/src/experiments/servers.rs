@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 /// Port of the upstream sink on 127.0.0.1 inside the server namespace.
 pub const SINK_PORT: u16 = 9000;
 
-/// A Sluice receive-window policy other than its default (`[flow] policy`).
+/// A Sluice variant: a receive-window policy other than its default (`[flow] policy`), or the
+/// congestion window filled without the in-flight bound (`[tcp] limit_inflight = false`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Flow {
     /// Fixed 64 KiB stream windows (the RFC default), never grown.
@@ -33,6 +34,8 @@ pub enum Flow {
     Quiche,
     /// hyper's PING-based BDP estimator.
     Hyper,
+    /// Default windows; sends fill the congestion window (no in-flight bound near the BDP).
+    FillCwnd,
 }
 
 impl Flow {
@@ -44,7 +47,10 @@ impl Flow {
             Self::Fixed512k => "initial_stream_window = 524288\ninitial_connection_window = 8388608\n",
             _ => "",
         };
-        format!("\n[flow]\npolicy = \"{}\"\n{windows}", self.policy())
+        match self {
+            Self::FillCwnd => "\n[tcp]\nlimit_inflight = false\n".into(),
+            _ => format!("\n[flow]\npolicy = \"{}\"\n{windows}", self.policy()),
+        }
     }
 
     /// The `[flow] policy` value.
@@ -54,6 +60,15 @@ impl Flow {
             Self::Writeup => "writeup",
             Self::Quiche => "quiche",
             Self::Hyper => "hyper",
+            Self::FillCwnd => "auto",
+        }
+    }
+
+    /// The configuration that makes this variant, for reports.
+    pub fn describe(self) -> String {
+        match self {
+            Self::FillCwnd => "`[tcp] limit_inflight = false`".into(),
+            _ => format!("`[flow] policy = \"{}\"`", self.policy()),
         }
     }
 }
@@ -87,7 +102,7 @@ pub const DEFAULT: [ServerKind; 5] =
     [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
 
 /// Every server `--servers` knows.
-pub const ALL: [ServerKind; 13] = [
+pub const ALL: [ServerKind; 14] = [
     ServerKind::Sluice,
     ServerKind::Nginx,
     ServerKind::Nginx512,
@@ -98,6 +113,7 @@ pub const ALL: [ServerKind; 13] = [
     ServerKind::SluiceFlow(Flow::Writeup),
     ServerKind::SluiceFlow(Flow::Quiche),
     ServerKind::SluiceFlow(Flow::Hyper),
+    ServerKind::SluiceFlow(Flow::FillCwnd),
     ServerKind::NginxTuned,
     ServerKind::H2oTuned,
     ServerKind::CaddyTuned,
@@ -113,6 +129,7 @@ impl ServerKind {
             Self::SluiceFlow(Flow::Writeup) => "sluice-writeup",
             Self::SluiceFlow(Flow::Quiche) => "sluice-quiche",
             Self::SluiceFlow(Flow::Hyper) => "sluice-hyper",
+            Self::SluiceFlow(Flow::FillCwnd) => "sluice-cwnd",
             Self::Nginx => "nginx",
             Self::Nginx512 => "nginx512",
             Self::H2o => "h2o",
@@ -165,6 +182,7 @@ impl ServerKind {
             Self::SluiceFlow(Flow::Writeup) => 8449,
             Self::SluiceFlow(Flow::Quiche) => 8450,
             Self::SluiceFlow(Flow::Hyper) => 8451,
+            Self::SluiceFlow(Flow::FillCwnd) => 8456,
             Self::NginxTuned => 8453,
             Self::H2oTuned => 8454,
             Self::CaddyTuned => 8455,

@@ -508,9 +508,7 @@ fn notes(
         .servers
         .iter()
         .filter_map(|k| match k {
-            ServerKind::SluiceFlow(f) => {
-                Some(format!("`{}` is Sluice with `[flow] policy = \"{}\"`", k.name(), f.policy()))
-            }
+            ServerKind::SluiceFlow(f) => Some(format!("`{}` is Sluice with {}", k.name(), f.describe())),
             _ => None,
         })
         .collect();

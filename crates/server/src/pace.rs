@@ -1,0 +1,284 @@
+//! How much the HTTP/2 driver may hand the kernel: bytes in flight bounded near the path's
+//! bandwidth-delay product, so that a newly urgent response waits behind about one round trip
+//! of older data, not behind a bottleneck queue the congestion controller filled.
+//!
+//! TCP_NOTSENT_LOWAT keeps unsent bytes small, but sent-and-unacknowledged bytes are bounded
+//! only by the congestion window, and a window larger than the path needs becomes a queue at
+//! the bottleneck (BBR's startup overshoots by design; CUBIC fills drop-tail buffers). Nothing
+//! in that queue can be reordered. So the driver also bounds what it has outstanding (unacked
+//! plus unsent) by
+//!
+//! `cap = max(max_rate × (gain × min_rtt + SLACK_TIME), MIN_BASE) + HEADROOM`
+//!
+//! where `max_rate` is the windowed maximum of the kernel's delivery-rate samples (TCP_INFO) over
+//! the last [`WINDOW_ROUNDS`] busy rounds and `min_rtt` the connection's minimum RTT. `gain` is
+//! [`STARTUP_GAIN`] while the rate grows (the last busy round raised it by a quarter or more,
+//! the threshold of BBR's full-pipe rule), else [`CRUISE_GAIN`]: room for the congestion
+//! controller's bandwidth probing, and for the rate to show growth again if the path gets
+//! faster. Unlike BBR, one flat round is enough to leave the startup gain: bytes queued in
+//! those rounds are what an urgent response waits behind. The slack time covers the retry timer's granularity (about a
+//! millisecond) and bursty ACKs; it also leaves fast, short paths (loopback) effectively
+//! uncapped. Rounds in which the driver had nothing to send do not age the estimate (an idle
+//! connection keeps what it learnt).
+//!
+//! Pure logic: time and TCP_INFO readings are passed in.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Gain on the estimated BDP while the delivery rate still grows (lets it double per round).
+pub(crate) const STARTUP_GAIN: f64 = 2.0;
+/// Gain once the pipe is full: room for the congestion controller's probing (BBR probes at
+/// 1.25 × the bandwidth for one round in eight).
+pub(crate) const CRUISE_GAIN: f64 = 1.25;
+/// Added to the cap as time at the estimated rate: the retry timer's granularity and bursty
+/// ACKs would otherwise cost throughput (measured: 2 ms still cost 7 % at 500 Mbit/s × 10 ms).
+pub(crate) const SLACK_TIME: Duration = Duration::from_millis(5);
+/// Added to the cap: a few segments, so a tiny BDP still keeps the ACK clock going.
+pub(crate) const HEADROOM: usize = 4 * 1024;
+/// The cap's smallest base: about TCP's initial window (10 segments, RFC 6928), so the first
+/// rounds are not slowed by rate samples taken during the TLS handshake.
+pub(crate) const MIN_BASE: usize = 16 * 1024;
+/// Busy rounds the maximum delivery rate is kept for.
+pub(crate) const WINDOW_ROUNDS: u64 = 10;
+/// The smallest write worth making when the cap is the limit; on fast paths at least what
+/// the path drains in [`MIN_SEND_TIME`], so writes stay few (the cap leaves [`SLACK_TIME`] of
+/// room above the BDP for it).
+pub(crate) const MIN_SEND: usize = 4 * 1024;
+pub(crate) const MIN_SEND_TIME: Duration = Duration::from_millis(1);
+
+/// What one TCP_INFO reading contributes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Sample {
+    /// Latest delivery-rate sample, bytes per second (0: none yet).
+    pub(crate) delivery_rate: u64,
+    /// Minimum RTT of the connection (zero: none yet).
+    pub(crate) min_rtt: Duration,
+    /// Bytes sent and not yet acknowledged.
+    pub(crate) unacked_bytes: usize,
+    /// Bytes written to the socket and not yet sent.
+    pub(crate) notsent_bytes: usize,
+}
+
+/// The in-flight bound of one connection.
+#[derive(Debug)]
+pub(crate) struct InflightCap {
+    /// Per busy round: the largest delivery rate seen in it.
+    rounds: VecDeque<(u64, u64)>,
+    round: u64,
+    round_start: Option<Instant>,
+    /// Whether the current round saw the driver held back with data waiting.
+    busy: bool,
+    /// Whether the last busy round raised the maximum rate by a quarter or more.
+    growing: bool,
+    /// The maximum rate at the end of the last busy round.
+    last_max: u64,
+}
+
+impl Default for InflightCap {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InflightCap {
+    pub(crate) fn new() -> Self {
+        Self { rounds: VecDeque::new(), round: 0, round_start: None, busy: false, growing: true, last_max: 0 }
+    }
+
+    /// Feed one reading; `busy`: the driver has data waiting to be framed (the sample is not
+    /// limited by the application).
+    pub(crate) fn update(&mut self, now: Instant, s: &Sample, busy: bool) {
+        self.busy |= busy;
+        if s.delivery_rate > 0 {
+            match self.rounds.back_mut() {
+                Some((r, rate)) if *r == self.round => *rate = (*rate).max(s.delivery_rate),
+                _ => self.rounds.push_back((self.round, s.delivery_rate)),
+            }
+        }
+        let round_len = s.min_rtt.max(Duration::from_millis(1));
+        let start = *self.round_start.get_or_insert(now);
+        if now.saturating_duration_since(start) < round_len {
+            return;
+        }
+        // A round ended. Idle rounds neither age the estimate nor count towards a full pipe.
+        self.round_start = Some(now);
+        if !std::mem::take(&mut self.busy) {
+            return;
+        }
+        let max = self.max_rate();
+        if max > 0 {
+            self.growing = max as f64 >= self.last_max as f64 * 1.25;
+            self.last_max = max;
+        }
+        self.round += 1;
+        while self.rounds.front().is_some_and(|&(r, _)| r + WINDOW_ROUNDS <= self.round) {
+            self.rounds.pop_front();
+        }
+    }
+
+    /// The largest delivery rate in the window, bytes per second.
+    pub(crate) fn max_rate(&self) -> u64 {
+        self.rounds.iter().map(|&(_, r)| r).max().unwrap_or(0)
+    }
+
+    /// Whether the rate grew in the last busy round.
+    #[cfg(test)]
+    pub(crate) fn growing(&self) -> bool {
+        self.growing
+    }
+
+    /// The bound on outstanding bytes, or `None` before there is an estimate.
+    pub(crate) fn cap(&self, s: &Sample) -> Option<usize> {
+        let rate = self.max_rate();
+        if rate == 0 || s.min_rtt.is_zero() {
+            return None;
+        }
+        let gain = if self.growing { STARTUP_GAIN } else { CRUISE_GAIN };
+        let time = s.min_rtt.as_secs_f64() * gain + SLACK_TIME.as_secs_f64();
+        Some(((rate as f64 * time) as usize).max(MIN_BASE) + HEADROOM)
+    }
+
+    /// How many bytes to frame now, given what the congestion window allows (`cwnd_room`,
+    /// already clamped by the caller): 0 means wait (see [`retry_after`](Self::retry_after)).
+    pub(crate) fn budget(&self, s: &Sample, cwnd_room: usize) -> usize {
+        let Some(cap) = self.cap(s) else { return cwnd_room };
+        let left = cap.saturating_sub(s.unacked_bytes + s.notsent_bytes);
+        if left < self.min_send() {
+            0
+        } else {
+            left.min(cwnd_room)
+        }
+    }
+
+    /// The smallest write when the cap limits.
+    fn min_send(&self) -> usize {
+        ((self.max_rate() as f64 * MIN_SEND_TIME.as_secs_f64()) as usize).max(MIN_SEND)
+    }
+
+    /// When to look again after a budget of 0: about when ACKs at the estimated rate will have
+    /// made room for the smallest write, within [1 ms, a quarter of the RTT].
+    pub(crate) fn retry_after(&self, s: &Sample) -> Duration {
+        let short = Duration::from_millis(1);
+        let (Some(cap), rate) = (self.cap(s), self.max_rate()) else { return short };
+        let deficit = (s.unacked_bytes + s.notsent_bytes + self.min_send()).saturating_sub(cap);
+        let wait = Duration::from_secs_f64(deficit as f64 / rate.max(1) as f64);
+        wait.min(s.min_rtt / 4).max(short)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A reading on a path with 40 ms RTT and no queue.
+    fn sample(rate: u64, inflight: usize) -> Sample {
+        Sample { delivery_rate: rate, min_rtt: 40 * MS, unacked_bytes: inflight, notsent_bytes: 0 }
+    }
+
+    /// 5 Mbit/s × 40 ms: BDP 25 kB.
+    const RATE: u64 = 625_000;
+    /// The cap at RATE with the cruise gain: 625 kB/s × (1.25 × 40 ms + 5 ms) + headroom.
+    const CRUISE_CAP: usize = 34_375 + HEADROOM;
+    /// The same with the startup gain: 625 kB/s × (2 × 40 ms + 5 ms) + headroom.
+    const STARTUP_CAP: usize = 53_125 + HEADROOM;
+
+    #[test]
+    fn no_estimate_means_the_congestion_window_decides() {
+        let c = InflightCap::new();
+        assert_eq!(c.cap(&sample(0, 0)), None);
+        assert_eq!(c.budget(&sample(0, 0), 64 * 1024), 64 * 1024);
+    }
+
+    #[test]
+    fn startup_then_cruise_then_growth_again() {
+        let t0 = Instant::now();
+        let mut c = InflightCap::new();
+        let mut t = t0;
+        // The rate doubles for a few rounds, then stays: the cruise gain after one flat round.
+        for (i, rate) in [RATE / 8, RATE / 4, RATE / 2, RATE, RATE, RATE, RATE].into_iter().enumerate() {
+            c.update(t, &sample(rate, 0), true);
+            t += 41 * MS;
+            assert_eq!(c.growing(), i < 4, "round {i}");
+        }
+        let cap = c.cap(&sample(RATE, 0)).unwrap();
+        assert_eq!(cap, CRUISE_CAP);
+        // Outstanding bytes count, unacked and unsent alike.
+        let s = Sample { notsent_bytes: 10_000, ..sample(RATE, 20_000) };
+        assert_eq!(c.budget(&s, 1 << 20), cap - 30_000);
+        // The congestion window still bounds.
+        assert_eq!(c.budget(&s, 5_000), 5_000);
+        // Nearly full: wait rather than dribble.
+        assert_eq!(c.budget(&sample(RATE, cap - 1_000), 1 << 20), 0);
+        // The path gets faster: a quarter more in a round brings the startup gain back.
+        c.update(t, &sample(RATE * 5 / 4, 0), true);
+        assert!(c.growing());
+        assert_eq!(c.cap(&sample(RATE, 0)), Some(66_406 + HEADROOM));
+    }
+
+    #[test]
+    fn startup_gain_while_the_rate_grows() {
+        let mut c = InflightCap::new();
+        c.update(Instant::now(), &sample(RATE, 0), true);
+        assert!(c.growing());
+        assert_eq!(c.cap(&sample(RATE, 0)), Some(STARTUP_CAP));
+    }
+
+    #[test]
+    fn small_estimates_keep_the_initial_window() {
+        let mut c = InflightCap::new();
+        // A rate sample from the TLS handshake: 35 kB/s.
+        c.update(Instant::now(), &sample(35_000, 0), true);
+        assert_eq!(c.cap(&sample(35_000, 0)), Some(MIN_BASE + HEADROOM));
+    }
+
+    #[test]
+    fn fast_short_paths_are_effectively_uncapped() {
+        let mut c = InflightCap::new();
+        // Loopback-like: 3 GB/s, 20 µs: 15 MB, far beyond any congestion window there.
+        let s = Sample { min_rtt: Duration::from_micros(20), ..sample(3_000_000_000, 0) };
+        c.update(Instant::now(), &s, true);
+        let cap = c.cap(&s).unwrap();
+        assert!((15_119_000..=15_121_000).contains(&(cap - HEADROOM)), "{cap}");
+        // Writes when the cap limits are at least a millisecond's worth (3 MB).
+        assert_eq!(c.budget(&Sample { unacked_bytes: cap - 2_000_000, ..s }, usize::MAX), 0);
+    }
+
+    #[test]
+    fn the_estimate_ages_only_in_busy_rounds() {
+        let t0 = Instant::now();
+        let mut c = InflightCap::new();
+        c.update(t0, &sample(RATE, 0), true);
+        let mut t = t0;
+        // Twenty idle rounds with low (application-limited) samples: the maximum stays.
+        for _ in 0..20 {
+            t += 41 * MS;
+            c.update(t, &sample(RATE / 10, 0), false);
+        }
+        assert_eq!(c.max_rate(), RATE);
+        // Busy rounds at a lower rate: after the window the old maximum is gone.
+        for _ in 0..=WINDOW_ROUNDS {
+            t += 41 * MS;
+            c.update(t, &sample(RATE / 2, 0), true);
+        }
+        assert_eq!(c.max_rate(), RATE / 2);
+    }
+
+    #[test]
+    fn retry_when_the_rate_will_have_made_room() {
+        let mut c = InflightCap::new();
+        let t0 = Instant::now();
+        c.update(t0, &sample(RATE, 0), true);
+        c.update(t0 + 41 * MS, &sample(RATE, 0), true);
+        let cap = c.cap(&sample(RATE, 0)).unwrap();
+        // Full: MIN_SEND (4096 bytes) drains in 6.55 ms at 625 kB/s.
+        assert_eq!(c.retry_after(&sample(RATE, cap)).as_micros(), 6_553);
+        // Far over the cap (a loss burst): at most a quarter of the RTT.
+        assert_eq!(c.retry_after(&sample(RATE, cap + 1_000_000)), 10 * MS);
+        // No estimate, or room already: the shortest wait.
+        assert_eq!(InflightCap::new().retry_after(&sample(RATE, 0)), MS);
+        assert_eq!(c.retry_after(&sample(RATE, 0)), MS);
+    }
+}
