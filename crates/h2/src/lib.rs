@@ -12,11 +12,11 @@ pub mod flow;
 pub mod frame;
 pub mod priority;
 mod request;
-mod sched;
+pub mod sched;
 mod stream;
 pub mod tune;
 
 pub use config::Config;
 pub use conn::{Connection, Event, SendError};
 pub use error::{Error, Initiator, Reason};
-pub use request::{Field, RequestHead};
+pub use request::{content_length, request_head, trailers, Field, RequestHead};

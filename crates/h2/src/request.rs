@@ -63,8 +63,11 @@ fn valid_value(v: &[u8]) -> bool {
         && !matches!(v.last(), Some(b' ' | b'\t'))
 }
 
-/// Build a request head from decoded fields, or say why it is malformed.
-pub(crate) fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static str> {
+/// Build a request head from decoded fields (in wire order), or say why it is malformed:
+/// pseudo-header fields (known, unique, before regular fields, valid values), lower-case token
+/// names, valid values, no connection-specific fields, `te` only `trailers`, and the mandatory
+/// pseudo-header fields of a request or a CONNECT request (RFC 9113 §8.2, §8.3, §8.5).
+pub fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static str> {
     let mut head = RequestHead {
         method: Bytes::new(),
         scheme: None,
@@ -135,8 +138,9 @@ pub(crate) fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'s
     Ok(head)
 }
 
-/// Check a trailer section: no pseudo-header fields (§8.1), same field rules as a head.
-pub(crate) fn trailers(list: Vec<(Bytes, Bytes)>) -> Result<Vec<Field>, &'static str> {
+/// Check a trailer section: no pseudo-header fields (RFC 9113 §8.1), same field rules as a
+/// head; returns the fields or why the section is malformed.
+pub fn trailers(list: Vec<(Bytes, Bytes)>) -> Result<Vec<Field>, &'static str> {
     let mut out = Vec::with_capacity(list.len());
     for (name, value) in list {
         if name.starts_with(b":") {
@@ -153,8 +157,9 @@ pub(crate) fn trailers(list: Vec<(Bytes, Bytes)>) -> Result<Vec<Field>, &'static
     Ok(out)
 }
 
-/// Parse a `content-length` value: digits only, and repeated values must agree (RFC 9110 §8.6).
-pub(crate) fn content_length(head: &RequestHead) -> Result<Option<u64>, &'static str> {
+/// The request's `content-length`, if any: digits only, and repeated or comma-separated values
+/// must agree (RFC 9110 §8.6); an error says why the value is invalid.
+pub fn content_length(head: &RequestHead) -> Result<Option<u64>, &'static str> {
     let mut found: Option<u64> = None;
     for f in head.fields.iter().filter(|f| f.name == "content-length") {
         for part in f.value.split(|&c| c == b',') {

@@ -14,15 +14,16 @@ struct Bucket {
     round_robin: VecDeque<u32>,
 }
 
-/// Ready streams by urgency.
+/// Ready streams by urgency: eight buckets (0 most urgent), each with its non-incremental
+/// streams in id order and its incremental streams in round-robin order.
 #[derive(Default, Debug)]
-pub(crate) struct Scheduler {
+pub struct Scheduler {
     buckets: [Bucket; 8],
 }
 
 impl Scheduler {
     /// Mark `id` ready with priority `p` (it must not already be scheduled).
-    pub(crate) fn push(&mut self, id: u32, p: Priority) {
+    pub fn push(&mut self, id: u32, p: Priority) {
         let b = &mut self.buckets[usize::from(p.urgency.min(7))];
         if p.incremental {
             b.round_robin.push_back(id);
@@ -32,7 +33,7 @@ impl Scheduler {
     }
 
     /// Remove `id`, scheduled with priority `p`.
-    pub(crate) fn remove(&mut self, id: u32, p: Priority) {
+    pub fn remove(&mut self, id: u32, p: Priority) {
         let b = &mut self.buckets[usize::from(p.urgency.min(7))];
         if p.incremental {
             b.round_robin.retain(|&s| s != id);
@@ -42,18 +43,20 @@ impl Scheduler {
     }
 
     /// Whether no stream is ready.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.buckets.iter().all(|b| b.sequential.is_empty() && b.round_robin.is_empty())
     }
 
     /// The urgency of the most urgent ready stream.
-    pub(crate) fn urgency(&self) -> Option<u8> {
+    pub fn urgency(&self) -> Option<u8> {
         self.buckets.iter().position(|b| !b.sequential.is_empty() || !b.round_robin.is_empty()).map(|u| u as u8)
     }
 
     /// The next stream to serve. It stays scheduled; for round-robin streams the pick moves it
     /// to the back of its bucket.
-    pub(crate) fn next(&mut self) -> Option<u32> {
+    // Not an iterator: a pick does not consume the stream.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<u32> {
         for b in &mut self.buckets {
             if let Some(&id) = b.sequential.first() {
                 return Some(id);

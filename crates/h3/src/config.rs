@@ -1,0 +1,74 @@
+//! Engine configuration: what we advertise in SETTINGS and a budget for every quantity the peer
+//! controls.
+
+/// Settings and limits of one HTTP/3 server connection.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// SETTINGS_QPACK_MAX_TABLE_CAPACITY we advertise (RFC 9204 §5): the peer encoder's dynamic
+    /// table, held by our decoder.
+    pub qpack_max_table_capacity: u64,
+    /// SETTINGS_QPACK_BLOCKED_STREAMS we advertise (RFC 9204 §5): request streams whose header
+    /// section may wait for encoder-stream data at once; the QPACK decoder fails the connection
+    /// beyond it (RFC 9204 §2.1.2).
+    pub qpack_blocked_streams: u64,
+    /// SETTINGS_MAX_FIELD_SECTION_SIZE we advertise and enforce (RFC 9114 §4.2.2 counting: name
+    /// + value + 32 per field). Also the largest HEADERS frame we buffer.
+    pub max_field_section_size: u64,
+    /// Largest payload of any other frame we must buffer whole (SETTINGS, PRIORITY_UPDATE); a
+    /// larger one closes the connection with H3_EXCESSIVE_LOAD (RFC 9114 §10.5). DATA frames
+    /// stream through and unknown frames are skipped, so neither is bounded.
+    pub max_frame_payload: u64,
+    /// Raw bytes kept for a request stream whose header section waits for QPACK encoder-stream
+    /// data (its body cannot be delivered before its head). Beyond this the stream is reset with
+    /// H3_EXCESSIVE_LOAD. The driver pauses reading such a stream (see
+    /// [`Connection::wants_read`](crate::Connection::wants_read)), so this only catches a driver
+    /// that does not.
+    pub max_blocked_input: usize,
+    /// Request streams open at once; later ones are rejected with H3_REQUEST_REJECTED. QUIC's
+    /// MAX_STREAMS (the driver's transport config) is the real limit; this is a backstop.
+    pub max_concurrent_streams: usize,
+    /// Unidirectional streams whose type has not fully arrived yet that we track at once; more
+    /// are refused with STOP_SENDING (H3_STREAM_CREATION_ERROR).
+    pub max_pending_uni_streams: usize,
+    /// PRIORITY_UPDATE frames kept for request streams not yet opened (RFC 9218 §7: servers may
+    /// buffer them; beyond this they are dropped). Only the parsed priority is kept.
+    pub max_pending_priority_updates: usize,
+    /// Largest piece of one response body framed per scheduler pick (one DATA frame).
+    pub quantum: usize,
+    /// Response body bytes buffered per stream: `send_data` refuses more (backpressure to the
+    /// handler) until the scheduler has framed some of it.
+    pub max_buffered_per_stream: usize,
+    /// Origins for an ORIGIN frame (RFC 9412), written on the control stream right after
+    /// SETTINGS. `None` sends no frame; `Some(vec![])` sends an empty one. Each entry is an
+    /// ASCII serialised origin (RFC 6454 §6.2) such as `https://example.com`; entries longer
+    /// than 65,535 bytes cannot be encoded and are left out.
+    pub origins: Option<Vec<String>>,
+    /// Send a reserved setting (RFC 9114 §7.2.4.1 recommends it, to keep peers ignoring
+    /// unknown settings).
+    pub grease: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            // The HTTP/2 default table size (RFC 7541 §6.5.2), plenty for request headers.
+            qpack_max_table_capacity: 4096,
+            // Browsers send a page's requests in a burst; each may reference fresh entries.
+            qpack_blocked_streams: 16,
+            // As the HTTP/2 engine's max_header_list_size.
+            max_field_section_size: 64 * 1024,
+            max_frame_payload: 64 * 1024,
+            max_blocked_input: 256 * 1024,
+            // RFC 9114 §6.1: at least 100 request streams SHOULD be permitted at a time.
+            max_concurrent_streams: 256,
+            // The three critical streams plus room for greasing (RFC 9114 §6.2.3).
+            max_pending_uni_streams: 16,
+            max_pending_priority_updates: 128,
+            // As the HTTP/2 engine: one frame at the HTTP/2 default SETTINGS_MAX_FRAME_SIZE.
+            quantum: 16 * 1024,
+            max_buffered_per_stream: 256 * 1024,
+            origins: None,
+            grease: true,
+        }
+    }
+}

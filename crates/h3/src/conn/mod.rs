@@ -1,0 +1,518 @@
+//! The HTTP/3 server connection: stream bytes in, stream writes, resets and events out.
+//!
+//! # Streams
+//! The engine sees QUIC streams only by id (RFC 9000 §2.1: the two low bits say who opened the
+//! stream and whether it is unidirectional) and never opens one. The driver opens our three
+//! unidirectional streams (control, QPACK encoder, QPACK decoder) when the connection is
+//! established and passes their ids to [`Connection::new`]; their first bytes (the stream types,
+//! then SETTINGS) are the first writes [`Connection::poll_transmit`] returns. Client streams need
+//! no announcement: the first [`Connection::on_stream_data`] for an id opens it.
+//!
+//! # Call order
+//! Feed input with `on_stream_data`, `on_stream_reset` and `on_stop_sending`; then drain
+//! [`Connection::poll_event`] (requests, bodies, resets) and [`Connection::poll_transmit`]
+//! (writes, resets, STOP_SENDING, close). The handler side answers with `send_response`,
+//! `send_data`, `send_trailers`, `reset` and `stop_reading`. Call `poll_transmit` only when the
+//! transport can take more: each write of body data is one scheduler pick of at most one
+//! quantum, so the order in which the driver pulls is the RFC 9218 priority order. The driver
+//! must accept every write whole (buffering what the QUIC stream does not take at once) and
+//! then report [`Connection::on_stream_blocked`] until the stream is writable again.
+
+mod control;
+mod request;
+mod send;
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use sluice_h2::priority::Priority;
+use sluice_h2::sched::Scheduler;
+use sluice_h2::{Field, RequestHead};
+use sluice_qpack as qpack;
+
+use crate::config::Config;
+use crate::error::{Code, Error, Scope};
+use crate::frame::{self, setting, stream_type, FrameReader};
+use crate::ids::{Kind, Retired};
+use crate::stream::Stream;
+use crate::varint;
+
+/// Something the application must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A new request. Answer with [`Connection::send_response`].
+    Request {
+        /// Request stream id.
+        stream: u64,
+        /// Pseudo-header and regular fields.
+        head: RequestHead,
+        /// The request has no body.
+        end_stream: bool,
+    },
+    /// Request body bytes.
+    Data {
+        /// Stream.
+        stream: u64,
+        /// Bytes (empty when only `end_stream` is news).
+        data: Bytes,
+        /// Last body bytes.
+        end_stream: bool,
+    },
+    /// Request trailers; the body is complete.
+    Trailers {
+        /// Stream.
+        stream: u64,
+        /// Trailer fields.
+        fields: Vec<Field>,
+    },
+    /// The request's header section exceeds our SETTINGS_MAX_FIELD_SECTION_SIZE. The engine
+    /// has stopped reading the request (STOP_SENDING with H3_NO_ERROR, RFC 9114 §4.1); the
+    /// application answers 431 (Request Header Fields Too Large, RFC 9114 §4.2.2) with
+    /// [`Connection::send_response`], or resets the stream.
+    HeaderTooLarge {
+        /// Stream.
+        stream: u64,
+    },
+    /// A stream the application knows is gone (reset by the peer, or by us for a peer error,
+    /// or the connection failed): stop work on it.
+    StreamReset {
+        /// Stream.
+        stream: u64,
+        /// Why.
+        error: Error,
+    },
+    /// The client sent GOAWAY (RFC 9114 §5.2): it is shutting down. A server usually answers
+    /// with [`Connection::go_away`].
+    GoAway {
+        /// The push id in the frame (we never push, so it has no further meaning).
+        push_id: u64,
+    },
+    /// The connection failed; the driver closes it with the [`Transmit::Close`] that follows.
+    ConnectionError(Error),
+}
+
+/// What the driver must do on the transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    /// Write `data` to `stream`, then finish it if `fin`.
+    Write {
+        /// Stream id (a request stream or one of our unidirectional streams).
+        stream: u64,
+        /// Bytes (empty when only `fin` is news).
+        data: Bytes,
+        /// Finish the sending part of the stream after `data`.
+        fin: bool,
+    },
+    /// Reset the sending part of `stream` (QUIC RESET_STREAM).
+    Reset {
+        /// Stream.
+        stream: u64,
+        /// Application error code.
+        code: Code,
+    },
+    /// Abort reading `stream` (QUIC STOP_SENDING).
+    StopSending {
+        /// Stream.
+        stream: u64,
+        /// Application error code.
+        code: Code,
+    },
+    /// Close the connection (QUIC CONNECTION_CLOSE); nothing follows.
+    Close {
+        /// Application error code.
+        code: Code,
+        /// Reason phrase.
+        reason: &'static str,
+    },
+}
+
+/// A call the engine could not honour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// No such open stream (reset, finished, or never opened).
+    UnknownStream,
+    /// Not allowed in the stream's state (head already sent, body already ended, no head yet).
+    InvalidState,
+    /// Not a status HTTP/3 can send (three digits; 101 is not allowed, RFC 9114 §4.5).
+    InvalidStatus,
+    /// The stream's send buffer is full: wait until [`Connection::drain_sent`] reports
+    /// progress. The data was not queued.
+    Full,
+    /// The field section exceeds the client's SETTINGS_MAX_FIELD_SECTION_SIZE (RFC 9114
+    /// §4.2.2: we SHOULD NOT send it).
+    FieldSectionTooLarge,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::UnknownStream => "no such open stream",
+            Self::InvalidState => "not allowed in the stream's state",
+            Self::InvalidStatus => "status code not allowed",
+            Self::Full => "send buffer full",
+            Self::FieldSectionTooLarge => "field section exceeds the peer's limit",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// A client unidirectional stream (RFC 9114 §6.2).
+#[derive(Debug)]
+enum Uni {
+    /// The stream type has not fully arrived.
+    Pending(varint::Partial),
+    Control,
+    Encoder,
+    Decoder,
+}
+
+/// What we know about the client.
+#[derive(Debug)]
+struct Peer {
+    /// Its SETTINGS arrived (the first frame on its control stream, RFC 9114 §6.2.1).
+    settings: bool,
+    /// Its SETTINGS_MAX_FIELD_SECTION_SIZE (unlimited by default, RFC 9114 §7.2.4.1).
+    max_field_section_size: u64,
+    control: Option<u64>,
+    encoder: Option<u64>,
+    decoder: Option<u64>,
+    /// The push id of its last GOAWAY.
+    goaway: Option<u64>,
+    /// Its last MAX_PUSH_ID.
+    max_push_id: Option<u64>,
+}
+
+/// One HTTP/3 server connection.
+pub struct Connection {
+    cfg: Config,
+    control_id: u64,
+    encoder_id: u64,
+    decoder_id: u64,
+    encoder: qpack::Encoder,
+    decoder: qpack::Decoder,
+    peer: Peer,
+    /// Frame reader of the client's control stream.
+    control_reader: FrameReader,
+    uni: HashMap<u64, Uni>,
+    retired_uni: Retired,
+    streams: HashMap<u64, Stream>,
+    retired: Retired,
+    /// Highest request stream id seen.
+    max_request_id: Option<u64>,
+    /// PRIORITY_UPDATE values for request streams not opened yet (RFC 9218 §7).
+    pending_priority: HashMap<u64, Priority>,
+    sched: Scheduler,
+    /// Streams with response heads to write, in call order.
+    heads: VecDeque<u64>,
+    control_out: Vec<u8>,
+    encoder_out: Vec<u8>,
+    decoder_out: Vec<u8>,
+    /// Resets and STOP_SENDINGs to hand out, in order.
+    ops: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    sent_dirty: Vec<u64>,
+    /// The stream id of our GOAWAY: requests on it and above are rejected.
+    goaway: Option<u64>,
+    failed: bool,
+    /// The CONNECTION_CLOSE to hand out after a failure.
+    close: Option<Transmit>,
+}
+
+impl Connection {
+    /// A new server connection whose unidirectional streams the driver has opened with ids
+    /// `control`, `encoder` and `decoder` (server-initiated: low bits 0x3). Our control stream
+    /// header and SETTINGS (and ORIGIN, if configured) are queued at once: RFC 9114 §7.2.4.2
+    /// says SETTINGS goes out as soon as the transport can send.
+    pub fn new(cfg: Config, control: u64, encoder: u64, decoder: u64) -> Self {
+        debug_assert!([control, encoder, decoder].iter().all(|&id| Kind::of(id) == Kind::ServerUni));
+        let mut control_out = Vec::with_capacity(64);
+        // RFC 9114 §6.2.1: the stream type, then SETTINGS as the first frame.
+        varint::encode(stream_type::CONTROL, &mut control_out);
+        let mut settings = vec![
+            (setting::QPACK_MAX_TABLE_CAPACITY, cfg.qpack_max_table_capacity),
+            (setting::MAX_FIELD_SECTION_SIZE, cfg.max_field_section_size),
+            (setting::QPACK_BLOCKED_STREAMS, cfg.qpack_blocked_streams),
+        ];
+        if cfg.grease {
+            settings.push((setting::GREASE, setting::GREASE_VALUE));
+        }
+        frame::encode_settings(&settings, &mut control_out);
+        if let Some(origins) = &cfg.origins {
+            // RFC 9412 §2 with RFC 8336 §2: on the control stream, right after SETTINGS.
+            frame::encode_origin(origins, &mut control_out);
+        }
+        let mut encoder_out = Vec::new();
+        varint::encode(stream_type::QPACK_ENCODER, &mut encoder_out);
+        let mut decoder_out = Vec::new();
+        varint::encode(stream_type::QPACK_DECODER, &mut decoder_out);
+        Self {
+            // The client's QPACK settings are 0 until its SETTINGS arrive (RFC 9204 §3.2.3,
+            // RFC 9114 §7.2.4.2: use the defaults before then).
+            encoder: qpack::Encoder::new(0, 0),
+            decoder: qpack::Decoder::new(
+                cfg.qpack_max_table_capacity,
+                cfg.qpack_blocked_streams,
+                cfg.max_field_section_size,
+            ),
+            peer: Peer {
+                settings: false,
+                max_field_section_size: u64::MAX,
+                control: None,
+                encoder: None,
+                decoder: None,
+                goaway: None,
+                max_push_id: None,
+            },
+            control_reader: FrameReader::default(),
+            uni: HashMap::new(),
+            retired_uni: Retired::default(),
+            streams: HashMap::new(),
+            retired: Retired::default(),
+            max_request_id: None,
+            pending_priority: HashMap::new(),
+            sched: Scheduler::default(),
+            heads: VecDeque::new(),
+            control_out,
+            encoder_out,
+            decoder_out,
+            ops: VecDeque::new(),
+            events: VecDeque::new(),
+            sent_dirty: Vec::new(),
+            goaway: None,
+            failed: false,
+            close: None,
+            control_id: control,
+            encoder_id: encoder,
+            decoder_id: decoder,
+            cfg,
+        }
+    }
+
+    /// The client opened `id` (optional: the first data on a stream opens it too).
+    pub fn on_stream_opened(&mut self, id: u64) {
+        if !self.failed && Kind::of(id) == Kind::Request {
+            self.open_request(id);
+        }
+    }
+
+    /// Bytes read from stream `id`, in order; `fin` when the stream ended cleanly after them.
+    pub fn on_stream_data(&mut self, id: u64, data: &[u8], fin: bool) {
+        if self.failed {
+            return;
+        }
+        match Kind::of(id) {
+            Kind::Request => self.on_request_data(id, data, fin),
+            Kind::ClientUni => self.on_uni_data(id, data, fin),
+            // The client cannot send on streams we open, and HTTP/3 uses no server-initiated
+            // bidirectional streams (RFC 9114 §6.1): a driver bug, nothing to read.
+            Kind::ServerBidi | Kind::ServerUni => {}
+        }
+        self.flush_decoder();
+    }
+
+    /// The client reset its sending part of `id` (QUIC RESET_STREAM) with `code`.
+    pub fn on_stream_reset(&mut self, id: u64, code: u64) {
+        if self.failed {
+            return;
+        }
+        match Kind::of(id) {
+            Kind::Request => self.on_request_reset(id, Code(code)),
+            Kind::ClientUni => self.on_uni_reset(id),
+            Kind::ServerBidi | Kind::ServerUni => {}
+        }
+        self.flush_decoder();
+    }
+
+    /// The client asked us to stop sending on `id` (QUIC STOP_SENDING) with `code`.
+    pub fn on_stop_sending(&mut self, id: u64, code: u64) {
+        if self.failed {
+            return;
+        }
+        if [self.control_id, self.encoder_id, self.decoder_id].contains(&id) {
+            // RFC 9114 §6.2.1 (the receiver MUST NOT ask to close the control stream) and
+            // RFC 9204 §4.2 (closing a QPACK stream is a connection error).
+            return self.fail(Error::conn(Code::H3_CLOSED_CRITICAL_STREAM, "STOP_SENDING on a critical stream"));
+        }
+        if Kind::of(id) == Kind::Request {
+            self.on_request_stop_sending(id, Code(code));
+            self.flush_decoder();
+        }
+    }
+
+    /// The next event, if any.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Start a graceful shutdown (RFC 9114 §5.2): GOAWAY with the first request stream id we
+    /// will not process (the one after the highest we have seen). Requests below it finish;
+    /// later ones are rejected with H3_REQUEST_REJECTED.
+    pub fn go_away(&mut self) {
+        if self.failed || self.goaway.is_some() {
+            return;
+        }
+        let id = self.max_request_id.map_or(0, |m| m + 4);
+        self.goaway = Some(id);
+        let mut payload = Vec::with_capacity(8);
+        varint::encode(id, &mut payload);
+        frame::encode(frame::kind::GOAWAY, &payload, &mut self.control_out);
+    }
+
+    /// Whether the connection is finished: after a failure once the close was handed out;
+    /// after [`Connection::go_away`] once every accepted request is complete and everything
+    /// was handed to the driver. The driver then closes the QUIC connection (with H3_NO_ERROR
+    /// after a graceful shutdown, RFC 9114 §5.2).
+    pub fn is_done(&self) -> bool {
+        if self.failed {
+            return self.close.is_none();
+        }
+        self.goaway.is_some() && self.streams.is_empty() && !self.wants_write()
+    }
+
+    /// Whether the driver should keep reading request stream `id`. False while its header
+    /// section waits for QPACK encoder-stream data (its body cannot be delivered before its
+    /// head; resume when this is true again, at the latest with the stream's `Event::Request`
+    /// or when it is reset), and once nothing more is read from it.
+    pub fn wants_read(&self, id: u64) -> bool {
+        if self.failed || self.retired.contains(id) {
+            return false;
+        }
+        self.streams.get(&id).is_none_or(|s| !s.recv.done && s.recv.phase != crate::stream::Phase::HeadBlocked)
+    }
+
+    /// Number of request streams the engine tracks.
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// A connection error: queue CONNECTION_CLOSE, forget every stream, stop.
+    fn fail(&mut self, e: Error) {
+        if self.failed {
+            return;
+        }
+        self.failed = true;
+        self.close = Some(Transmit::Close { code: e.code, reason: e.reason });
+        let mut delivered: Vec<u64> = self.streams.iter().filter(|(_, s)| s.delivered).map(|(&id, _)| id).collect();
+        delivered.sort_unstable();
+        for stream in delivered {
+            self.events.push_back(Event::StreamReset { stream, error: e });
+        }
+        self.streams.clear();
+        self.sched = Scheduler::default();
+        self.heads.clear();
+        self.ops.clear();
+        self.events.push_back(Event::ConnectionError(e));
+    }
+
+    /// Apply an error: a stream error resets that stream, a connection error closes.
+    fn on_error(&mut self, e: Error) {
+        match e.scope {
+            Scope::Stream(id) => self.abort_stream(id, Some(e.code), Some(e.code), Some(e)),
+            Scope::Connection => self.fail(e),
+        }
+    }
+
+    /// End a request stream abruptly: reset the sending part with `reset` and stop reading with
+    /// `stop` where those directions are still open (RFC 9114 §4.1.1), tell the application
+    /// if it knows the stream, and forget it.
+    fn abort_stream(&mut self, id: u64, reset: Option<Code>, stop: Option<Code>, event: Option<Error>) {
+        let Some(s) = self.streams.remove(&id) else { return };
+        if s.scheduled {
+            self.sched.remove(sched_key(id), s.priority);
+        }
+        if s.send.in_heads {
+            self.heads.retain(|&h| h != id);
+        }
+        if let (Some(code), false) = (reset, s.send.done) {
+            self.ops.push_back(Transmit::Reset { stream: id, code });
+        }
+        if !s.recv.done {
+            if let Some(code) = stop {
+                self.ops.push_back(Transmit::StopSending { stream: id, code });
+            }
+            // RFC 9204 §2.2.2.2: reading abandoned before the end of the stream.
+            self.decoder.cancel_stream(id);
+        }
+        if let (Some(error), true) = (event, s.delivered) {
+            self.events.push_back(Event::StreamReset { stream: id, error });
+        }
+        self.retired.insert(id);
+    }
+
+    /// Reject a request stream before any processing (RFC 9114 §4.1.1: H3_REQUEST_REJECTED,
+    /// which lets the client retry it).
+    fn reject(&mut self, id: u64) {
+        self.ops.push_back(Transmit::Reset { stream: id, code: Code::H3_REQUEST_REJECTED });
+        self.ops.push_back(Transmit::StopSending { stream: id, code: Code::H3_REQUEST_REJECTED });
+        self.decoder.cancel_stream(id);
+        self.retired.insert(id);
+    }
+
+    /// Track a request stream the client opened; false if it is gone or refused.
+    fn open_request(&mut self, id: u64) -> bool {
+        if self.retired.contains(id) {
+            return false;
+        }
+        if self.streams.contains_key(&id) {
+            return true;
+        }
+        // The scheduler keys streams by `id >> 2` as u32: 2^32 requests on one connection.
+        let beyond_keys = (id >> 2) > u64::from(u32::MAX);
+        if self.goaway.is_some_and(|g| id >= g) || self.streams.len() >= self.cfg.max_concurrent_streams || beyond_keys
+        {
+            self.reject(id);
+            return false;
+        }
+        self.max_request_id = Some(self.max_request_id.map_or(id, |m| m.max(id)));
+        let update = self.pending_priority.remove(&id);
+        self.streams.insert(id, Stream::new(update));
+        true
+    }
+
+    /// Forget a stream once both directions are over.
+    fn maybe_close(&mut self, id: u64) {
+        if self.streams.get(&id).is_some_and(|s| s.recv.done && s.send.done) {
+            self.abort_stream(id, None, None, None);
+        }
+    }
+
+    /// Put a stream in or out of the scheduler to match its state.
+    fn update_ready(&mut self, id: u64) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        let ready = s.ready();
+        if ready != s.scheduled {
+            if ready {
+                self.sched.push(sched_key(id), s.priority);
+            } else {
+                self.sched.remove(sched_key(id), s.priority);
+            }
+            s.scheduled = ready;
+        }
+    }
+
+    /// Change a stream's priority, moving it in the scheduler.
+    fn reprioritize(&mut self, id: u64, p: Priority) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        if s.scheduled && s.priority != p {
+            self.sched.remove(sched_key(id), s.priority);
+            self.sched.push(sched_key(id), p);
+        }
+        s.priority = p;
+    }
+
+    /// Move the QPACK decoder's output (acknowledgments, cancellations, insert count
+    /// increments) to our decoder stream.
+    fn flush_decoder(&mut self) {
+        while let Some(b) = self.decoder.poll_decoder_stream() {
+            self.decoder_out.extend_from_slice(&b);
+        }
+    }
+}
+
+/// The scheduler's key for a request stream: its sequence number (RFC 9000 §2.1), which keeps
+/// stream order. `open_request` refuses streams whose number does not fit.
+fn sched_key(id: u64) -> u32 {
+    (id >> 2) as u32
+}
