@@ -42,9 +42,10 @@ declare -A APT_CMD=(
   [nginx-light]=nginx
   [caddy]=caddy
   [iproute2]=ip
+  [chromium]=chromium
 )
 missing=()
-for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2; do
+for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium; do
   cmd=${APT_CMD[$pkg]}
   if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     log "present: $pkg ($cmd)"

@@ -661,6 +661,7 @@ pub(crate) fn content_type(name: Option<&str>) -> &'static str {
         "png" => "image/png",
         "jpg" | "jpeg" => "image/jpeg",
         "gif" => "image/gif",
+        "bmp" => "image/bmp",
         "webp" => "image/webp",
         "avif" => "image/avif",
         "ico" => "image/x-icon",

@@ -158,6 +158,8 @@ pub struct Connection {
     control: Vec<u8>,
     heads: VecDeque<u32>,
     sched: Scheduler,
+    /// Urgencies (bit per level) of every stream that had something to send.
+    urgencies_seen: u8,
     sent_dirty: Vec<u32>,
     events: VecDeque<Event>,
     resets: Budget,
@@ -224,6 +226,7 @@ impl Connection {
             control,
             heads: VecDeque::new(),
             sched: Scheduler::default(),
+            urgencies_seen: 0,
             sent_dirty: Vec::new(),
             events: VecDeque::new(),
             resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window, now),
@@ -435,6 +438,7 @@ impl Connection {
         let ready = s.ready();
         if ready != s.scheduled {
             if ready {
+                self.urgencies_seen |= 1 << s.priority.urgency.min(7);
                 self.sched.push(id, s.priority);
             } else {
                 self.sched.remove(id, s.priority);

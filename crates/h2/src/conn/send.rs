@@ -131,6 +131,12 @@ impl Connection {
         heads.chain(self.sched.urgency()).min()
     }
 
+    /// Whether responses of more than one urgency have been sent on this connection (a browser
+    /// loading a page, not a single download): the driver then keeps queues short from the start.
+    pub fn mixed_urgencies(&self) -> bool {
+        self.urgencies_seen.count_ones() > 1
+    }
+
     /// Report, per stream, body bytes framed since the last call (the driver turns them into
     /// room for the handler: its backpressure).
     pub fn drain_sent(&mut self, mut f: impl FnMut(u32, usize)) {

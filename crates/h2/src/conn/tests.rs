@@ -427,6 +427,7 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
     // What the driver's in-flight bound looks at: data waiting, and how urgent.
     assert!(c.conn.wants_write());
     assert_eq!(c.conn.next_urgency(), Some(5));
+    assert!(!c.conn.mixed_urgencies());
     let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/css"), ("priority", "u=0")]);
     c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 3, &b);
     c.conn.send_response(3, 200, vec![], false).unwrap();
@@ -442,6 +443,7 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
         data[4..].iter().all(|f| matches!(f, F::Data(1, _, false))),
         "bulk resumes only after the urgent response: {data:?}"
     );
+    assert!(c.conn.mixed_urgencies());
     assert_eq!(c.conn.next_urgency(), Some(5));
     let _ = c.output_max(2 << 20);
     assert!(!c.conn.wants_write(), "everything framed");

@@ -23,6 +23,7 @@
 
 pub mod chart;
 pub mod h2client;
+pub mod pageload;
 pub mod priority;
 pub mod proc;
 pub mod report;
@@ -47,6 +48,8 @@ pub enum ExperimentName {
     Download,
     /// A critical resource on a busy connection: 50 KB CSS after ten 1 MB images, busy vs idle.
     Priority,
+    /// Headless Chromium loads a page: a web font discovered while 20 images stream, busy vs idle.
+    Pageload,
     /// Connections per page with ORIGIN frames (not yet available).
     Origin,
 }
@@ -58,6 +61,7 @@ impl ExperimentName {
             Self::Upload => "upload",
             Self::Download => "download",
             Self::Priority => "priority",
+            Self::Pageload => "pageload",
             Self::Origin => "origin",
         }
     }
@@ -67,9 +71,11 @@ impl ExperimentName {
         match self {
             Self::Upload => upload::run(plan),
             Self::Priority => priority::run(plan),
-            Self::Download | Self::Origin => {
-                Err(format!("experiment `{}` is not yet available (available: upload, priority)", self.name()))
-            }
+            Self::Pageload => pageload::run(plan),
+            Self::Download | Self::Origin => Err(format!(
+                "experiment `{}` is not yet available (available: upload, priority, pageload)",
+                self.name()
+            )),
         }
     }
 }
@@ -77,7 +83,7 @@ impl ExperimentName {
 /// Arguments of `sluice-lab run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The experiment: upload, priority (download, origin: not yet available).
+    /// The experiment: upload, priority, pageload (download, origin: not yet available).
     #[arg(value_enum)]
     pub experiment: ExperimentName,
     /// Runs per server, protocol and case (default 5; 1 with --quick).

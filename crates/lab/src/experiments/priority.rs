@@ -280,7 +280,7 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
 }
 
 /// Sets the tuning sysctls in the server namespace; returns the previous values to restore.
-fn tune() -> Result<Vec<(&'static str, String)>, String> {
+pub(super) fn tune() -> Result<Vec<(&'static str, String)>, String> {
     let mut saved = Vec::new();
     for (key, value) in TUNING {
         let old = net::sysctl_get_in(SERVER_NS, key)?;
@@ -293,7 +293,7 @@ fn tune() -> Result<Vec<(&'static str, String)>, String> {
     Ok(saved)
 }
 
-fn restore(saved: &[(&'static str, String)]) {
+pub(super) fn restore(saved: &[(&'static str, String)]) {
     for (key, value) in saved {
         if let Err(e) = net::sysctl_in(SERVER_NS, key, value) {
             eprintln!("sluice-lab: restoring {key} = {value}: {e}");
@@ -302,7 +302,7 @@ fn restore(saved: &[(&'static str, String)]) {
 }
 
 /// Writes the private key readable by root only.
-fn write_private(path: &Path, text: &str) -> Result<(), String> {
+pub(super) fn write_private(path: &Path, text: &str) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = fs::remove_file(path);
     let mut f = OpenOptions::new()

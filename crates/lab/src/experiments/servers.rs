@@ -413,6 +413,8 @@ fn nginx_conf(s: &Setup, comment: &str, upstreams: &str, server_body: &str) -> R
          events {{\n    worker_connections 1024;\n}}\n\n\
          http {{\n\
          \x20   access_log off;\n\
+         \x20   types {{ text/html html; text/css css; text/javascript js; font/woff2 woff2; image/jpeg jpg; image/bmp bmp; }}\n\
+         \x20   default_type application/octet-stream;\n\
          \x20   client_body_temp_path {body};\n\
          \x20   proxy_temp_path {proxy};\n\
          \x20   fastcgi_temp_path {fastcgi};\n\

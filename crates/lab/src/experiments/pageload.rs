@@ -1,0 +1,856 @@
+//! The `pageload` experiment: the prioritization write-up (`002_…txt`) at browser level.
+//! Headless Chromium (Debian package) in the client namespace loads a blog-like page from each
+//! server: a render-blocking stylesheet and script in the head, a web font referenced from the
+//! stylesheet, and [`IMAGES`] large images in the body. Chromium discovers the font only once
+//! the stylesheet is applied and text is laid out, i.e. while the images stream: the figure is
+//! the font's request-to-end time (Resource Timing: `responseEnd − requestStart`) on that busy
+//! page, against the same font on the same page without images (`idle.html`). First contentful
+//! paint is reported too; it hardly differs between servers, since the head's resources go
+//! first anyway.
+//!
+//! Every load uses a fresh profile (`--user-data-dir` in a new directory): no cache, no
+//! connection reuse between loads. The page reads its own timings on `load` and writes them
+//! into the DOM, which `--dump-dom` prints.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::chart::{self, Axis};
+use super::priority::{self, Case, TUNING};
+use super::proc;
+use super::report::{self, Stat, Summary};
+use super::servers::{self, Setup};
+use super::stage::Stage;
+use super::upload::rotation;
+use super::{Active, Plan, Skipped};
+use crate::net::{self, CLIENT_NS, SERVER_ADDR};
+
+/// Images on the busy page.
+pub const IMAGES: usize = 20;
+/// Side of each image in pixels: a 24-bit BMP of random pixels (Chromium aborts the download of
+/// an image it cannot decode, so the images must be valid), 248,886 bytes.
+pub const IMAGE_SIDE: u32 = 288;
+/// Bytes per image: the BMP headers (54 bytes) and the pixel rows (a multiple of 4 already).
+pub const IMAGE_BYTES: u64 = 54 + IMAGE_SIDE as u64 * IMAGE_SIDE as u64 * 3;
+/// The stylesheet (render-blocking, references the font).
+pub const CSS_BYTES: usize = 30_000;
+/// The script in the head (parser-blocking).
+pub const JS_BYTES: usize = 60_000;
+/// The web font.
+pub const FONT_BYTES: u64 = 60_000;
+/// The bar for Sluice: font time on the busy page ≤ this × on the idle page.
+pub const BAR: f64 = 1.3;
+/// Bound on one page load (Chromium start-up included).
+const LOAD_LIMIT: Duration = Duration::from_secs(120);
+/// Pause between loads, so queues drain.
+const PAUSE: Duration = Duration::from_millis(500);
+/// The marker around the timings in the dumped DOM.
+const MARK: &str = "SLUICE-TIMINGS:";
+
+/// The cases: the write-up's 5 Mbit/s link with a 1 MB queue, and 20 Mbit/s × 40 ms.
+pub fn cases(quick: bool) -> Vec<Case> {
+    let mut v = vec![
+        Case { name: "5mbit-40ms-q1MB".into(), rate_mbit: 5.0, rtt_ms: 40.0, queue_bytes: Some(1_000_000) },
+        Case { name: "20mbit-40ms".into(), rate_mbit: 20.0, rtt_ms: 40.0, queue_bytes: None },
+    ];
+    if quick {
+        v.truncate(1);
+    }
+    v
+}
+
+/// Rough seconds for one server's busy and idle loads in `case`.
+fn seconds(case: &Case) -> f64 {
+    let bytes = IMAGES as f64 * IMAGE_BYTES as f64 + 2.0 * (CSS_BYTES + JS_BYTES) as f64 + 2.0 * FONT_BYTES as f64;
+    bytes * 8.0 / (case.rate_mbit * 1e6) + 2.0 * 3.0 + 2.0 * PAUSE.as_secs_f64()
+}
+
+/// What one page load measured, ms from navigation start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Load {
+    /// Font: request sent → last byte.
+    pub font_ms: f64,
+    /// Font: fetch start (discovery) → last byte.
+    pub font_fetch_ms: f64,
+    /// First contentful paint.
+    pub fcp_ms: f64,
+    /// The load event.
+    pub load_ms: f64,
+    /// Protocol of the font's response (`h2` expected).
+    pub protocol: String,
+    /// Images with a complete response.
+    pub images: usize,
+}
+
+/// One measurement: the busy page and the idle page of one server.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Outcome {
+    /// The page with images.
+    pub busy: Load,
+    /// The page without images.
+    pub idle: Load,
+    /// busy.font_ms / idle.font_ms.
+    pub ratio: f64,
+}
+
+/// One row of the results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BRow {
+    /// Case name.
+    pub case: String,
+    /// Link rate, Mbit/s.
+    pub rate_mbit: f64,
+    /// Round trip, ms.
+    pub rtt_ms: f64,
+    /// Server name.
+    pub server: String,
+    /// Run, from 1.
+    pub run: u32,
+    /// The figures (zero when failed).
+    pub outcome: Outcome,
+    /// Empty when ok.
+    pub error: String,
+}
+
+impl BRow {
+    /// Whether the run succeeded.
+    pub fn ok(&self) -> bool {
+        self.error.is_empty()
+    }
+}
+
+/// The CSV header.
+pub const CSV_HEADER: &str = "experiment,case,rtt_ms,rate_mbit,server,run,font_busy_ms,font_idle_ms,ratio,\
+font_fetch_busy_ms,font_fetch_idle_ms,fcp_busy_ms,fcp_idle_ms,load_busy_ms,protocol,ok,error\n";
+
+/// One CSV line.
+pub fn csv_line(r: &BRow) -> String {
+    let (b, i) = (&r.outcome.busy, &r.outcome.idle);
+    let error = r.error.replace(['"', '\n', '\r'], " ");
+    format!(
+        "pageload,{},{},{},{},{},{:.1},{:.1},{:.4},{:.1},{:.1},{:.1},{:.1},{:.1},{},{},\"{}\"\n",
+        r.case,
+        r.rtt_ms,
+        r.rate_mbit,
+        r.server,
+        r.run,
+        b.font_ms,
+        i.font_ms,
+        r.outcome.ratio,
+        b.font_fetch_ms,
+        i.font_fetch_ms,
+        b.fcp_ms,
+        i.fcp_ms,
+        b.load_ms,
+        b.protocol,
+        r.ok(),
+        error
+    )
+}
+
+/// The page. `images`: with the images (busy) or without (idle).
+pub fn page(images: bool) -> String {
+    let mut body = String::new();
+    let para = "<p>Edge servers decide, byte by byte, which response goes next. Once bytes sit in a \
+                socket buffer or a bottleneck queue, nothing can reorder them.</p>\n";
+    for i in 0..IMAGES {
+        body.push_str(para);
+        if images {
+            body.push_str(&format!(
+                "<img src=\"/img{i:02}.bmp\" width=\"{IMAGE_SIDE}\" height=\"{IMAGE_SIDE}\" alt=\"\">\n"
+            ));
+        }
+    }
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\">\n<title>A blog post</title>\n\
+         <link rel=\"stylesheet\" href=\"/style.css\">\n<script src=\"/app.js\"></script>\n</head>\n\
+         <body><article><h1>Late writes</h1>\n{body}</article>\n<pre id=\"t\"></pre>\n<script>\n\
+         addEventListener('load', function () {{\n\
+           var r = {{resources: [], paint: {{}}, load: 0}};\n\
+           performance.getEntriesByType('resource').forEach(function (e) {{\n\
+             r.resources.push({{name: new URL(e.name).pathname, start: e.startTime, request: e.requestStart,\n\
+               end: e.responseEnd, protocol: e.nextHopProtocol}});\n\
+           }});\n\
+           performance.getEntriesByType('paint').forEach(function (e) {{ r.paint[e.name] = e.startTime; }});\n\
+           r.load = performance.now();\n\
+           r.origin = performance.timeOrigin;\n\
+           document.getElementById('t').textContent = 'SLUICE-' + 'TIMINGS:' + JSON.stringify(r) + ':END';\n\
+         }});\n</script></body></html>\n"
+    )
+}
+
+/// Writes the docroot: `page.html`, `idle.html`, `style.css`, `app.js`, `font.woff2`,
+/// `img00.bmp`…
+pub fn write_docroot(dir: &Path) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
+    let write = |name: &str, text: &str| -> Result<(), String> {
+        let p = dir.join(name);
+        fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o644));
+        Ok(())
+    };
+    write("page.html", &page(true))?;
+    write("idle.html", &page(false))?;
+    let head = "@font-face{font-family:\"Lab Serif\";src:url(/font.woff2) format(\"woff2\");font-display:swap}\n\
+                body{font-family:\"Lab Serif\",serif;max-width:50em;margin:0 auto}\n";
+    let rule = ".c{color:#123456;margin:0 auto;padding:1px 2px}\n";
+    write("style.css", &fill(head, rule, CSS_BYTES))?;
+    write("app.js", &fill("var lab = 0;\n", "lab += 1;\n", JS_BYTES))?;
+    super::write_random(&dir.join("font.woff2"), FONT_BYTES, 1000)?;
+    for i in 0..IMAGES {
+        let p = dir.join(format!("img{i:02}.bmp"));
+        fs::write(&p, bmp(IMAGE_SIDE, 2000 + i as u64)).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o644));
+    }
+    Ok(())
+}
+
+/// A square 24-bit BMP of pseudo-random pixels (incompressible, like a photo): BITMAPFILEHEADER
+/// and BITMAPINFOHEADER, rows bottom-up; `side` × 3 must be a multiple of 4 (no row padding).
+pub fn bmp(side: u32, seed: u64) -> Vec<u8> {
+    assert_eq!(side * 3 % 4, 0, "rows would need padding");
+    let pixels = side * side * 3;
+    let mut v = Vec::with_capacity(54 + pixels as usize);
+    v.extend_from_slice(b"BM");
+    v.extend_from_slice(&(54 + pixels).to_le_bytes());
+    v.extend_from_slice(&[0; 4]);
+    v.extend_from_slice(&54u32.to_le_bytes());
+    v.extend_from_slice(&40u32.to_le_bytes());
+    v.extend_from_slice(&side.to_le_bytes());
+    v.extend_from_slice(&side.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&24u16.to_le_bytes());
+    v.extend_from_slice(&0u32.to_le_bytes()); // BI_RGB
+    v.extend_from_slice(&pixels.to_le_bytes());
+    v.extend_from_slice(&2835u32.to_le_bytes());
+    v.extend_from_slice(&2835u32.to_le_bytes());
+    v.extend_from_slice(&[0; 8]);
+    // xorshift64*: deterministic, fast, random enough to defeat compression.
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while v.len() < 54 + pixels as usize {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        v.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    v.truncate(54 + pixels as usize);
+    v
+}
+
+/// `head` followed by copies of `unit`, `len` bytes in all.
+fn fill(head: &str, unit: &str, len: usize) -> String {
+    let mut s = head.to_string();
+    while s.len() + unit.len() <= len {
+        s.push_str(unit);
+    }
+    s.push_str(&" ".repeat(len.saturating_sub(s.len() + 1)));
+    s.push('\n');
+    s
+}
+
+#[derive(serde::Deserialize)]
+struct Timings {
+    resources: Vec<Resource>,
+    paint: std::collections::HashMap<String, f64>,
+    load: f64,
+}
+
+#[derive(serde::Deserialize)]
+struct Resource {
+    name: String,
+    start: f64,
+    request: f64,
+    end: f64,
+    protocol: String,
+}
+
+/// Reads the timings out of a dumped DOM.
+pub fn parse_dom(dom: &str) -> Result<Load, String> {
+    let start = dom.find(MARK).ok_or("the page did not report its timings (no load event?)")? + MARK.len();
+    let end = dom[start..].find(":END").ok_or("truncated timings")? + start;
+    let t: Timings = serde_json::from_str(&dom[start..end]).map_err(|e| format!("timings: {e}"))?;
+    let font = t.resources.iter().find(|r| r.name == "/font.woff2").ok_or("the font was never requested")?;
+    if font.end <= 0.0 || font.request <= 0.0 {
+        return Err("the font's timing is incomplete".into());
+    }
+    let images = t.resources.iter().filter(|r| r.name.ends_with(".bmp") && r.end > 0.0).count();
+    Ok(Load {
+        font_ms: font.end - font.request,
+        font_fetch_ms: font.end - font.start,
+        fcp_ms: t.paint.get("first-contentful-paint").copied().unwrap_or(f64::NAN),
+        load_ms: t.load,
+        protocol: font.protocol.clone(),
+        images,
+    })
+}
+
+/// Loads `url` once in a fresh headless Chromium inside the client namespace.
+fn load(chromium: &Path, url: &str, scratch: &Path) -> Result<Load, String> {
+    let profile = scratch.join("profile");
+    let _ = fs::remove_dir_all(&profile);
+    fs::create_dir_all(&profile).map_err(|e| format!("creating {}: {e}", profile.display()))?;
+    let program = chromium.to_str().ok_or("chromium path is not UTF-8")?;
+    let mut cmd = net::ns_command(CLIENT_NS, program);
+    cmd.args([
+        "--headless=new",
+        "--no-sandbox",
+        "--ignore-certificate-errors",
+        "--disable-gpu",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--mute-audio",
+    ]);
+    cmd.arg(format!("--user-data-dir={}", profile.display()));
+    cmd.env("HOME", &profile).env("XDG_CONFIG_HOME", &profile).env("XDG_CACHE_HOME", &profile);
+    cmd.args(["--dump-dom", url]);
+    let f = proc::run_bounded(cmd, LOAD_LIMIT, scratch)?;
+    let _ = fs::remove_dir_all(&profile);
+    if !f.success() {
+        let last = f.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        return Err(format!("chromium: {} ({last})", f.describe()));
+    }
+    let l = parse_dom(&f.stdout)?;
+    if l.protocol != "h2" {
+        return Err(format!("the font came over `{}`, not h2", l.protocol));
+    }
+    Ok(l)
+}
+
+/// One measurement of the server on `port`: the idle page, then the busy one.
+fn measure(chromium: &Path, port: u16, scratch: &Path) -> Result<Outcome, String> {
+    let base = format!("https://{SERVER_ADDR}:{port}");
+    let idle = load(chromium, &format!("{base}/idle.html"), scratch)?;
+    proc::sleep(PAUSE)?;
+    let busy = load(chromium, &format!("{base}/page.html"), scratch)?;
+    if busy.images != IMAGES {
+        return Err(format!("{} of {IMAGES} images loaded", busy.images));
+    }
+    let ratio = if idle.font_ms > 0.0 { busy.font_ms / idle.font_ms } else { f64::NAN };
+    Ok(Outcome { busy, idle, ratio })
+}
+
+/// Statistics of one server in one case.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CellStats {
+    /// Font on the busy page, ms.
+    pub font_busy: Stat,
+    /// Font on the idle page, ms.
+    pub font_idle: Stat,
+    /// busy/idle, run by run.
+    pub ratio: Stat,
+    /// First contentful paint of the busy page, ms.
+    pub fcp: Stat,
+    /// Load event of the busy page, ms.
+    pub load: Stat,
+    /// Runs in all (failed included).
+    pub runs: usize,
+}
+
+/// Statistics of `server` in `case`, `None` without a successful run.
+pub fn cell(rows: &[BRow], case: &str, server: &str) -> Option<CellStats> {
+    let all: Vec<&BRow> = rows.iter().filter(|r| r.case == case && r.server == server).collect();
+    let ok: Vec<&Outcome> = all.iter().filter(|r| r.ok()).map(|r| &r.outcome).collect();
+    let of = |f: fn(&Outcome) -> f64| Stat::of(&ok.iter().map(|o| f(o)).collect::<Vec<_>>());
+    Some(CellStats {
+        font_busy: of(|o| o.busy.font_ms)?,
+        font_idle: of(|o| o.idle.font_ms)?,
+        ratio: of(|o| o.ratio)?,
+        fcp: of(|o| o.busy.fcp_ms).unwrap_or(Stat { n: 0, median: f64::NAN, min: f64::NAN, max: f64::NAN }),
+        load: of(|o| o.busy.load_ms)?,
+        runs: all.len(),
+    })
+}
+
+fn fmt_stat(s: &Stat, decimals: usize) -> String {
+    format!("{:.*} ({:.*}–{:.*})", decimals, s.median, decimals, s.min, decimals, s.max)
+}
+
+fn order(rows: &[BRow]) -> (Vec<(String, f64, f64)>, Vec<String>) {
+    let mut cases: Vec<(String, f64, f64)> = Vec::new();
+    let mut servers: Vec<String> = Vec::new();
+    for r in rows {
+        if !cases.iter().any(|c| c.0 == r.case) {
+            cases.push((r.case.clone(), r.rate_mbit, r.rtt_ms));
+        }
+        if !servers.contains(&r.server) {
+            servers.push(r.server.clone());
+        }
+    }
+    (cases, servers)
+}
+
+fn title() -> String {
+    format!("pageload: headless Chromium, web font discovered while {IMAGES} × {} KB images stream", IMAGE_BYTES / 1000)
+}
+
+/// `summary.md`.
+pub fn markdown(rows: &[BRow], notes: &[String]) -> String {
+    let mut md = format!("# {}\n\n", title());
+    for n in notes {
+        md.push_str(&format!("- {n}\n"));
+    }
+    let (cases, servers) = order(rows);
+    for (case, rate, rtt) in &cases {
+        md.push_str(&format!("\n## {case}: {rate} Mbit/s, {rtt} ms RTT\n\n"));
+        md.push_str(
+            "| server | font busy ms | font idle ms | busy/idle | FCP ms | load ms | ok runs |\n\
+             |---|---|---|---|---|---|---|\n",
+        );
+        for s in &servers {
+            let runs = rows.iter().filter(|r| &r.case == case && &r.server == s).count();
+            match cell(rows, case, s) {
+                Some(c) => md.push_str(&format!(
+                    "| {s} | {} | {} | {} | {} | {} | {}/{} |\n",
+                    fmt_stat(&c.font_busy, 0),
+                    fmt_stat(&c.font_idle, 0),
+                    fmt_stat(&c.ratio, 2),
+                    fmt_stat(&c.fcp, 0),
+                    fmt_stat(&c.load, 0),
+                    c.font_busy.n,
+                    c.runs
+                )),
+                None if runs > 0 => md.push_str(&format!("| {s} | n/a | n/a | n/a | n/a | n/a | 0/{runs} |\n")),
+                None => {}
+            }
+        }
+        if let Some(c) = cell(rows, case, "sluice") {
+            let lowest = servers
+                .iter()
+                .filter(|s| s.as_str() != "sluice")
+                .filter_map(|s| cell(rows, case, s).map(|o| (s, o.font_busy.median)))
+                .filter(|(_, m)| *m < c.font_busy.median)
+                .map(|(s, m)| format!("{s} {m:.0} ms"))
+                .collect::<Vec<_>>();
+            let lowest = if lowest.is_empty() {
+                "the lowest of the servers here".to_string()
+            } else {
+                format!("not the lowest (lower: {})", lowest.join(", "))
+            };
+            let verdict = if c.ratio.median <= BAR { "meets" } else { "misses" };
+            md.push_str(&format!(
+                "\nSluice's font time on the busy page is {lowest}; its busy/idle ratio {:.2} {verdict} the bar of ≤ {BAR}.\n",
+                c.ratio.median
+            ));
+        }
+    }
+    let failed: Vec<&BRow> = rows.iter().filter(|r| !r.ok()).collect();
+    if !failed.is_empty() {
+        md.push_str("\n## Failed runs\n\n");
+        for r in failed {
+            md.push_str(&format!("- {} {} run {}: {}\n", r.case, r.server, r.run, r.error));
+        }
+    }
+    md
+}
+
+/// Writes `summary.md`, `pageload.png` and `pageload.svg` (font ms on the busy page).
+pub fn write_outputs(dir: &Path, rows: &[BRow], notes: &[String]) -> Result<(), String> {
+    let md_path = dir.join("summary.md");
+    fs::write(&md_path, markdown(rows, notes)).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
+    let chart_rows: Vec<report::Row> = rows
+        .iter()
+        .map(|r| report::Row {
+            experiment: "pageload".into(),
+            case: r.case.clone(),
+            rtt_ms: r.rtt_ms,
+            rate_mbit: r.rate_mbit,
+            server: r.server.clone(),
+            protocol: "font busy".into(),
+            run: r.run,
+            mbps: r.outcome.busy.font_ms,
+            seconds: r.outcome.busy.load_ms / 1e3,
+            ok: r.ok(),
+            sink_seconds: None,
+            error: r.error.clone(),
+        })
+        .collect();
+    let summary = Summary::from_rows(&chart_rows);
+    let axis = Axis { desc: "font request → end on the busy page, ms (median, whiskers min–max)", decimals: 0 };
+    chart::write_charts_axis(dir, "pageload", &summary, &title(), axis)
+}
+
+/// Runs the experiment.
+pub fn run(plan: &Plan) -> Result<(), String> {
+    let cases = cases(plan.quick);
+    let chromium = servers::find_program("chromium").ok_or(
+        "`chromium` not found: the pageload experiment needs the Debian package (bash scripts/setup-browsers.sh)",
+    )?;
+    let (active, mut skipped) = super::resolve_servers(plan)?;
+    for s in &skipped {
+        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
+    }
+    if active.is_empty() {
+        return Err("no server to run (see the SKIP notes above)".into());
+    }
+    net::available().map_err(|e| format!("the lab is not available: {e}"))?;
+    let work = plan.out.join("work");
+    fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
+    let per_run: f64 = cases.iter().map(seconds).sum();
+    let expected =
+        Duration::from_secs_f64(per_run * (active.len() * plan.runs as usize) as f64 + 5.0 * active.len() as f64);
+    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
+    println!(
+        "pageload: {} case(s) × {} server(s) × {} run(s): expected ≈ {} (bounded to {}); results in {}",
+        cases.len(),
+        active.len(),
+        plan.runs,
+        super::fmt_duration(expected),
+        super::fmt_duration(bound),
+        plan.out.display()
+    );
+    let started = Instant::now();
+    let mut versions = super::versions(&active, &work);
+    if let Ok(f) = proc::run_bounded(
+        {
+            let mut c = std::process::Command::new(&chromium);
+            c.arg("--version");
+            c
+        },
+        Duration::from_secs(20),
+        &work,
+    ) {
+        versions.push(format!("chromium: {}", f.stdout.trim()));
+    }
+    let (cert_pem, key_pem) = servers::self_signed(SERVER_ADDR)?;
+    let cert = work.join("cert.pem");
+    let key = work.join("key.pem");
+    fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
+    priority::write_private(&key, &key_pem)?;
+    let docroot = work.join("docroot");
+    write_docroot(&docroot)?;
+    for dir in [&work, &plan.out] {
+        if let Ok(m) = fs::metadata(dir) {
+            let mode = m.permissions().mode();
+            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o711));
+        }
+    }
+    let scratch = work.join("chromium");
+    fs::create_dir_all(&scratch).map_err(|e| format!("creating {}: {e}", scratch.display()))?;
+
+    let csv_path = plan.out.join("results.csv");
+    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
+    csv.write_all(CSV_HEADER.as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+    let ctx = Ctx {
+        plan,
+        cases: &cases,
+        work: &work,
+        docroot: &docroot,
+        cert: &cert,
+        key: &key,
+        chromium: &chromium,
+        scratch: &scratch,
+        deadline: started + bound,
+        bound,
+    };
+    let mut rows: Vec<BRow> = Vec::new();
+    let outcome = (|| -> Result<(), String> {
+        let mut stage = Stage::start(&cases[0].link(), &work)?;
+        let (plain, tuned): (Vec<Active>, Vec<Active>) = active.iter().cloned().partition(|(k, _)| !k.is_tuned());
+        for (phase, tuned_phase) in [(plain, false), (tuned, true)] {
+            if phase.is_empty() {
+                continue;
+            }
+            let saved = if tuned_phase {
+                println!("== tuned phase: {}", TUNING.map(|(k, v)| format!("{k}={v}")).join(", "));
+                priority::tune()?
+            } else {
+                Vec::new()
+            };
+            let r = run_phase(&ctx, &mut stage, &phase, &mut skipped, &mut rows, &mut csv, &csv_path);
+            for (k, _) in &phase {
+                stage.stop_service(k.name());
+            }
+            priority::restore(&saved);
+            r?;
+        }
+        stage.stop();
+        Ok(())
+    })();
+
+    let mut notes = notes(plan, &cases, &versions, &skipped, &rows, started.elapsed());
+    if let Err(e) = &outcome {
+        notes.insert(0, format!("**Incomplete run**: {}", e.lines().next().unwrap_or_default()));
+    }
+    let written = write_outputs(&plan.out, &rows, &notes);
+    outcome?;
+    written?;
+    println!(
+        "pageload: done in {}; {} of {} runs ok; wrote {}/{{results.csv,summary.md,pageload.png,pageload.svg}}",
+        super::fmt_duration(started.elapsed()),
+        rows.iter().filter(|r| r.ok()).count(),
+        rows.len(),
+        plan.out.display()
+    );
+    let (cs, ss) = order(&rows);
+    for (case, _, _) in &cs {
+        let parts: Vec<String> = ss
+            .iter()
+            .map(|s| match cell(&rows, case, s) {
+                Some(c) => format!("{s} {:.0} ms ({:.2})", c.font_busy.median, c.ratio.median),
+                None => format!("{s} n/a"),
+            })
+            .collect();
+        println!("font busy (busy/idle) at {case}: {}", parts.join(", "));
+    }
+    Ok(())
+}
+
+struct Ctx<'a> {
+    plan: &'a Plan,
+    cases: &'a [Case],
+    work: &'a Path,
+    docroot: &'a Path,
+    cert: &'a Path,
+    key: &'a Path,
+    chromium: &'a PathBuf,
+    scratch: &'a Path,
+    deadline: Instant,
+    bound: Duration,
+}
+
+fn run_phase(
+    ctx: &Ctx,
+    stage: &mut Stage,
+    phase: &[Active],
+    skipped: &mut Vec<Skipped>,
+    rows: &mut Vec<BRow>,
+    csv: &mut File,
+    csv_path: &Path,
+) -> Result<(), String> {
+    let mut running = Vec::new();
+    for (kind, bin) in phase {
+        let setup = Setup::new(*kind, ctx.work, SERVER_ADDR, ctx.cert, ctx.key);
+        let url = format!("https://{SERVER_ADDR}:{}/style.css", kind.port());
+        let started = servers::static_launch(*kind, &setup, ctx.docroot)
+            .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
+        match started {
+            Ok(()) => running.push(*kind),
+            Err(e) => {
+                eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
+                let line = e.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
+                skipped.push(Skipped { server: *kind, reason: format!("did not start: {line}") });
+            }
+        }
+    }
+    for case in ctx.cases {
+        stage.set_link(&case.link());
+        println!(
+            "== {}: {} Mbit/s, {} ms RTT, queue {:?}",
+            case.name,
+            case.rate_mbit,
+            case.rtt_ms,
+            case.link().down.queue
+        );
+        for run in 1..=ctx.plan.runs {
+            for kind in rotation(&running, run) {
+                proc::check_interrupt()?;
+                if Instant::now() >= ctx.deadline {
+                    return Err(format!("the run exceeded its time bound of {}", super::fmt_duration(ctx.bound)));
+                }
+                let mut row = BRow {
+                    case: case.name.clone(),
+                    rate_mbit: case.rate_mbit,
+                    rtt_ms: case.rtt_ms,
+                    server: kind.name().into(),
+                    run,
+                    outcome: Outcome::default(),
+                    error: String::new(),
+                };
+                match stage.check_alive(kind.name()) {
+                    Err(e) => row.error = e.lines().next().unwrap_or_default().to_string(),
+                    Ok(()) => match measure(ctx.chromium, kind.port(), ctx.scratch) {
+                        Ok(o) => row.outcome = o,
+                        Err(e) => row.error = e,
+                    },
+                }
+                proc::check_interrupt()?;
+                if row.ok() {
+                    let (b, i) = (&row.outcome.busy, &row.outcome.idle);
+                    println!(
+                        "{} run {run} {:<12} font busy {:.0} ms, idle {:.0} ms, ratio {:.2}; FCP {:.0} ms; load {:.0} ms",
+                        case.name,
+                        kind.name(),
+                        b.font_ms,
+                        i.font_ms,
+                        row.outcome.ratio,
+                        b.fcp_ms,
+                        b.load_ms
+                    );
+                } else {
+                    println!("{} run {run} {:<12} FAILED: {}", case.name, kind.name(), row.error);
+                }
+                csv.write_all(csv_line(&row).as_bytes())
+                    .and_then(|()| csv.flush())
+                    .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+                rows.push(row);
+                proc::sleep(PAUSE)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn notes(
+    plan: &Plan,
+    cases: &[Case],
+    versions: &[String],
+    skipped: &[Skipped],
+    rows: &[BRow],
+    elapsed: Duration,
+) -> Vec<String> {
+    let mut n = vec![
+        format!(
+            "Method: headless Chromium (`--headless=new`, a fresh `--user-data-dir` per load, \
+             `--ignore-certificate-errors` for the lab's self-signed certificate) in the client namespace loads \
+             `page.html`: `style.css` ({CSS_BYTES} B, render-blocking, declares the web font) and `app.js` \
+             ({JS_BYTES} B, parser-blocking) in the head, {IMAGES} images of {IMAGE_BYTES} B in the body, text \
+             set in the web font (`font.woff2`, {FONT_BYTES} B). The page reports Resource Timing on `load`. \
+             **font busy** = the font's `responseEnd − requestStart` on that page; **font idle** = the same on \
+             `idle.html`, the same page without images; ratio = busy/idle per run (the bar for Sluice ≤ {BAR}, \
+             and the lowest font time). FCP = first-contentful-paint of the busy page; load = its load event."
+        ),
+        format!(
+            "Links: {}; runs: {} per server and case, server order rotating run by run.",
+            cases
+                .iter()
+                .map(|c| format!(
+                    "{} Mbit/s × {} ms RTT, drop-tail queue {}",
+                    c.rate_mbit,
+                    c.rtt_ms,
+                    c.queue_bytes.map(|q| format!("{q} bytes")).unwrap_or_else(|| "1.5 × BDP".into())
+                ))
+                .collect::<Vec<_>>()
+                .join("; "),
+            plan.runs
+        ),
+        format!(
+            "Servers as in `priority` (static files over TLS); the `-tuned` variants run in a second phase with {} \
+             set in the server namespace.",
+            TUNING.map(|(k, v)| format!("`{k} = {v}`")).join(" and ")
+        ),
+    ];
+    if !versions.is_empty() {
+        n.push(format!("Versions: {}.", versions.join("; ")));
+    }
+    for s in skipped {
+        n.push(format!("Skipped `{}`: {}", s.server.name(), s.reason));
+    }
+    n.push(format!(
+        "{} of {} runs succeeded; wall time {}.",
+        rows.iter().filter(|r| r.ok()).count(),
+        rows.len(),
+        super::fmt_duration(elapsed)
+    ));
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::stage;
+
+    fn dom(font: (f64, f64, f64), proto: &str) -> String {
+        format!(
+            "<html><pre id=\"t\">{MARK}{{\"resources\":[{{\"name\":\"/style.css\",\"start\":5,\"request\":6,\"end\":50,\
+             \"protocol\":\"h2\"}},{{\"name\":\"/img00.bmp\",\"start\":7,\"request\":8,\"end\":900,\"protocol\":\"h2\"}},\
+             {{\"name\":\"/font.woff2\",\"start\":{},\"request\":{},\"end\":{},\"protocol\":\"{proto}\"}}],\
+             \"paint\":{{\"first-contentful-paint\":120.5}},\"load\":950}}:END</pre></html>",
+            font.0, font.1, font.2
+        )
+    }
+
+    #[test]
+    fn timings_from_the_dom() {
+        let l = parse_dom(&dom((100.0, 110.0, 300.0), "h2")).unwrap();
+        assert_eq!((l.font_ms, l.font_fetch_ms, l.fcp_ms, l.load_ms), (190.0, 200.0, 120.5, 950.0));
+        assert_eq!((l.protocol.as_str(), l.images), ("h2", 1));
+        assert!(parse_dom("<html></html>").unwrap_err().contains("did not report"));
+        assert!(parse_dom(&dom((100.0, 0.0, 300.0), "h2")).unwrap_err().contains("incomplete"));
+        let no_font = dom((1.0, 2.0, 3.0), "h2").replace("/font.woff2", "/other");
+        assert!(parse_dom(&no_font).unwrap_err().contains("never requested"));
+    }
+
+    #[test]
+    fn pages_and_docroot() {
+        let busy = page(true);
+        let idle = page(false);
+        assert_eq!(busy.matches("<img ").count(), IMAGES);
+        assert_eq!(idle.matches("<img ").count(), 0);
+        for p in [&busy, &idle] {
+            assert!(p.contains("href=\"/style.css\"") && p.contains("src=\"/app.js\""));
+            // The marker is assembled at run time, so the script's own text never matches it.
+            assert!(!p.contains(MARK));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        write_docroot(dir.path()).unwrap();
+        let css = fs::read_to_string(dir.path().join("style.css")).unwrap();
+        assert_eq!(css.len(), CSS_BYTES);
+        assert!(css.contains("url(/font.woff2)"));
+        assert_eq!(fs::metadata(dir.path().join("app.js")).unwrap().len(), JS_BYTES as u64);
+        assert_eq!(fs::metadata(dir.path().join("font.woff2")).unwrap().len(), FONT_BYTES);
+        assert_eq!(fs::metadata(dir.path().join("img19.bmp")).unwrap().len(), IMAGE_BYTES);
+        let a = fs::read(dir.path().join("img00.bmp")).unwrap();
+        assert_eq!(&a[..2], b"BM");
+        assert_eq!(u32::from_le_bytes(a[2..6].try_into().unwrap()) as u64, IMAGE_BYTES);
+        assert_ne!(a, fs::read(dir.path().join("img01.bmp")).unwrap());
+    }
+
+    #[test]
+    fn report() {
+        let row = |server: &str, run, busy: f64, idle: f64, error: &str| BRow {
+            case: "5mbit".into(),
+            rate_mbit: 5.0,
+            rtt_ms: 40.0,
+            server: server.into(),
+            run,
+            outcome: Outcome {
+                busy: Load { font_ms: busy, fcp_ms: 300.0, load_ms: 9000.0, protocol: "h2".into(), ..Load::default() },
+                idle: Load { font_ms: idle, ..Load::default() },
+                ratio: busy / idle,
+            },
+            error: error.into(),
+        };
+        let rows = vec![
+            row("sluice", 1, 120.0, 100.0, ""),
+            row("sluice", 2, 140.0, 100.0, ""),
+            row("nginx", 1, 560.0, 100.0, ""),
+            row("nginx", 2, 0.0, 0.0, "boom"),
+        ];
+        let c = cell(&rows, "5mbit", "sluice").unwrap();
+        assert_eq!(c.font_busy.median, 130.0);
+        assert!((c.ratio.median - 1.3).abs() < 1e-9);
+        let md = markdown(&rows, &[]);
+        assert!(md.contains("| nginx | 560 (560–560) | 100 (100–100) | 5.60 (5.60–5.60) | 300 (300–300) |"), "{md}");
+        assert!(md.contains("the lowest of the servers here") && md.contains("meets the bar"), "{md}");
+        assert!(md.contains("5mbit nginx run 2: boom"));
+        let slow = vec![row("sluice", 1, 700.0, 100.0, ""), row("h2o", 1, 300.0, 100.0, "")];
+        let md = markdown(&slow, &[]);
+        assert!(md.contains("not the lowest (lower: h2o 300 ms)") && md.contains("misses"), "{md}");
+        let line = csv_line(&rows[3]);
+        assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count(), "{line}");
+        let dir = tempfile::tempdir().unwrap();
+        write_outputs(dir.path(), &rows, &[]).unwrap();
+        assert!(dir.path().join("pageload.svg").exists());
+    }
+
+    #[test]
+    fn the_cases() {
+        let c = cases(false);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[1].link(), stage::link_spec(20.0, 40.0));
+        assert_eq!(cases(true).len(), 1);
+        // 5 MB of images at 5 Mbit/s: about 8 s, plus Chromium start-ups and pauses.
+        assert!((seconds(&c[0]) - 15.5).abs() < 0.5, "{}", seconds(&c[0]));
+    }
+}
