@@ -6,64 +6,23 @@
 //! without any of them it prints a SKIP note and passes. Bounded to two minutes: the run gets
 //! `--max-minutes 2` and is interrupted, then killed, if it outlives that.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-use sluice_lab::experiments::servers::{find_program, is_executable};
-use sluice_lab::net;
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sluice-lab");
 /// The whole test's bound.
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn sluice_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_BIN") {
-        return Some(PathBuf::from(p)).filter(|p| is_executable(p));
-    }
-    Path::new(BIN).parent().map(|d| d.join("sluice")).filter(|p| is_executable(p))
-}
-
-fn skip(why: &str) {
-    eprintln!("SKIP experiments_priority: {why}");
-}
-
 #[test]
 fn quick_priority_run_against_sluice() {
-    if let Err(e) = net::available() {
-        return skip(&format!("the lab is not available: {e}"));
-    }
-    let Some(sluice) = sluice_binary() else {
-        return skip("no sluice binary next to sluice-lab (cargo build --release -p sluice) and no $SLUICE_BIN");
-    };
-    if find_program("curl").is_none() {
-        return skip("`curl` is not installed (scripts/setup.sh)");
-    }
+    let Some(sluice) = support::ready("experiments_priority", &["curl"]) else { return };
     let out = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(BIN)
-        .args(["run", "priority", "--quick", "--servers", "sluice", "--max-minutes", "2", "--sluice"])
-        .arg(&sluice)
-        .arg("--out")
-        .arg(out.path())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start sluice-lab");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait for sluice-lab") {
-            break st;
-        }
-        if start.elapsed() > LIMIT {
-            // SIGINT first, so it stops the servers and removes the namespaces.
-            // SAFETY: plain syscall on our own child's pid.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-            std::thread::sleep(Duration::from_secs(10));
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("sluice-lab run priority --quick took longer than {} s", LIMIT.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = support::run_lab(
+        &["priority", "--quick", "--servers", "sluice", "--max-minutes", "2"],
+        &sluice,
+        out.path(),
+        LIMIT,
+    );
     let csv = std::fs::read_to_string(out.path().join("results.csv")).unwrap_or_default();
     assert!(status.success(), "sluice-lab run priority --quick failed ({status}); results.csv:\n{csv}");
     let mut lines = csv.lines();

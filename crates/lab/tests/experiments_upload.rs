@@ -6,67 +6,21 @@
 //! them it prints a SKIP note and passes. Bounded to about two minutes: the run gets
 //! `--max-minutes 2` and is interrupted, then killed, if it outlives that.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
+
+use std::time::Duration;
 
 use sluice_lab::experiments::report::parse_csv;
-use sluice_lab::experiments::servers::{find_program, is_executable};
-use sluice_lab::net;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sluice-lab");
 /// The whole test's bound (the run itself is told 2 minutes).
 const LIMIT: Duration = Duration::from_secs(150);
 
-fn sluice_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_BIN") {
-        return Some(PathBuf::from(p)).filter(|p| is_executable(p));
-    }
-    Path::new(BIN).parent().map(|d| d.join("sluice")).filter(|p| is_executable(p))
-}
-
-fn skip(why: &str) {
-    eprintln!("SKIP experiments_upload: {why}");
-}
-
 #[test]
 fn quick_upload_run_against_sluice_and_nginx() {
-    if let Err(e) = net::available() {
-        return skip(&format!("the lab is not available: {e}"));
-    }
-    let Some(sluice) = sluice_binary() else {
-        return skip("no sluice binary next to sluice-lab (cargo build --release -p sluice) and no $SLUICE_BIN");
-    };
-    for program in ["curl", "nginx"] {
-        if find_program(program).is_none() {
-            return skip(&format!("`{program}` is not installed (scripts/setup.sh)"));
-        }
-    }
+    let Some(sluice) = support::ready("experiments_upload", &["curl", "nginx"]) else { return };
     let out = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(BIN)
-        .args(["run", "upload", "--quick", "--servers", "sluice,nginx", "--max-minutes", "2", "--sluice"])
-        .arg(&sluice)
-        .arg("--out")
-        .arg(out.path())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start sluice-lab");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait for sluice-lab") {
-            break st;
-        }
-        if start.elapsed() > LIMIT {
-            // SIGINT first, so it stops the servers and removes the namespaces.
-            // SAFETY: plain syscall on our own child's pid.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-            std::thread::sleep(Duration::from_secs(10));
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("sluice-lab run upload --quick took longer than {} s", LIMIT.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let args = ["upload", "--quick", "--servers", "sluice,nginx", "--max-minutes", "2"];
+    let status = support::run_lab(&args, &sluice, out.path(), LIMIT);
     let csv = std::fs::read_to_string(out.path().join("results.csv")).unwrap_or_default();
     assert!(status.success(), "sluice-lab run upload --quick failed ({status}); results.csv:\n{csv}");
     let rows = parse_csv(&csv).expect("results.csv parses");

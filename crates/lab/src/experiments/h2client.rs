@@ -71,7 +71,7 @@ pub const CSS_PRIORITY: (&str, PriorityFields) =
     ("u=0", PriorityFields { dependency: 0, exclusive: true, weight: 256 });
 
 /// What one measurement found (the JSON the experiment prints per run).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     /// CSS request sent → its END_STREAM, on the connection busy with the images, ms.
     pub css_busy_ms: f64,

@@ -29,6 +29,7 @@ pub mod proc;
 pub mod report;
 pub mod servers;
 pub mod stage;
+pub mod statics;
 pub mod upload;
 
 use std::fs;

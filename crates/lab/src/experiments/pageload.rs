@@ -12,22 +12,20 @@
 //! connection reuse between loads. The page reads its own timings on `load` and writes them
 //! into the DOM, which `--dump-dom` prints.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use super::chart::{self, Axis};
-use super::priority::{self, Case, TUNING};
+use super::priority::Case;
 use super::proc;
 use super::report::{self, Stat, Summary};
-use super::servers::{self, Setup};
-use super::stage::Stage;
-use super::upload::rotation;
-use super::{Active, Plan, Skipped};
+use super::servers::{self, ServerKind};
+use super::statics::{self, fmt_stat, order, Row, Spec};
+use super::Plan;
 use crate::net::{self, CLIENT_NS, SERVER_ADDR};
 
 /// Images on the busy page.
@@ -99,30 +97,7 @@ pub struct Outcome {
 }
 
 /// One row of the results.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BRow {
-    /// Case name.
-    pub case: String,
-    /// Link rate, Mbit/s.
-    pub rate_mbit: f64,
-    /// Round trip, ms.
-    pub rtt_ms: f64,
-    /// Server name.
-    pub server: String,
-    /// Run, from 1.
-    pub run: u32,
-    /// The figures (zero when failed).
-    pub outcome: Outcome,
-    /// Empty when ok.
-    pub error: String,
-}
-
-impl BRow {
-    /// Whether the run succeeded.
-    pub fn ok(&self) -> bool {
-        self.error.is_empty()
-    }
-}
+pub type BRow = Row<Outcome>;
 
 /// The CSV header.
 pub const CSV_HEADER: &str = "experiment,case,rtt_ms,rate_mbit,server,run,font_busy_ms,font_idle_ms,ratio,\
@@ -372,24 +347,6 @@ pub fn cell(rows: &[BRow], case: &str, server: &str) -> Option<CellStats> {
     })
 }
 
-fn fmt_stat(s: &Stat, decimals: usize) -> String {
-    format!("{:.*} ({:.*}–{:.*})", decimals, s.median, decimals, s.min, decimals, s.max)
-}
-
-fn order(rows: &[BRow]) -> (Vec<(String, f64, f64)>, Vec<String>) {
-    let mut cases: Vec<(String, f64, f64)> = Vec::new();
-    let mut servers: Vec<String> = Vec::new();
-    for r in rows {
-        if !cases.iter().any(|c| c.0 == r.case) {
-            cases.push((r.case.clone(), r.rate_mbit, r.rtt_ms));
-        }
-        if !servers.contains(&r.server) {
-            servers.push(r.server.clone());
-        }
-    }
-    (cases, servers)
-}
-
 fn title() -> String {
     format!("pageload: headless Chromium, web font discovered while {IMAGES} × {} KB images stream", IMAGE_BYTES / 1000)
 }
@@ -444,13 +401,7 @@ pub fn markdown(rows: &[BRow], notes: &[String]) -> String {
             ));
         }
     }
-    let failed: Vec<&BRow> = rows.iter().filter(|r| !r.ok()).collect();
-    if !failed.is_empty() {
-        md.push_str("\n## Failed runs\n\n");
-        for r in failed {
-            md.push_str(&format!("- {} {} run {}: {}\n", r.case, r.server, r.run, r.error));
-        }
-    }
+    md.push_str(&statics::failed_section(rows));
     md
 }
 
@@ -484,110 +435,43 @@ pub fn write_outputs(dir: &Path, rows: &[BRow], notes: &[String]) -> Result<(), 
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = cases(plan.quick);
     let chromium = servers::find_program("chromium").ok_or(
-        "`chromium` not found: the pageload experiment needs the Debian package (bash scripts/setup-browsers.sh)",
+        "`chromium` not found: the pageload experiment needs the Debian package (scripts/setup.sh installs it)",
     )?;
-    let (active, mut skipped) = super::resolve_servers(plan)?;
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no server to run (see the SKIP notes above)".into());
-    }
-    net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let work = plan.out.join("work");
-    fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let per_run: f64 = cases.iter().map(seconds).sum();
-    let expected =
-        Duration::from_secs_f64(per_run * (active.len() * plan.runs as usize) as f64 + 5.0 * active.len() as f64);
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "pageload: {} case(s) × {} server(s) × {} run(s): expected ≈ {} (bounded to {}); results in {}",
-        cases.len(),
-        active.len(),
-        plan.runs,
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let mut versions = super::versions(&active, &work);
-    if let Ok(f) = proc::run_bounded(
-        {
-            let mut c = std::process::Command::new(&chromium);
-            c.arg("--version");
-            c
-        },
-        Duration::from_secs(20),
-        &work,
-    ) {
-        versions.push(format!("chromium: {}", f.stdout.trim()));
-    }
-    let (cert_pem, key_pem) = servers::self_signed(SERVER_ADDR)?;
-    let cert = work.join("cert.pem");
-    let key = work.join("key.pem");
-    fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
-    priority::write_private(&key, &key_pem)?;
-    let docroot = work.join("docroot");
-    write_docroot(&docroot)?;
-    for dir in [&work, &plan.out] {
-        if let Ok(m) = fs::metadata(dir) {
-            let mode = m.permissions().mode();
-            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o711));
-        }
-    }
-    let scratch = work.join("chromium");
+    let mut version = std::process::Command::new(&chromium);
+    version.arg("--version");
+    let scratch = plan.out.join("work").join("chromium");
     fs::create_dir_all(&scratch).map_err(|e| format!("creating {}: {e}", scratch.display()))?;
-
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(CSV_HEADER.as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
-    let ctx = Ctx {
-        plan,
-        cases: &cases,
-        work: &work,
-        docroot: &docroot,
-        cert: &cert,
-        key: &key,
-        chromium: &chromium,
-        scratch: &scratch,
-        deadline: started + bound,
-        bound,
+    let versions = match proc::run_bounded(version, Duration::from_secs(20), &scratch) {
+        Ok(f) if f.success() => vec![format!("chromium: {}", f.stdout.trim())],
+        _ => Vec::new(),
     };
-    let mut rows: Vec<BRow> = Vec::new();
-    let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&cases[0].link(), &work)?;
-        let (plain, tuned): (Vec<Active>, Vec<Active>) = active.iter().cloned().partition(|(k, _)| !k.is_tuned());
-        for (phase, tuned_phase) in [(plain, false), (tuned, true)] {
-            if phase.is_empty() {
-                continue;
-            }
-            let saved = if tuned_phase {
-                println!("== tuned phase: {}", TUNING.map(|(k, v)| format!("{k}={v}")).join(", "));
-                priority::tune()?
-            } else {
-                Vec::new()
-            };
-            let r = run_phase(&ctx, &mut stage, &phase, &mut skipped, &mut rows, &mut csv, &csv_path);
-            for (k, _) in &phase {
-                stage.stop_service(k.name());
-            }
-            priority::restore(&saved);
-            r?;
-        }
-        stage.stop();
-        Ok(())
-    })();
-
-    let mut notes = notes(plan, &cases, &versions, &skipped, &rows, started.elapsed());
-    if let Err(e) = &outcome {
-        notes.insert(0, format!("**Incomplete run**: {}", e.lines().next().unwrap_or_default()));
-    }
-    let written = write_outputs(&plan.out, &rows, &notes);
-    outcome?;
+    let measure = |kind: ServerKind| measure(&chromium, kind.port(), &scratch);
+    let spec = Spec {
+        name: "pageload",
+        cases: &cases,
+        seconds_per_run: cases.iter().map(seconds).sum(),
+        docroot: &write_docroot,
+        measure: &measure,
+        csv_header: CSV_HEADER,
+        csv_line,
+        describe: |o| {
+            format!(
+                "font busy {:.0} ms, idle {:.0} ms, ratio {:.2}; FCP {:.0} ms; load {:.0} ms",
+                o.busy.font_ms, o.idle.font_ms, o.ratio, o.busy.fcp_ms, o.busy.load_ms
+            )
+        },
+        pause: PAUSE,
+    };
+    let ran = statics::run(plan, &spec, versions)?;
+    let mut notes = notes(&cases, plan.runs);
+    notes.extend(statics::closing_notes(&ran));
+    let written = write_outputs(&plan.out, &ran.rows, &notes);
+    ran.outcome?;
     written?;
+    let rows = ran.rows;
     println!(
         "pageload: done in {}; {} of {} runs ok; wrote {}/{{results.csv,summary.md,pageload.png,pageload.svg}}",
-        super::fmt_duration(started.elapsed()),
+        super::fmt_duration(ran.elapsed),
         rows.iter().filter(|r| r.ok()).count(),
         rows.len(),
         plan.out.display()
@@ -606,110 +490,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-struct Ctx<'a> {
-    plan: &'a Plan,
-    cases: &'a [Case],
-    work: &'a Path,
-    docroot: &'a Path,
-    cert: &'a Path,
-    key: &'a Path,
-    chromium: &'a PathBuf,
-    scratch: &'a Path,
-    deadline: Instant,
-    bound: Duration,
-}
-
-fn run_phase(
-    ctx: &Ctx,
-    stage: &mut Stage,
-    phase: &[Active],
-    skipped: &mut Vec<Skipped>,
-    rows: &mut Vec<BRow>,
-    csv: &mut File,
-    csv_path: &Path,
-) -> Result<(), String> {
-    let mut running = Vec::new();
-    for (kind, bin) in phase {
-        let setup = Setup::new(*kind, ctx.work, SERVER_ADDR, ctx.cert, ctx.key);
-        let url = format!("https://{SERVER_ADDR}:{}/style.css", kind.port());
-        let started = servers::static_launch(*kind, &setup, ctx.docroot)
-            .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
-        match started {
-            Ok(()) => running.push(*kind),
-            Err(e) => {
-                eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                let line = e.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
-                skipped.push(Skipped { server: *kind, reason: format!("did not start: {line}") });
-            }
-        }
-    }
-    for case in ctx.cases {
-        stage.set_link(&case.link());
-        println!(
-            "== {}: {} Mbit/s, {} ms RTT, queue {:?}",
-            case.name,
-            case.rate_mbit,
-            case.rtt_ms,
-            case.link().down.queue
-        );
-        for run in 1..=ctx.plan.runs {
-            for kind in rotation(&running, run) {
-                proc::check_interrupt()?;
-                if Instant::now() >= ctx.deadline {
-                    return Err(format!("the run exceeded its time bound of {}", super::fmt_duration(ctx.bound)));
-                }
-                let mut row = BRow {
-                    case: case.name.clone(),
-                    rate_mbit: case.rate_mbit,
-                    rtt_ms: case.rtt_ms,
-                    server: kind.name().into(),
-                    run,
-                    outcome: Outcome::default(),
-                    error: String::new(),
-                };
-                match stage.check_alive(kind.name()) {
-                    Err(e) => row.error = e.lines().next().unwrap_or_default().to_string(),
-                    Ok(()) => match measure(ctx.chromium, kind.port(), ctx.scratch) {
-                        Ok(o) => row.outcome = o,
-                        Err(e) => row.error = e,
-                    },
-                }
-                proc::check_interrupt()?;
-                if row.ok() {
-                    let (b, i) = (&row.outcome.busy, &row.outcome.idle);
-                    println!(
-                        "{} run {run} {:<12} font busy {:.0} ms, idle {:.0} ms, ratio {:.2}; FCP {:.0} ms; load {:.0} ms",
-                        case.name,
-                        kind.name(),
-                        b.font_ms,
-                        i.font_ms,
-                        row.outcome.ratio,
-                        b.fcp_ms,
-                        b.load_ms
-                    );
-                } else {
-                    println!("{} run {run} {:<12} FAILED: {}", case.name, kind.name(), row.error);
-                }
-                csv.write_all(csv_line(&row).as_bytes())
-                    .and_then(|()| csv.flush())
-                    .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
-                rows.push(row);
-                proc::sleep(PAUSE)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn notes(
-    plan: &Plan,
-    cases: &[Case],
-    versions: &[String],
-    skipped: &[Skipped],
-    rows: &[BRow],
-    elapsed: Duration,
-) -> Vec<String> {
-    let mut n = vec![
+fn notes(cases: &[Case], runs: u32) -> Vec<String> {
+    vec![
         format!(
             "Method: headless Chromium (`--headless=new`, a fresh `--user-data-dir` per load, \
              `--ignore-certificate-errors` for the lab's self-signed certificate) in the client namespace loads \
@@ -720,39 +502,13 @@ fn notes(
              `idle.html`, the same page without images; ratio = busy/idle per run (the bar for Sluice ≤ {BAR}, \
              and the lowest font time). FCP = first-contentful-paint of the busy page; load = its load event."
         ),
-        format!(
-            "Links: {}; runs: {} per server and case, server order rotating run by run.",
-            cases
-                .iter()
-                .map(|c| format!(
-                    "{} Mbit/s × {} ms RTT, drop-tail queue {}",
-                    c.rate_mbit,
-                    c.rtt_ms,
-                    c.queue_bytes.map(|q| format!("{q} bytes")).unwrap_or_else(|| "1.5 × BDP".into())
-                ))
-                .collect::<Vec<_>>()
-                .join("; "),
-            plan.runs
-        ),
+        statics::links_note(cases, runs),
         format!(
             "Servers as in `priority` (static files over TLS); the `-tuned` variants run in a second phase with {} \
              set in the server namespace.",
-            TUNING.map(|(k, v)| format!("`{k} = {v}`")).join(" and ")
+            statics::tuning_note()
         ),
-    ];
-    if !versions.is_empty() {
-        n.push(format!("Versions: {}.", versions.join("; ")));
-    }
-    for s in skipped {
-        n.push(format!("Skipped `{}`: {}", s.server.name(), s.reason));
-    }
-    n.push(format!(
-        "{} of {} runs succeeded; wall time {}.",
-        rows.iter().filter(|r| r.ok()).count(),
-        rows.len(),
-        super::fmt_duration(elapsed)
-    ));
-    n
+    ]
 }
 
 #[cfg(test)]

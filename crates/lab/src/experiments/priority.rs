@@ -15,22 +15,20 @@
 //! phase with the sysctls set, restored to their previous values afterwards (also on error).
 //! `net.core.default_qdisc = fq` has no counterpart: the lab's link is a TUN device.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::chart::{self, Axis};
 use super::h2client::{self, Outcome, CSS_BYTES, IMAGES, IMAGE_BYTES};
-use super::proc;
 use super::report::{self, Stat, Summary};
-use super::servers::{self, Setup};
-use super::stage::{self, Stage};
-use super::upload::rotation;
-use super::{Active, Plan, Skipped};
+use super::servers::ServerKind;
+use super::stage;
+use super::statics::{self, fmt_stat, order, Row, Spec};
+use super::Plan;
 use crate::model::{LinkSpec, Queue};
-use crate::net::{self, CLIENT_NS, SERVER_ADDR, SERVER_NS};
+use crate::net::{self, CLIENT_NS, SERVER_ADDR};
 
 /// The write-up's tuning: (sysctl, value).
 pub const TUNING: [(&str, &str); 2] =
@@ -85,30 +83,7 @@ pub fn cases(quick: bool) -> Vec<Case> {
 }
 
 /// One measurement of one server.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PRow {
-    /// Case name.
-    pub case: String,
-    /// Link rate, Mbit/s.
-    pub rate_mbit: f64,
-    /// Round trip, ms.
-    pub rtt_ms: f64,
-    /// Server name.
-    pub server: String,
-    /// Run, from 1.
-    pub run: u32,
-    /// The figures (zero when failed).
-    pub outcome: Outcome,
-    /// Empty when ok.
-    pub error: String,
-}
-
-impl PRow {
-    /// Whether the run succeeded.
-    pub fn ok(&self) -> bool {
-        self.error.is_empty()
-    }
-}
+pub type PRow = Row<Outcome>;
 
 /// The CSV header.
 pub const CSV_HEADER: &str =
@@ -163,25 +138,6 @@ pub fn cell(rows: &[PRow], case: &str, server: &str) -> Option<CellStats> {
     })
 }
 
-fn fmt_stat(s: &Stat, decimals: usize) -> String {
-    format!("{:.*} ({:.*}–{:.*})", decimals, s.median, decimals, s.min, decimals, s.max)
-}
-
-/// Cases and servers in first-seen order.
-fn order(rows: &[PRow]) -> (Vec<(String, f64, f64)>, Vec<String>) {
-    let mut cases: Vec<(String, f64, f64)> = Vec::new();
-    let mut servers: Vec<String> = Vec::new();
-    for r in rows {
-        if !cases.iter().any(|c| c.0 == r.case) {
-            cases.push((r.case.clone(), r.rate_mbit, r.rtt_ms));
-        }
-        if !servers.contains(&r.server) {
-            servers.push(r.server.clone());
-        }
-    }
-    (cases, servers)
-}
-
 /// `summary.md`: per case, each server's median (min–max) of the CSS times and of the ratio.
 pub fn markdown(rows: &[PRow], notes: &[String]) -> String {
     let mut md = format!("# {}\n\n", title());
@@ -216,13 +172,7 @@ pub fn markdown(rows: &[PRow], notes: &[String]) -> String {
             md.push_str(&format!("\nSluice's busy/idle ratio {:.2} {verdict} the bar of ≤ {BAR}.\n", c.ratio.median));
         }
     }
-    let failed: Vec<&PRow> = rows.iter().filter(|r| !r.ok()).collect();
-    if !failed.is_empty() {
-        md.push_str("\n## Failed runs\n\n");
-        for r in failed {
-            md.push_str(&format!("- {} {} run {}: {}\n", r.case, r.server, r.run, r.error));
-        }
-    }
+    md.push_str(&statics::failed_section(rows));
     md
 }
 
@@ -279,144 +229,31 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Sets the tuning sysctls in the server namespace; returns the previous values to restore.
-pub(super) fn tune() -> Result<Vec<(&'static str, String)>, String> {
-    let mut saved = Vec::new();
-    for (key, value) in TUNING {
-        let old = net::sysctl_get_in(SERVER_NS, key)?;
-        if let Err(e) = net::sysctl_in(SERVER_NS, key, value) {
-            restore(&saved);
-            return Err(format!("tuning the server namespace: {e}"));
-        }
-        saved.push((key, old));
-    }
-    Ok(saved)
-}
-
-pub(super) fn restore(saved: &[(&'static str, String)]) {
-    for (key, value) in saved {
-        if let Err(e) = net::sysctl_in(SERVER_NS, key, value) {
-            eprintln!("sluice-lab: restoring {key} = {value}: {e}");
-        }
-    }
-}
-
-/// Writes the private key readable by root only.
-pub(super) fn write_private(path: &Path, text: &str) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = fs::remove_file(path);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("creating {}: {e}", path.display()))?;
-    f.write_all(text.as_bytes()).map_err(|e| format!("writing {}: {e}", path.display()))
-}
-
-/// What the phases share.
-struct Ctx<'a> {
-    plan: &'a Plan,
-    cases: &'a [Case],
-    work: &'a Path,
-    docroot: &'a Path,
-    cert: &'a Path,
-    key: &'a Path,
-    deadline: Instant,
-    bound: Duration,
-}
-
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = cases(plan.quick);
-    let (active, mut skipped) = super::resolve_servers(plan)?;
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no server to run (see the SKIP notes above)".into());
-    }
-    net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let work = plan.out.join("work");
-    fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let per_run: f64 = cases.iter().map(Case::seconds).sum();
-    let expected =
-        Duration::from_secs_f64(per_run * (active.len() * plan.runs as usize) as f64 + 5.0 * active.len() as f64);
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "priority: {} case(s) × {} server(s) × {} run(s): expected ≈ {} (bounded to {}); results in {}",
-        cases.len(),
-        active.len(),
-        plan.runs,
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let versions = super::versions(&active, &work);
-    let (cert_pem, key_pem) = servers::self_signed(SERVER_ADDR)?;
-    let cert = work.join("cert.pem");
-    let key = work.join("key.pem");
-    fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
-    write_private(&key, &key_pem)?;
-    let docroot = work.join("docroot");
-    write_docroot(&docroot)?;
-    // nginx and h2o workers read the files as nobody: every parent must be traversable.
-    for dir in [&work, &plan.out] {
-        if let Ok(m) = fs::metadata(dir) {
-            let mode = m.permissions().mode();
-            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o711));
-        }
-    }
-
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(CSV_HEADER.as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
-    let ctx = Ctx {
-        plan,
+    let measure = |kind: ServerKind| net::in_netns(CLIENT_NS, || h2client::measure(SERVER_ADDR, kind.port()))?;
+    let spec = Spec {
+        name: "priority",
         cases: &cases,
-        work: &work,
-        docroot: &docroot,
-        cert: &cert,
-        key: &key,
-        deadline: started + bound,
-        bound,
+        seconds_per_run: cases.iter().map(Case::seconds).sum(),
+        docroot: &write_docroot,
+        measure: &measure,
+        csv_header: CSV_HEADER,
+        csv_line,
+        describe: |o| serde_json::to_string(o).unwrap_or_default(),
+        pause: PAUSE,
     };
-    let mut rows: Vec<PRow> = Vec::new();
-    let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&cases[0].link(), &work)?;
-        let (plain, tuned): (Vec<Active>, Vec<Active>) = active.iter().cloned().partition(|(k, _)| !k.is_tuned());
-        for (phase, tuned_phase) in [(plain, false), (tuned, true)] {
-            if phase.is_empty() {
-                continue;
-            }
-            let saved = if tuned_phase {
-                println!("== tuned phase: {}", TUNING.map(|(k, v)| format!("{k}={v}")).join(", "));
-                tune()?
-            } else {
-                Vec::new()
-            };
-            let r = run_phase(&ctx, &mut stage, &phase, &mut skipped, &mut rows, &mut csv, &csv_path);
-            for (k, _) in &phase {
-                stage.stop_service(k.name());
-            }
-            restore(&saved);
-            r?;
-        }
-        stage.stop();
-        Ok(())
-    })();
-
-    let mut notes = notes(plan, &cases, &versions, &skipped, &rows, started.elapsed());
-    if let Err(e) = &outcome {
-        notes.insert(0, format!("**Incomplete run**: {}", e.lines().next().unwrap_or_default()));
-    }
-    let written = write_outputs(&plan.out, &rows, &notes);
-    outcome?;
+    let ran = statics::run(plan, &spec, Vec::new())?;
+    let mut notes = notes(&cases, plan.runs);
+    notes.extend(statics::closing_notes(&ran));
+    let written = write_outputs(&plan.out, &ran.rows, &notes);
+    ran.outcome?;
     written?;
+    let rows = ran.rows;
     println!(
         "priority: done in {}; {} of {} runs ok; wrote {}/{{results.csv,summary.md,priority.png,priority.svg}}",
-        super::fmt_duration(started.elapsed()),
+        super::fmt_duration(ran.elapsed),
         rows.iter().filter(|r| r.ok()).count(),
         rows.len(),
         plan.out.display()
@@ -435,89 +272,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts the phase's servers, runs every case, stops nothing (the caller does).
-fn run_phase(
-    ctx: &Ctx,
-    stage: &mut Stage,
-    phase: &[Active],
-    skipped: &mut Vec<Skipped>,
-    rows: &mut Vec<PRow>,
-    csv: &mut File,
-    csv_path: &Path,
-) -> Result<(), String> {
-    let mut running = Vec::new();
-    for (kind, bin) in phase {
-        let setup = Setup::new(*kind, ctx.work, SERVER_ADDR, ctx.cert, ctx.key);
-        let url = format!("https://{SERVER_ADDR}:{}/style.css", kind.port());
-        let started = servers::static_launch(*kind, &setup, ctx.docroot)
-            .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
-        match started {
-            Ok(()) => running.push(*kind),
-            Err(e) => {
-                eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                let line = e.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
-                skipped.push(Skipped { server: *kind, reason: format!("did not start: {line}") });
-            }
-        }
-    }
-    for case in ctx.cases {
-        stage.set_link(&case.link());
-        println!(
-            "== {}: {} Mbit/s, {} ms RTT, queue {:?}",
-            case.name,
-            case.rate_mbit,
-            case.rtt_ms,
-            case.link().down.queue
-        );
-        for run in 1..=ctx.plan.runs {
-            for kind in rotation(&running, run) {
-                proc::check_interrupt()?;
-                if Instant::now() >= ctx.deadline {
-                    return Err(format!("the run exceeded its time bound of {}", super::fmt_duration(ctx.bound)));
-                }
-                let mut row = PRow {
-                    case: case.name.clone(),
-                    rate_mbit: case.rate_mbit,
-                    rtt_ms: case.rtt_ms,
-                    server: kind.name().into(),
-                    run,
-                    outcome: Outcome { css_busy_ms: 0.0, css_idle_ms: 0.0, ratio: 0.0, images_done_ms: 0.0 },
-                    error: String::new(),
-                };
-                match stage.check_alive(kind.name()) {
-                    Err(e) => row.error = e.lines().next().unwrap_or_default().to_string(),
-                    Ok(()) => match net::in_netns(CLIENT_NS, || h2client::measure(SERVER_ADDR, kind.port())) {
-                        Ok(Ok(o)) => row.outcome = o,
-                        Ok(Err(e)) | Err(e) => row.error = e,
-                    },
-                }
-                proc::check_interrupt()?;
-                let json = serde_json::to_string(&row.outcome).unwrap_or_default();
-                if row.ok() {
-                    println!("{} run {run} {:<12} {json}", case.name, kind.name());
-                } else {
-                    println!("{} run {run} {:<12} FAILED: {}", case.name, kind.name(), row.error);
-                }
-                csv.write_all(csv_line(&row).as_bytes())
-                    .and_then(|()| csv.flush())
-                    .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
-                rows.push(row);
-                proc::sleep(PAUSE)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn notes(
-    plan: &Plan,
-    cases: &[Case],
-    versions: &[String],
-    skipped: &[Skipped],
-    rows: &[PRow],
-    elapsed: Duration,
-) -> Vec<String> {
-    let mut n = vec![
+fn notes(cases: &[Case], runs: u32) -> Vec<String> {
+    vec![
         format!(
             "Method: sluice-lab's own HTTP/2 client (Sluice's frame and HPACK code, rustls): on one connection \
              {IMAGES} GETs of {IMAGE_BYTES}-byte images, each with `priority: u=5, i` and RFC 7540 priority fields \
@@ -531,42 +287,16 @@ fn notes(
              already in flight or queued in the network when the CSS is requested is what no server can recall.",
             h2client::TRIGGER_BYTES
         ),
-        format!(
-            "Links: {}; runs: {} per server and case, server order rotating run by run.",
-            cases
-                .iter()
-                .map(|c| format!(
-                    "{} Mbit/s × {} ms RTT, drop-tail queue {}",
-                    c.rate_mbit,
-                    c.rtt_ms,
-                    c.queue_bytes.map(|q| format!("{q} bytes")).unwrap_or_else(|| "1.5 × BDP".into())
-                ))
-                .collect::<Vec<_>>()
-                .join("; "),
-            plan.runs
-        ),
+        statics::links_note(cases, runs),
         format!(
             "Servers serve the docroot as static files over TLS: `sluice` (`[[site]] root`; it sets \
              TCP_NOTSENT_LOWAT 16 KiB and BBR on its own sockets), nginx (`root`), h2o (`file.dir`), Caddy \
              (`file_server`). The `-tuned` variants are the same configurations run in a second phase with {} \
              set in the server namespace (restored afterwards); `net.core.default_qdisc = fq` has no \
              counterpart on the lab's TUN link.",
-            TUNING.map(|(k, v)| format!("`{k} = {v}`")).join(" and ")
+            statics::tuning_note()
         ),
-    ];
-    if !versions.is_empty() {
-        n.push(format!("Versions: {}.", versions.join("; ")));
-    }
-    for s in skipped {
-        n.push(format!("Skipped `{}`: {}", s.server.name(), s.reason));
-    }
-    n.push(format!(
-        "{} of {} runs succeeded; wall time {}.",
-        rows.iter().filter(|r| r.ok()).count(),
-        rows.len(),
-        super::fmt_duration(elapsed)
-    ));
-    n
+    ]
 }
 
 #[cfg(test)]
