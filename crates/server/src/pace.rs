@@ -16,7 +16,10 @@
 //! the threshold of BBR's full-pipe rule), else [`CRUISE_GAIN`]: room for the congestion
 //! controller's bandwidth probing, and for the rate to show growth again if the path gets
 //! faster. Unlike BBR, one flat round is enough to leave the startup gain: bytes queued in
-//! those rounds are what an urgent response waits behind. The slack time covers the retry timer's granularity (about a
+//! those rounds are what an urgent response waits behind. A connection that has carried
+//! responses of several urgencies (a page load) keeps the cruise gain throughout: there a
+//! critical request can come during startup too. The driver does not hold back urgencies 0
+//! and 1 at all (h2conn.rs). The slack time covers the retry timer's granularity (about a
 //! millisecond) and bursty ACKs; it also leaves fast, short paths (loopback) effectively
 //! uncapped. Rounds in which the driver had nothing to send do not age the estimate (an idle
 //! connection keeps what it learnt).
@@ -36,8 +39,6 @@ pub(crate) const CRUISE_GAIN: f64 = 1.25;
 pub(crate) const SLACK_TIME: Duration = Duration::from_millis(5);
 /// Added to the cap: a few segments, so a tiny BDP still keeps the ACK clock going.
 pub(crate) const HEADROOM: usize = 4 * 1024;
-/// A smoothed RTT this much above the minimum (plus a quarter of it) means a queue is forming.
-pub(crate) const QUEUE_SLACK: Duration = Duration::from_micros(500);
 /// The cap's smallest base: about TCP's initial window (10 segments, RFC 6928), so the first
 /// rounds are not slowed by rate samples taken during the TLS handshake.
 pub(crate) const MIN_BASE: usize = 16 * 1024;
@@ -56,8 +57,6 @@ pub(crate) struct Sample {
     pub(crate) delivery_rate: u64,
     /// Minimum RTT of the connection (zero: none yet).
     pub(crate) min_rtt: Duration,
-    /// Smoothed RTT (zero: none yet).
-    pub(crate) srtt: Duration,
     /// Bytes sent and not yet acknowledged.
     pub(crate) unacked_bytes: usize,
     /// Bytes written to the socket and not yet sent.
@@ -77,8 +76,8 @@ pub(crate) struct InflightCap {
     growing: bool,
     /// The maximum rate at the end of the last busy round.
     last_max: u64,
-    /// See [`set_guard_startup`](Self::set_guard_startup).
-    guard_startup: bool,
+    /// See [`set_guarded`](Self::set_guarded).
+    guarded: bool,
 }
 
 impl Default for InflightCap {
@@ -96,7 +95,7 @@ impl InflightCap {
             busy: false,
             growing: true,
             last_max: 0,
-            guard_startup: false,
+            guarded: false,
         }
     }
 
@@ -142,13 +141,12 @@ impl InflightCap {
         self.growing
     }
 
-    /// Keep queues short from the start: leave the startup gain as soon as the smoothed RTT
-    /// shows a queue, not only when the rate stops growing. The driver sets it once a
-    /// connection carries responses of several urgencies (a page load): then a critical
-    /// response can arrive at any moment, startup included. A single download keeps the
-    /// faster ramp.
-    pub(crate) fn set_guard_startup(&mut self, on: bool) {
-        self.guard_startup = on;
+    /// Keep queues short from the start: the cruise gain even while the rate grows. The driver
+    /// sets it once a connection has carried responses of several urgencies (a page load):
+    /// then a critical response can arrive at any moment, startup included, and the rate still
+    /// grows by a quarter per round. A single download keeps the faster ramp.
+    pub(crate) fn set_guarded(&mut self, on: bool) {
+        self.guarded = on;
     }
 
     /// The bound on outstanding bytes, or `None` before there is an estimate.
@@ -157,8 +155,7 @@ impl InflightCap {
         if rate == 0 || s.min_rtt.is_zero() {
             return None;
         }
-        let queueing = self.guard_startup && !s.srtt.is_zero() && s.srtt > s.min_rtt * 5 / 4 + QUEUE_SLACK;
-        let gain = if self.growing && !queueing { STARTUP_GAIN } else { CRUISE_GAIN };
+        let gain = if self.growing && !self.guarded { STARTUP_GAIN } else { CRUISE_GAIN };
         let time = s.min_rtt.as_secs_f64() * gain + SLACK_TIME.as_secs_f64();
         Some(((rate as f64 * time) as usize).max(MIN_BASE) + HEADROOM)
     }
@@ -199,7 +196,7 @@ mod tests {
 
     /// A reading on a path with 40 ms RTT and no queue.
     fn sample(rate: u64, inflight: usize) -> Sample {
-        Sample { delivery_rate: rate, min_rtt: 40 * MS, srtt: 40 * MS, unacked_bytes: inflight, notsent_bytes: 0 }
+        Sample { delivery_rate: rate, min_rtt: 40 * MS, unacked_bytes: inflight, notsent_bytes: 0 }
     }
 
     /// 5 Mbit/s × 40 ms: BDP 25 kB.
@@ -248,14 +245,11 @@ mod tests {
         c.update(Instant::now(), &sample(RATE, 0), true);
         assert!(c.growing());
         assert_eq!(c.cap(&sample(RATE, 0)), Some(STARTUP_CAP));
-        // A queue shows (smoothed RTT 10.6 ms above the minimum): only a guarded connection
-        // leaves the startup gain for it.
-        let queued = Sample { srtt: Duration::from_micros(50_600), ..sample(RATE, 0) };
-        assert_eq!(c.cap(&queued), Some(STARTUP_CAP));
-        c.set_guard_startup(true);
-        assert_eq!(c.cap(&queued), Some(CRUISE_CAP));
-        let within = Sample { srtt: Duration::from_micros(50_400), ..sample(RATE, 0) };
-        assert_eq!(c.cap(&within), Some(STARTUP_CAP));
+        // A guarded connection (several urgencies seen) keeps the cruise gain while growing.
+        c.set_guarded(true);
+        assert_eq!(c.cap(&sample(RATE, 0)), Some(CRUISE_CAP));
+        c.set_guarded(false);
+        assert_eq!(c.cap(&sample(RATE, 0)), Some(STARTUP_CAP));
     }
 
     #[test]
@@ -270,8 +264,7 @@ mod tests {
     fn fast_short_paths_are_effectively_uncapped() {
         let mut c = InflightCap::new();
         // Loopback-like: 3 GB/s, 20 µs: 15 MB, far beyond any congestion window there.
-        let s =
-            Sample { min_rtt: Duration::from_micros(20), srtt: Duration::from_micros(20), ..sample(3_000_000_000, 0) };
+        let s = Sample { min_rtt: Duration::from_micros(20), ..sample(3_000_000_000, 0) };
         c.update(Instant::now(), &s, true);
         let cap = c.cap(&s).unwrap();
         assert!((15_119_000..=15_121_000).contains(&(cap - HEADROOM)), "{cap}");

@@ -106,7 +106,6 @@ impl PathInfo {
         crate::pace::Sample {
             delivery_rate: self.delivery_rate,
             min_rtt: std::time::Duration::from_micros(u64::from(self.min_rtt_us)),
-            srtt: std::time::Duration::from_micros(u64::from(self.rtt_us)),
             unacked_bytes: self.unacked_bytes(),
             notsent_bytes: self.notsent_bytes as usize,
         }
