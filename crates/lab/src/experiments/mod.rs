@@ -19,7 +19,8 @@
 //!
 //! Experiments: `upload` (the HTTP/2 upload write-up), `priority` (a critical resource on a busy
 //! connection, the prioritization write-up; `--servers` also knows `nginx-tuned`, `h2o-tuned`,
-//! `caddy-tuned`); `download` and `origin` are not yet available.
+//! `caddy-tuned`), `pageload` (the same at browser level: headless Chromium, a web font
+//! discovered while images stream); `download` and `origin` are not yet available.
 
 pub mod chart;
 pub mod h2client;
