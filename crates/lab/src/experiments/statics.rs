@@ -4,7 +4,7 @@
 //! (restored afterwards, also on error); in every case each run measures each server once, in
 //! an order rotating run by run, and appends a CSV line as soon as it has it.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -193,7 +193,7 @@ pub fn run<O: Default>(plan: &Plan, spec: &Spec<'_, O>, extra_versions: Vec<Stri
     let cert = work.join("cert.pem");
     let key = work.join("key.pem");
     fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
-    write_private(&key, &key_pem)?;
+    super::upload::write_private(&key, &key_pem)?;
     let docroot = work.join("docroot");
     (spec.docroot)(&docroot)?;
     // nginx and h2o workers read the files as nobody: every parent must be traversable.
@@ -345,19 +345,6 @@ fn restore(saved: &[(&'static str, String)]) {
             eprintln!("sluice-lab: restoring {key} = {value}: {e}");
         }
     }
-}
-
-/// Writes the private key readable by root only.
-fn write_private(path: &Path, text: &str) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = fs::remove_file(path);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("creating {}: {e}", path.display()))?;
-    f.write_all(text.as_bytes()).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 #[cfg(test)]

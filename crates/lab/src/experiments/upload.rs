@@ -170,7 +170,7 @@ pub fn judge(
 
 /// Writes the private key readable by root only (the servers read it before dropping
 /// privileges).
-fn write_private(path: &Path, text: &str) -> Result<(), String> {
+pub(super) fn write_private(path: &Path, text: &str) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = fs::remove_file(path);
     let mut f = OpenOptions::new()
