@@ -84,6 +84,8 @@ pub(crate) struct PathInfo {
     pub(crate) notsent_bytes: u32,
     /// The latest delivery-rate sample, bytes per second (0: none).
     pub(crate) delivery_rate: u64,
+    /// Bytes acknowledged by the peer so far.
+    pub(crate) bytes_acked: u64,
 }
 
 impl PathInfo {
@@ -105,6 +107,7 @@ impl PathInfo {
     pub(crate) fn pace_sample(&self) -> crate::pace::Sample {
         crate::pace::Sample {
             delivery_rate: self.delivery_rate,
+            acked: self.bytes_acked,
             min_rtt: std::time::Duration::from_micros(u64::from(self.min_rtt_us)),
             unacked_bytes: self.unacked_bytes(),
             notsent_bytes: self.notsent_bytes as usize,
@@ -138,6 +141,7 @@ pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
         mss: info.tcpi_snd_mss,
         notsent_bytes: info.tcpi_notsent_bytes,
         delivery_rate: info.tcpi_delivery_rate,
+        bytes_acked: info.tcpi_bytes_acked,
     })
 }
 
