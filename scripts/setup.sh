@@ -43,9 +43,10 @@ declare -A APT_CMD=(
   [caddy]=caddy
   [iproute2]=ip
   [chromium]=chromium
+  [ngtcp2-client]=gtlsclient
 )
 missing=()
-for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium; do
+for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium ngtcp2-client; do
   cmd=${APT_CMD[$pkg]}
   if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     log "present: $pkg ($cmd)"
@@ -127,6 +128,19 @@ if [ -n "${h2spec_path:-}" ] && [ "$h2spec_path" != /usr/local/bin/h2spec ] && !
   else
     log "h2spec is at $h2spec_path (not on PATH; scripts find it there)"
   fi
+fi
+
+# --- python: aioquic, the HTTP/3 client of scripts/h3client.py --------------------------------
+if python3 -c 'import sys, aioquic; sys.exit(not aioquic.__version__.startswith("1."))' 2>/dev/null; then
+  log "present: aioquic"
+elif ! command -v python3 >/dev/null 2>&1; then
+  warn "python3 missing: the HTTP/3 tests with aioquic will skip"
+else
+  log "installing: aioquic==1.7.2 (pip)"
+  # Debian's own python3 refuses pip outside a venv unless told (PEP 668).
+  python3 -m pip install -q 'aioquic==1.7.2' 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages 'aioquic==1.7.2' ||
+    warn "pip install aioquic failed; the HTTP/3 tests with aioquic will skip"
 fi
 
 # --- rustup components --------------------------------------------------------------------

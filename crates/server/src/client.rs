@@ -45,6 +45,7 @@
 
 mod body;
 mod conn;
+mod h3;
 mod progress;
 
 use std::error::Error as _;
@@ -103,6 +104,9 @@ pub(crate) struct Common {
     /// Speak HTTP/2 without negotiating: h2c over http://, ALPN h2 only over https://.
     #[arg(long = "http2-prior-knowledge", group = "proto")]
     http2_prior_knowledge: bool,
+    /// Speak HTTP/3 (QUIC on UDP, ALPN h3) to the URL's port; https:// only. No fallback to TCP.
+    #[arg(long, group = "proto")]
+    http3: bool,
     /// Accept any server certificate (the handshake signatures are still checked).
     #[arg(short = 'k', long)]
     insecure: bool,
@@ -330,9 +334,14 @@ impl Setup {
             Proto::H2
         } else if c.http2_prior_knowledge {
             Proto::H2Prior
+        } else if c.http3 {
+            Proto::H3
         } else {
             Proto::Default
         };
+        if proto == Proto::H3 && !target.https {
+            return Err(Failure::new(code::USAGE, "--http3 needs an https:// URL".to_owned()));
+        }
         if proto == Proto::H2 && !target.https {
             say("sluice: note: --http2 over http:// means an h2c upgrade, which this client does not do; \
                  using HTTP/1.1 (--http2-prior-knowledge speaks h2c)");
@@ -481,6 +490,9 @@ async fn run_get(args: GetArgs) -> Result<(), Failure> {
 }
 
 async fn download(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Counter) -> Result<Report, Failure> {
+    if setup.proto == Proto::H3 {
+        return download_h3(setup, output, fail, counter).await;
+    }
     let mut conn = conn::connect(&setup.target, setup.proto, setup.tls.clone(), setup.connect_timeout).await?;
     let req = setup.request(conn.h2, Method::GET, ReqBody::empty(), None)?;
     let resp = conn.sender.send(req).await.map_err(|e| send_failure(&e, conn.h2))?;
@@ -521,6 +533,98 @@ async fn download(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Co
     }
     report.total = conn.start.elapsed();
     report.bytes = counter.bytes();
+    Ok(report)
+}
+
+/// The request's regular header fields for HTTP/3: the defaults, then the user's.
+fn h3_fields(setup: &Setup, len: Option<u64>) -> Vec<(String, String)> {
+    let mut h = http::HeaderMap::new();
+    h.insert(header::USER_AGENT, HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))));
+    h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+    if let Some(len) = len {
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    for (name, value) in &setup.headers {
+        match value {
+            Some(v) => {
+                h.insert(name.clone(), v.clone());
+            }
+            None => {
+                h.remove(name);
+            }
+        }
+    }
+    h.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+}
+
+async fn download_h3(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Counter) -> Result<Report, Failure> {
+    let tls = setup.tls.clone().ok_or_else(|| Failure::new(code::USAGE, "--http3 needs https://".to_owned()))?;
+    let c = h3::connect(&setup.target, tls, setup.connect_timeout).await?;
+    let mut resp = h3::send(&c, &setup.target, &Method::GET, &h3_fields(setup, None), None).await?;
+    let mut report = Report {
+        url: setup.target.url.clone(),
+        version: "3",
+        status: resp.status,
+        bytes: 0,
+        total: Duration::ZERO,
+        connect: c.appconnect,
+        appconnect: Some(c.appconnect),
+        starttransfer: resp.starttransfer,
+        response: None,
+    };
+    if fail && resp.status >= 400 {
+        report.total = c.start.elapsed();
+        return Ok(report);
+    }
+    counter.set_total(resp.content_length);
+    let mut out = match output {
+        Some(path) => Some(tokio::fs::File::create(path).await.map_err(|e| write_failure(path, &e))?),
+        None => None,
+    };
+    while let Some(data) = resp.chunk().await? {
+        counter.add(data.len() as u64);
+        if let (Some(file), Some(path)) = (out.as_mut(), output) {
+            file.write_all(&data).await.map_err(|e| write_failure(path, &e))?;
+        }
+    }
+    if let (Some(file), Some(path)) = (out.as_mut(), output) {
+        file.flush().await.map_err(|e| write_failure(path, &e))?;
+    }
+    report.total = c.start.elapsed();
+    report.bytes = counter.bytes();
+    c.conn.close(quinn::VarInt::from_u32(0x100), b"");
+    Ok(report)
+}
+
+async fn upload_h3(
+    setup: &Setup,
+    method: Method,
+    body: ReqBody,
+    len: u64,
+    counter: &Counter,
+) -> Result<Report, Failure> {
+    let tls = setup.tls.clone().ok_or_else(|| Failure::new(code::USAGE, "--http3 needs https://".to_owned()))?;
+    let c = h3::connect(&setup.target, tls, setup.connect_timeout).await?;
+    let mut resp = h3::send(&c, &setup.target, &method, &h3_fields(setup, Some(len)), Some(body)).await?;
+    let mut kept = Vec::new();
+    while let Some(data) = resp.chunk().await? {
+        let room = RESPONSE_KEEP.saturating_sub(kept.len());
+        kept.extend_from_slice(&data[..data.len().min(room)]);
+    }
+    resp.upload_result().await?;
+    let report = Report {
+        url: setup.target.url.clone(),
+        version: "3",
+        status: resp.status,
+        bytes: counter.bytes(),
+        total: c.start.elapsed(),
+        connect: c.appconnect,
+        appconnect: Some(c.appconnect),
+        starttransfer: resp.starttransfer,
+        response: Some(kept),
+    };
+    c.conn.close(quinn::VarInt::from_u32(0x100), b"");
     Ok(report)
 }
 
@@ -589,13 +693,19 @@ async fn send_upload(
     expect_100: bool,
     counter: &Arc<Counter>,
 ) -> Result<Report, Failure> {
-    let mut conn = conn::connect(&setup.target, setup.proto, setup.tls.clone(), setup.connect_timeout).await?;
     let len = upload.len();
     let mut body = match upload {
         Upload::Bytes(b) => ReqBody::bytes(b, counter.clone()),
         Upload::File(file, len) => ReqBody::file(file, len, counter.clone())
             .map_err(|e| Failure::new(code::READ, format!("cannot start reading the upload: {e}")))?,
     };
+    if setup.proto == Proto::H3 {
+        if expect_100 {
+            say("sluice: note: --expect-100 applies to HTTP/1.1 only; not sent over HTTP/3");
+        }
+        return upload_h3(setup, method, body, len, counter).await;
+    }
+    let mut conn = conn::connect(&setup.target, setup.proto, setup.tls.clone(), setup.connect_timeout).await?;
     let gate = if expect_100 && !conn.h2 && len > 0 {
         let (gate, opener) = Gate::new(EXPECT_TIMEOUT);
         body.set_gate(gate);

@@ -39,6 +39,37 @@ pub(crate) struct Config {
     pub(crate) flow: Flow,
     /// Socket options of accepted TCP connections.
     pub(crate) tcp: Tcp,
+    /// HTTP/3: QUIC on UDP beside every TLS listener.
+    pub(crate) quic: Quic,
+}
+
+/// The QUIC congestion controllers quinn offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QuicCongestion {
+    Cubic,
+    Bbr,
+    NewReno,
+}
+
+/// HTTP/3 over QUIC (quinn).
+#[derive(Debug, Clone)]
+pub(crate) struct Quic {
+    /// Serve HTTP/3 on UDP at the port of every TLS listener, and advertise it with Alt-Svc.
+    pub(crate) enabled: bool,
+    /// Congestion controller of every connection.
+    pub(crate) congestion: QuicCongestion,
+    /// SO_RCVBUF and SO_SNDBUF asked for the UDP socket, in bytes (the kernel may clamp them
+    /// to net.core.rmem_max / wmem_max; the log says so).
+    pub(crate) socket_buffer: usize,
+    /// Receive window of each stream (the connection window, autotuned under `[flow] budget`,
+    /// bounds the sum).
+    pub(crate) stream_window: u32,
+}
+
+impl Default for Quic {
+    fn default() -> Self {
+        Self { enabled: true, congestion: QuicCongestion::Cubic, socket_buffer: 8 << 20, stream_window: 16 << 20 }
+    }
 }
 
 /// Socket options of accepted TCP connections.
@@ -312,6 +343,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         access_log: true,
         flow: Flow::default(),
         tcp: Tcp::default(),
+        quic: Quic::default(),
     }
 }
 
@@ -353,6 +385,17 @@ struct RawConfig {
     flow: RawFlow,
     #[serde(default)]
     tcp: RawTcp,
+    #[serde(default)]
+    quic: RawQuic,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawQuic {
+    enabled: Option<bool>,
+    congestion: Option<Spanned<String>>,
+    socket_buffer: Option<Spanned<usize>>,
+    stream_window: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -493,6 +536,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     let timeouts = timeouts(&src, &raw.timeouts)?;
     let flow = flow(&src, &raw.flow)?;
     let tcp = tcp(&src, &raw.tcp)?;
+    let quic = quic(&src, &raw.quic)?;
     Ok(Config {
         data_dir,
         listeners,
@@ -504,7 +548,31 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         access_log: raw.access_log.unwrap_or(true),
         flow,
         tcp,
+        quic,
     })
+}
+
+fn quic(src: &Source<'_>, raw: &RawQuic) -> Result<Quic, ConfigError> {
+    let d = Quic::default();
+    let congestion = match &raw.congestion {
+        None => d.congestion,
+        Some(c) => match c.get_ref().as_str() {
+            "cubic" => QuicCongestion::Cubic,
+            "bbr" => QuicCongestion::Bbr,
+            "newreno" => QuicCongestion::NewReno,
+            other => {
+                return Err(src.err(
+                    c.span(),
+                    format!("unknown QUIC congestion controller `{other}`, expected cubic, bbr or newreno"),
+                ))
+            }
+        },
+    };
+    let socket_buffer = bounded(src, &raw.socket_buffer, "socket_buffer", 64 << 10, 1 << 30, d.socket_buffer)?;
+    // RFC 9000 §4: flow-control limits are varints; quinn takes a u32 here, and a window below
+    // one full-size packet's payload would stall.
+    let stream_window = bounded(src, &raw.stream_window, "stream_window", 16 << 10, (1 << 31) - 1, d.stream_window)?;
+    Ok(Quic { enabled: raw.enabled.unwrap_or(d.enabled), congestion, socket_buffer, stream_window })
 }
 
 fn tcp(src: &Source<'_>, raw: &RawTcp) -> Result<Tcp, ConfigError> {
@@ -1007,6 +1075,17 @@ drain_secs = 0
         let dir = tempfile::tempdir().unwrap();
         let d = parse_in(dir.path(), "").unwrap().tcp;
         assert!(d.limit_inflight && d.notsent_lowat == 16_384 && d.congestion.as_deref() == Some("bbr"));
+        let q = parse_in(dir.path(), "").unwrap().quic;
+        assert!(q.enabled && q.congestion == QuicCongestion::Cubic && q.stream_window == 16 << 20);
+        let q = parse_in(dir.path(), "[quic]\nenabled = false\ncongestion = \"bbr\"\nsocket_buffer = 1048576\n")
+            .unwrap()
+            .quic;
+        assert!(!q.enabled && q.congestion == QuicCongestion::Bbr && q.socket_buffer == 1 << 20);
+        let e = parse_in(dir.path(), "[quic]\ncongestion = \"vegas\"\n").unwrap_err();
+        assert_eq!(e.position(), Some((2, 14)), "{e}");
+        assert!(e.message().contains("`vegas`"), "{e}");
+        let e = parse_in(dir.path(), "[quic]\nstream_window = 100\n").unwrap_err();
+        assert!(e.message().contains("stream_window"), "{e}");
         let t =
             parse_in(dir.path(), "[tcp]\ncongestion = \"\"\nnotsent_lowat = 0\nlimit_inflight = false\n").unwrap().tcp;
         assert!(!t.limit_inflight && t.notsent_lowat == 0 && t.congestion.is_none());

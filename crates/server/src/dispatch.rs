@@ -16,6 +16,8 @@ pub(crate) struct State {
     pub(crate) cfg: Config,
     /// The HTTP/2 engine configuration derived from it.
     pub(crate) h2: sluice_h2::Config,
+    /// The HTTP/3 engine configuration derived from it.
+    pub(crate) h3: sluice_h3::Config,
     /// The memory every connection's receive windows may grow into.
     pub(crate) window_budget: std::sync::Arc<sluice_h2::tune::MemoryBudget>,
     /// The congestion control set on accepted sockets, when the kernel offers the configured one.
@@ -46,7 +48,13 @@ impl State {
                 false
             }
         });
-        Self { cfg, h2, window_budget, congestion }
+        let h3 = sluice_h3::Config {
+            max_concurrent_streams: l.max_concurrent_streams as usize,
+            max_field_section_size: u64::from(l.max_header_list_size),
+            qpack_max_table_capacity: u64::from(l.header_table_size),
+            ..sluice_h3::Config::default()
+        };
+        Self { cfg, h2, h3, window_budget, congestion }
     }
 
     /// A receive-window policy for a new HTTP/2 connection.

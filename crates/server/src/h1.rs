@@ -17,14 +17,20 @@ use crate::dispatch::{dispatch, AccessLog, Counters, State};
 use crate::http::{Body, Proto, Request, RequestBody, Response, CHUNK};
 
 /// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
-pub(crate) async fn serve<S>(io: S, peer: SocketAddr, tls: bool, state: Arc<State>, mut shutdown: watch::Receiver<bool>)
-where
+pub(crate) async fn serve<S>(
+    io: S,
+    peer: SocketAddr,
+    tls: bool,
+    alt_svc: Option<http::HeaderValue>,
+    state: Arc<State>,
+    mut shutdown: watch::Receiver<bool>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc_state = state.clone();
     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-        let state = svc_state.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(req, peer, tls, state).await) }
+        let (state, alt_svc) = (svc_state.clone(), alt_svc.clone());
+        async move { Ok::<_, std::convert::Infallible>(handle(req, peer, tls, alt_svc, state).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -51,6 +57,7 @@ async fn handle(
     req: hyper::Request<Incoming>,
     peer: SocketAddr,
     tls: bool,
+    alt_svc: Option<http::HeaderValue>,
     state: Arc<State>,
 ) -> hyper::Response<H1Body> {
     let (parts, incoming) = req.into_parts();
@@ -99,6 +106,9 @@ async fn handle(
     let mut resp = hyper::Response::new(H1Body { body: Some(body), pending: None, len, log: Some(log) });
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
+    if let Some(v) = alt_svc {
+        resp.headers_mut().insert(http::header::ALT_SVC, v);
+    }
     resp
 }
 

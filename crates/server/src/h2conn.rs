@@ -22,9 +22,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::dispatch::{dispatch, AccessLog, Counters, State};
-use crate::http::{BodyError, Proto, Request, RequestBody, Response, CHUNK};
+use crate::dispatch::{Counters, State};
+use crate::http::{BodyError, Proto, RequestBody, CHUNK};
 use crate::pace::InflightCap;
+use crate::respond::{run_handler, to_request};
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
 /// enough to keep a write full, small enough that priorities stay meaningful.
@@ -64,6 +65,14 @@ enum Cmd {
     },
 }
 
+/// What the handlers of one connection need to know about it.
+pub(crate) struct ConnInfo {
+    pub(crate) peer: SocketAddr,
+    pub(crate) tls: bool,
+    /// An `Alt-Svc` for responses: HTTP/3 on this listener's port (RFC 7838, RFC 9114 §3.1.1).
+    pub(crate) alt_svc: Option<http::HeaderValue>,
+}
+
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     permits: Arc<Semaphore>,
@@ -77,14 +86,14 @@ pub(crate) async fn serve<S>(
     io: S,
     fd: RawFd,
     prefix: Bytes,
-    peer: SocketAddr,
-    tls: bool,
+    info: ConnInfo,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (mut rd, wr) = tokio::io::split(io);
+    let peer = info.peer;
     let mut conn = Connection::new(state.h2.clone(), state.window_policy(), Instant::now());
     if !prefix.is_empty() {
         conn.handle_input(Instant::now(), &prefix);
@@ -110,7 +119,7 @@ pub(crate) async fn serve<S>(
         drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
     }
     loop {
-        handle_events(&mut conn, &mut streams, &cmd_tx, &state, peer, tls);
+        handle_events(&mut conn, &mut streams, &cmd_tx, &state, &info);
         while let Ok(cmd) = cmd_rx.try_recv() {
             apply(&mut conn, &mut streams, cmd);
         }
@@ -295,14 +304,14 @@ fn handle_events(
     streams: &mut HashMap<u32, StreamCtx>,
     cmd_tx: &mpsc::UnboundedSender<Cmd>,
     state: &Arc<State>,
-    peer: SocketAddr,
-    tls: bool,
+    info: &ConnInfo,
 ) {
+    let peer = info.peer;
     while let Some(ev) = conn.poll_event() {
         match ev {
             Event::Request { stream, head, end_stream } => {
                 tracing::trace!(stream, path = %String::from_utf8_lossy(head.path.as_deref().unwrap_or_default()), "request");
-                let ctx = start_request(stream, head, end_stream, cmd_tx, state, peer, tls);
+                let ctx = start_request(stream, head, end_stream, cmd_tx, state, info);
                 streams.insert(stream, ctx);
             }
             Event::Data { stream, data, end_stream } => {
@@ -379,8 +388,7 @@ fn start_request(
     end_stream: bool,
     cmd_tx: &mpsc::UnboundedSender<Cmd>,
     state: &Arc<State>,
-    peer: SocketAddr,
-    tls: bool,
+    info: &ConnInfo,
 ) -> StreamCtx {
     let (body_tx, body_rx) = mpsc::unbounded_channel();
     let release_tx = cmd_tx.clone();
@@ -390,9 +398,17 @@ fn start_request(
     let body = if end_stream { RequestBody::empty() } else { RequestBody::channel(body_rx, Some(on_consumed)) };
     let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
     let counters = Arc::new(Counters::default());
-    let req = to_request(head, body, tls);
-    let mut handler =
-        Box::pin(run_handler(id, req, cmd_tx.clone(), permits.clone(), counters.clone(), state.clone(), peer));
+    let req = to_request(head, body, info.tls, Proto::Http2);
+    let sink = H2Sink { id, tx: cmd_tx.clone() };
+    let mut handler = Box::pin(run_handler(
+        sink,
+        req,
+        permits.clone(),
+        counters.clone(),
+        state.clone(),
+        info.peer,
+        info.alt_svc.clone(),
+    ));
     // Poll once right here: most answers (speed test, built-in site, errors) are ready at once
     // and need no task of their own. The rest continue in a task, which polls again with a
     // real waker.
@@ -404,106 +420,26 @@ fn start_request(
     StreamCtx { body_tx: (!end_stream).then_some(body_tx), permits, counters, task }
 }
 
-fn to_request(head: RequestHead, body: RequestBody, tls: bool) -> Request {
-    let method = http::Method::from_bytes(&head.method).unwrap_or(http::Method::GET);
-    let target = head.path.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
-        None => (target, None),
-    };
-    let mut headers = http::HeaderMap::new();
-    let mut authority = head.authority.as_deref().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
-    for f in head.fields {
-        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value)) {
-            if authority.is_none() && n == http::header::HOST {
-                authority = v.to_str().ok().map(str::to_ascii_lowercase);
-            }
-            headers.append(n, v);
-        }
-    }
-    Request { proto: Proto::Http2, method, authority: authority.unwrap_or_default(), path, query, headers, tls, body }
-}
-
-async fn run_handler(
+/// A handler's way back to the connection task.
+struct H2Sink {
     id: u32,
-    req: Request,
-    cmd_tx: mpsc::UnboundedSender<Cmd>,
-    permits: Arc<Semaphore>,
-    counters: Arc<Counters>,
-    state: Arc<State>,
-    peer: SocketAddr,
-) {
-    let mut log = AccessLog {
-        enabled: state.cfg.access_log,
-        proto: Proto::Http2,
-        peer,
-        method: req.method.clone(),
-        authority: req.authority.clone(),
-        path: req.path.clone(),
-        status: 0,
-        start: std::time::Instant::now(),
-        counters,
-        bytes_out: 0,
-        outcome: "reset",
-    };
-    let head_only = req.method == http::Method::HEAD;
-    let Response { status, headers, mut body } = dispatch(&state, req).await;
-    log.status = status.as_u16();
-    let fields = response_fields(&headers);
-    if let Some(p) = headers.get("priority") {
-        let _ = cmd_tx.send(Cmd::Priority { id, value: Bytes::copy_from_slice(p.as_bytes()) });
-    }
-    let no_body = head_only
-        || body.is_empty()
-        || status == http::StatusCode::NOT_MODIFIED
-        || status == http::StatusCode::NO_CONTENT;
-    if cmd_tx.send(Cmd::Head { id, status: status.as_u16(), fields, end: no_body }).is_err() {
-        return;
-    }
-    if no_body {
-        log.outcome = "ok";
-        return;
-    }
-    let mut left = body.len();
-    while let Some(chunk) = body.next_chunk(CHUNK).await {
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(%peer, stream = id, %e, "response body failed");
-                let _ = cmd_tx.send(Cmd::Reset { id, reason: Reason::INTERNAL_ERROR });
-                log.outcome = "body error";
-                return;
-            }
-        };
-        let n = chunk.len();
-        // Backpressure: wait until the engine has framed earlier bytes of this stream.
-        match permits.acquire_many(n as u32).await {
-            Ok(p) => p.forget(),
-            Err(_) => return,
-        }
-        log.bytes_out += n as u64;
-        left = left.map(|l| l.saturating_sub(n as u64));
-        let end = left == Some(0);
-        if cmd_tx.send(Cmd::Data { id, data: chunk, end }).is_err() {
-            return;
-        }
-        if end {
-            log.outcome = "ok";
-            return;
-        }
-    }
-    let _ = cmd_tx.send(Cmd::Data { id, data: Bytes::new(), end: true });
-    log.outcome = "ok";
+    tx: mpsc::UnboundedSender<Cmd>,
 }
 
-/// Response header fields for HTTP/2: lower-case names (the http crate's are), minus the
-/// connection-specific ones RFC 9113 §8.2.2 forbids.
-fn response_fields(headers: &http::HeaderMap) -> Vec<Field> {
-    headers
-        .iter()
-        .filter(|(n, _)| {
-            !matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
-        })
-        .map(|(n, v)| Field::new(Bytes::copy_from_slice(n.as_str().as_bytes()), Bytes::copy_from_slice(v.as_bytes())))
-        .collect()
+impl crate::respond::Sink for H2Sink {
+    fn priority(&self, value: Bytes) {
+        let _ = self.tx.send(Cmd::Priority { id: self.id, value });
+    }
+
+    fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool {
+        self.tx.send(Cmd::Head { id: self.id, status, fields, end }).is_ok()
+    }
+
+    fn data(&self, data: Bytes, end: bool) -> bool {
+        self.tx.send(Cmd::Data { id: self.id, data, end }).is_ok()
+    }
+
+    fn fail(&self) {
+        let _ = self.tx.send(Cmd::Reset { id: self.id, reason: Reason::INTERNAL_ERROR });
+    }
 }

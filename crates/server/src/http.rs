@@ -22,6 +22,8 @@ pub(crate) enum Proto {
     Http1,
     /// HTTP/2 over TLS or cleartext (h2c).
     Http2,
+    /// HTTP/3 over QUIC.
+    Http3,
 }
 
 impl fmt::Display for Proto {
@@ -29,6 +31,7 @@ impl fmt::Display for Proto {
         f.write_str(match self {
             Self::Http1 => "HTTP/1.1",
             Self::Http2 => "HTTP/2",
+            Self::Http3 => "HTTP/3",
         })
     }
 }

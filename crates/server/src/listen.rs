@@ -20,6 +20,7 @@ use crate::dispatch::State;
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
+    alt_svc: Option<http::HeaderValue>,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
@@ -48,10 +49,11 @@ pub(crate) async fn accept_loop(
             _ = shutdown.changed() => break,
         };
         let (state, shutdown, alive, tls) = (state.clone(), shutdown.clone(), alive.clone(), tls.clone());
+        let alt_svc = alt_svc.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            serve_connection(tcp, peer, tls, state, shutdown).await;
+            serve_connection(tcp, peer, tls, alt_svc, state, shutdown).await;
         });
     }
 }
@@ -60,6 +62,7 @@ async fn serve_connection(
     tcp: TcpStream,
     peer: SocketAddr,
     tls: Option<TlsAcceptor>,
+    alt_svc: Option<http::HeaderValue>,
     state: Arc<State>,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -87,9 +90,10 @@ async fn serve_connection(
             }
         };
         if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-            crate::h2conn::serve(stream, fd, Bytes::new(), peer, true, state, shutdown).await;
+            let info = crate::h2conn::ConnInfo { peer, tls: true, alt_svc };
+            crate::h2conn::serve(stream, fd, Bytes::new(), info, state, shutdown).await;
         } else {
-            crate::h1::serve(stream, peer, true, state, shutdown).await;
+            crate::h1::serve(stream, peer, true, alt_svc, state, shutdown).await;
         }
         return;
     }
@@ -113,8 +117,13 @@ async fn serve_connection(
     }
     let prefix = Bytes::from(buf);
     match classify(&prefix) {
-        Some(Cleartext::H2) => crate::h2conn::serve(tcp, fd, prefix, peer, false, state, shutdown).await,
-        Some(Cleartext::H1) => crate::h1::serve(Rewind { prefix, inner: tcp }, peer, false, state, shutdown).await,
+        Some(Cleartext::H2) => {
+            let info = crate::h2conn::ConnInfo { peer, tls: false, alt_svc: None };
+            crate::h2conn::serve(tcp, fd, prefix, info, state, shutdown).await
+        }
+        Some(Cleartext::H1) => {
+            crate::h1::serve(Rewind { prefix, inner: tcp }, peer, false, None, state, shutdown).await
+        }
         Some(Cleartext::Neither) | None => {
             tracing::debug!(%peer, "neither an HTTP/2 preface nor an HTTP/1.x request line: closing");
         }

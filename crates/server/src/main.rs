@@ -6,9 +6,11 @@ mod config;
 mod dispatch;
 mod h1;
 mod h2conn;
+mod h3conn;
 mod http;
 mod listen;
 mod pace;
+mod respond;
 mod site;
 mod sock;
 mod speedtest;
@@ -116,7 +118,10 @@ fn init_logging() {
 }
 
 async fn serve(cfg: config::Config) -> Result<(), String> {
-    let tls_config = if cfg.listeners.iter().any(|l| l.tls) { Some(load_certificates(&cfg)?) } else { None };
+    let certs = if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg)? } else { Vec::new() };
+    let tls_config = if certs.is_empty() { None } else { Some(tls::server_config(&certs, &[b"h2", b"http/1.1"])?) };
+    let quic_tls =
+        if certs.is_empty() || !cfg.quic.enabled { None } else { Some(tls::server_config(&certs, &[b"h3"])?) };
     let state = Arc::new(dispatch::State::new(cfg));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
@@ -125,14 +130,33 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
             tokio::net::TcpListener::bind(l.addr).await.map_err(|e| format!("cannot listen on {}: {e}", l.addr))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let acceptor = if l.tls { tls_config.clone().map(tokio_rustls::TlsAcceptor::from) } else { None };
-        let what = if l.tls {
-            format!("https://{local} (h2, http/1.1)")
-        } else {
-            format!("http://{local} (http/1.1, h2c prior knowledge)")
+        // HTTP/3 on UDP at the same address and port (the TCP port, when the file asked for
+        // port 0), advertised on the TCP side with Alt-Svc (RFC 9114 §3.1.1, RFC 7838).
+        let quic = match quic_tls.as_ref().filter(|_| l.tls) {
+            Some(q) => Some(h3conn::endpoint(local, q.clone(), &state.cfg)?),
+            None => None,
+        };
+        let alt_svc = quic
+            .as_ref()
+            .and_then(|_| ::http::HeaderValue::from_str(&format!("h3=\":{}\"; ma=86400", local.port())).ok());
+        let what = match (l.tls, &quic) {
+            (true, Some(_)) => format!("https://{local} (h2, http/1.1; h3 on UDP {local})"),
+            (true, None) => format!("https://{local} (h2, http/1.1)"),
+            _ => format!("http://{local} (http/1.1, h2c prior knowledge)"),
         };
         tracing::info!("listening on {what}");
         println!("sluice: listening on {what}");
-        tokio::spawn(listen::accept_loop(listener, acceptor, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
+        if let Some(ep) = quic {
+            tokio::spawn(h3conn::accept_loop(ep, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
+        }
+        tokio::spawn(listen::accept_loop(
+            listener,
+            acceptor,
+            alt_svc,
+            state.clone(),
+            shutdown_rx.clone(),
+            alive_tx.clone(),
+        ));
     }
     drop(alive_tx);
     wait_for_signal().await;
@@ -146,9 +170,9 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
     Ok(())
 }
 
-/// Load every configured certificate (generating the self-signed default where needed) and
-/// build the TLS configuration; prints each certificate's fingerprint.
-fn load_certificates(cfg: &config::Config) -> Result<Arc<rustls::ServerConfig>, String> {
+/// Load every configured certificate (generating the self-signed default where needed); prints
+/// each certificate's fingerprint.
+fn load_certificates(cfg: &config::Config) -> Result<Vec<tls::LoadedCert>, String> {
     let mut certs = Vec::new();
     for c in &cfg.certificates {
         let (cert, key) = match (&c.cert, &c.key) {
@@ -175,7 +199,7 @@ fn load_certificates(cfg: &config::Config) -> Result<Arc<rustls::ServerConfig>, 
         );
         certs.push(loaded);
     }
-    tls::server_config(&certs, &[b"h2", b"http/1.1"])
+    Ok(certs)
 }
 
 async fn wait_for_signal() {

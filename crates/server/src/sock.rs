@@ -64,6 +64,31 @@ fn setsockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_i
     }
 }
 
+/// Set a socket buffer (`opt`: SO_RCVBUF or SO_SNDBUF) to `want` bytes; if the kernel clamps it
+/// to its sysctl maximum, try `force` (SO_RCVBUFFORCE / SO_SNDBUFFORCE, allowed with
+/// CAP_NET_ADMIN). Returns the size obtained (Linux reports twice the usable size; this
+/// returns the usable size).
+pub(crate) fn set_buffer(fd: RawFd, opt: libc::c_int, force: libc::c_int, want: usize) -> io::Result<usize> {
+    let get = || -> io::Result<usize> {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` are live and sized for the call.
+        let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, (&mut v as *mut libc::c_int).cast(), &mut len) };
+        if rc == 0 {
+            Ok(v.max(0) as usize / 2)
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    let want_c = libc::c_int::try_from(want).unwrap_or(libc::c_int::MAX);
+    setsockopt(fd, libc::SOL_SOCKET, opt, want_c)?;
+    if get()? < want {
+        // Not allowed without privilege: keep what the plain option gave.
+        let _ = setsockopt(fd, libc::SOL_SOCKET, force, want_c);
+    }
+    get()
+}
+
 /// What TCP_INFO tells about the path right now.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct PathInfo {

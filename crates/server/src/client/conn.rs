@@ -41,6 +41,8 @@ pub(crate) enum Proto {
     /// `--http2-prior-knowledge`: h2c over http; over https ALPN offers only h2 and HTTP/2 is
     /// spoken whatever the server answers.
     H2Prior,
+    /// `--http3`: QUIC with ALPN h3 (https only).
+    H3,
 }
 
 /// A parsed `http://` or `https://` URL.
@@ -146,6 +148,7 @@ pub(crate) fn tls_config(
     cfg.alpn_protocols = match proto {
         Proto::H1 => vec![b"http/1.1".to_vec()],
         Proto::H2Prior => vec![b"h2".to_vec()],
+        Proto::H3 => vec![b"h3".to_vec()],
         Proto::Default | Proto::H2 => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
     };
     Ok(Some(Arc::new(cfg)))

@@ -48,7 +48,8 @@ pub(crate) fn note(msg: &str) {
     let _ = writeln!(io::stderr(), "{msg}");
 }
 
-/// Whether `tool` runs (`tool --version` succeeds); for curl, also whether it speaks HTTP/2.
+/// Whether `tool` runs (its probe, usually `--version`, succeeds); for curl, also whether it
+/// speaks HTTP/2.
 pub(crate) fn have(tool: &str) -> bool {
     static SEEN: OnceLock<Mutex<Vec<(String, bool)>>> = OnceLock::new();
     let seen = SEEN.get_or_init(|| Mutex::new(Vec::new()));
@@ -56,8 +57,15 @@ pub(crate) fn have(tool: &str) -> bool {
     if let Some((_, ok)) = seen.iter().find(|(t, _)| t == tool) {
         return *ok;
     }
+    // The probe each tool answers with success: `openssl version`, `gtlsclient --help` (its
+    // `--version` takes an argument), `--version` for the rest.
+    let probe = match tool {
+        "openssl" => "version",
+        "gtlsclient" => "--help",
+        _ => "--version",
+    };
     let ok =
-        Command::new(tool).arg("--version").stdin(Stdio::null()).stderr(Stdio::null()).output().is_ok_and(|o| {
+        Command::new(tool).arg(probe).stdin(Stdio::null()).stderr(Stdio::null()).output().is_ok_and(|o| {
             o.status.success() && (tool != "curl" || String::from_utf8_lossy(&o.stdout).contains("HTTP2"))
         });
     seen.push((tool.to_owned(), ok));

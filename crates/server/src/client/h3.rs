@@ -1,0 +1,410 @@
+//! `sluice get --http3` / `sluice put --http3`: one request over HTTP/3 on quinn.
+//!
+//! The client side of HTTP/3 a measuring tool needs and no more (RFC 9114): a control stream
+//! with SETTINGS that advertise no QPACK dynamic table (so the server's responses use only the
+//! static table and literals, RFC 9204 §3.2.3), one request stream with a HEADERS frame and
+//! DATA frames, and a response parser that streams DATA payloads through without buffering
+//! them. The server's own unidirectional streams are never accepted: quinn keeps their few
+//! bytes (SETTINGS) against the connection window. Windows are generous so the client never
+//! limits what it measures.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::Method;
+use http_body_util::BodyExt;
+use quinn::VarInt;
+use sluice_qpack::{Decoded, Decoder, Encoder, FieldRef};
+
+use super::body::ReqBody;
+use super::conn::Target;
+use super::{chain, code, Failure};
+
+/// Stream receive window: as the HTTP/2 client's (16 MiB).
+const STREAM_WINDOW: u32 = 16 << 20;
+/// Connection receive window.
+const CONN_WINDOW: u32 = 32 << 20;
+/// Largest response header section we take.
+const MAX_FIELD_SECTION: u64 = 64 * 1024;
+/// Largest read from the response stream at once.
+const READ_MAX: usize = 256 * 1024;
+/// UDP socket buffers asked for (the kernel may clamp them).
+const SOCKET_BUFFER: usize = 8 << 20;
+
+/// RFC 9114 §7.2: frame types the client uses.
+const FRAME_DATA: u64 = 0x00;
+const FRAME_HEADERS: u64 = 0x01;
+const FRAME_SETTINGS: u64 = 0x04;
+/// RFC 9114 §6.2.1: the control stream type.
+const STREAM_CONTROL: u64 = 0x00;
+/// RFC 9114 §8.1: the request is cancelled.
+const H3_REQUEST_CANCELLED: u32 = 0x010c;
+
+/// An established HTTP/3 connection.
+pub(crate) struct Connected {
+    pub(crate) conn: quinn::Connection,
+    /// Kept so the endpoint lives as long as the connection.
+    _endpoint: quinn::Endpoint,
+    /// Kept open: closing the control stream is a connection error (RFC 9114 §6.2.1).
+    _control: quinn::SendStream,
+    pub(crate) start: Instant,
+    /// `time_appconnect`: start → QUIC handshake done (QUIC has no separate connect).
+    pub(crate) appconnect: Duration,
+}
+
+/// Resolve, handshake (ALPN h3 in `tls`) and open the control stream.
+pub(crate) async fn connect(
+    target: &Target,
+    tls: Arc<rustls::ClientConfig>,
+    timeout: Duration,
+) -> Result<Connected, Failure> {
+    let addr = match tokio::time::timeout(timeout, tokio::net::lookup_host((target.host.as_str(), target.port))).await {
+        Ok(Ok(mut addrs)) => addrs
+            .next()
+            .ok_or_else(|| Failure::new(code::RESOLVE, format!("host `{}` has no addresses", target.host)))?,
+        Ok(Err(e)) => return Err(Failure::new(code::RESOLVE, format!("cannot resolve host `{}`: {e}", target.host))),
+        Err(_) => return Err(Failure::new(code::TIMEOUT, format!("resolving `{}` timed out", target.host))),
+    };
+    let bind: SocketAddr = if addr.is_ipv6() { "[::]:0".parse() } else { "0.0.0.0:0".parse() }
+        .map_err(|e| Failure::new(code::CONNECT, format!("{e}")))?;
+    let socket = std::net::UdpSocket::bind(bind)
+        .map_err(|e| Failure::new(code::CONNECT, format!("cannot open a UDP socket: {e}")))?;
+    {
+        use std::os::fd::AsRawFd;
+        let fd = socket.as_raw_fd();
+        let _ = crate::sock::set_buffer(fd, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, SOCKET_BUFFER);
+        let _ = crate::sock::set_buffer(fd, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, SOCKET_BUFFER);
+    }
+    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))
+        .map_err(|e| Failure::new(code::CONNECT, format!("cannot start QUIC: {e}")))?;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+        .map_err(|e| Failure::new(code::TLS, format!("TLS set-up for QUIC: {e}")))?;
+    let mut cfg = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
+        .receive_window(VarInt::from_u32(CONN_WINDOW))
+        .send_window(u64::from(CONN_WINDOW))
+        .enable_segmentation_offload(true);
+    cfg.transport_config(Arc::new(transport));
+    let start = Instant::now();
+    let connecting = endpoint
+        .connect_with(cfg, addr, &target.host)
+        .map_err(|e| Failure::new(code::CONNECT, format!("cannot connect to {addr}: {e}")))?;
+    let conn = match tokio::time::timeout(timeout, connecting).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(handshake_failure(target, &e)),
+        Err(_) => {
+            return Err(Failure::new(
+                code::TIMEOUT,
+                format!(
+                    "QUIC handshake with {}:{} timed out after {timeout:?} (is HTTP/3 served on UDP there?)",
+                    target.host, target.port
+                ),
+            ))
+        }
+    };
+    let appconnect = start.elapsed();
+    let mut control = conn.open_uni().await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
+    // The stream type, then an empty SETTINGS frame: every setting at its default, which for
+    // QPACK means no dynamic table and no blocked streams (RFC 9204 §5).
+    let mut hello = Vec::new();
+    varint(STREAM_CONTROL, &mut hello);
+    varint(FRAME_SETTINGS, &mut hello);
+    varint(0, &mut hello);
+    control.write_all(&hello).await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
+    Ok(Connected { conn, _endpoint: endpoint, _control: control, start, appconnect })
+}
+
+fn handshake_failure(target: &Target, e: &quinn::ConnectionError) -> Failure {
+    let text = e.to_string();
+    let code = if text.contains("certificate") || text.contains("crypto") { code::PEER_VERIFY } else { code::CONNECT };
+    Failure::new(code, format!("QUIC handshake with {}:{} failed: {}", target.host, target.port, chain(e)))
+}
+
+/// The response of one request.
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) content_length: Option<u64>,
+    pub(crate) starttransfer: Duration,
+    pub(crate) recv: quinn::RecvStream,
+    /// Bytes read past the response head.
+    rest: BytesMut,
+    /// Payload bytes of the current DATA frame still to come.
+    data_left: u64,
+    /// The task sending the request body.
+    sending: Option<tokio::task::JoinHandle<Result<(), Failure>>>,
+}
+
+/// Send a request: `headers` are regular fields (lower-case names), `body` is sent as DATA
+/// frames. Returns once the final response head has arrived.
+pub(crate) async fn send(
+    c: &Connected,
+    target: &Target,
+    method: &Method,
+    headers: &[(String, String)],
+    body: Option<ReqBody>,
+) -> Result<Response, Failure> {
+    let (mut send, mut recv) =
+        c.conn.open_bi().await.map_err(|e| Failure::new(code::SEND, format!("cannot open a request stream: {e}")))?;
+    let id = u64::from(send.id());
+    let mut fields: Vec<(&[u8], &[u8])> = vec![
+        (b":method", method.as_str().as_bytes()),
+        (b":scheme", b"https"),
+        (b":authority", target.authority.as_str().as_bytes()),
+        (b":path", target.path.as_bytes()),
+    ];
+    fields.extend(headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+    let mut block = Vec::new();
+    Encoder::new(0, 0).encode(id, fields.into_iter().map(FieldRef::from), &mut block);
+    let mut head = Vec::with_capacity(block.len() + 16);
+    varint(FRAME_HEADERS, &mut head);
+    varint(block.len() as u64, &mut head);
+    head.extend_from_slice(&block);
+    let send_failure = |e: quinn::WriteError| Failure::new(code::SEND, format!("sending the request failed: {e}"));
+    send.write_all(&head).await.map_err(send_failure)?;
+    let sender = async move {
+        let sent = async {
+            if let Some(mut body) = body {
+                while let Some(frame) = body.frame().await {
+                    let frame =
+                        frame.map_err(|e| Failure::new(code::READ, format!("reading the upload failed: {e}")))?;
+                    let Ok(data) = frame.into_data() else { continue };
+                    if data.is_empty() {
+                        continue;
+                    }
+                    let mut h = Vec::with_capacity(16);
+                    varint(FRAME_DATA, &mut h);
+                    varint(data.len() as u64, &mut h);
+                    send.write_all_chunks(&mut [Bytes::from(h), data]).await.map_err(send_failure)?;
+                }
+            }
+            Ok::<(), Failure>(())
+        }
+        .await;
+        if sent.is_err() {
+            // Dropping the stream would finish it: a short body would look complete.
+            let _ = send.reset(VarInt::from_u32(H3_REQUEST_CANCELLED));
+            return sent;
+        }
+        let _ = send.finish();
+        // Keep the stream (and its unsent data) until the peer has it all or stops it.
+        let _ = send.stopped().await;
+        Ok(())
+    };
+    let sending = tokio::spawn(sender);
+    let mut buf = BytesMut::new();
+    let mut decoder = Decoder::new(0, 0, MAX_FIELD_SECTION);
+    loop {
+        let (ty, len) = read_frame_header(&mut recv, &mut buf).await?;
+        if ty != FRAME_HEADERS {
+            // Unknown and reserved frames are skipped (RFC 9114 §9); DATA before HEADERS is a
+            // protocol error, but a client measuring a server only needs to say so.
+            if ty == FRAME_DATA {
+                return Err(Failure::new(code::RECV, "DATA before the response head".to_owned()));
+            }
+            skip(&mut recv, &mut buf, len).await?;
+            continue;
+        }
+        if len > MAX_FIELD_SECTION {
+            return Err(Failure::new(code::RECV, format!("response head of {len} bytes is too large")));
+        }
+        fill(&mut recv, &mut buf, len as usize).await?;
+        let section = buf.split_to(len as usize);
+        let fields = match decoder.decode(id, &section) {
+            Ok(Decoded::Fields(f)) => f,
+            Ok(Decoded::Blocked) => {
+                return Err(Failure::new(
+                    code::RECV,
+                    "response head refers to a QPACK table we did not allow".to_owned(),
+                ))
+            }
+            Err(e) => return Err(Failure::new(code::RECV, format!("response head: {e}"))),
+        };
+        let get = |name: &[u8]| fields.iter().find(|f| f.name.as_ref() == name).map(|f| f.value.clone());
+        let status = get(b":status")
+            .and_then(|v: Bytes| std::str::from_utf8(&v).ok().and_then(|s| s.parse::<u16>().ok()))
+            .ok_or_else(|| Failure::new(code::RECV, "response head without a valid :status".to_owned()))?;
+        if (100..200).contains(&status) {
+            continue;
+        }
+        let content_length = get(b"content-length").and_then(|v: Bytes| std::str::from_utf8(&v).ok()?.parse().ok());
+        return Ok(Response {
+            status,
+            content_length,
+            starttransfer: c.start.elapsed(),
+            recv,
+            rest: buf,
+            data_left: 0,
+            sending: Some(sending),
+        });
+    }
+}
+
+impl Response {
+    /// After the whole response: whether the request body went out whole (a server may answer
+    /// before it has read the body; an upload that failed half-way must not look complete).
+    pub(crate) async fn upload_result(&mut self) -> Result<(), Failure> {
+        match self.sending.take() {
+            Some(t) if t.is_finished() => t.await.unwrap_or(Ok(())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The next piece of the body (DATA payloads, in order); `None` at the end.
+    pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, Failure> {
+        loop {
+            if self.data_left > 0 {
+                if self.rest.is_empty() {
+                    // No copy: at most the rest of this DATA frame, straight from quinn.
+                    let max = self.data_left.min(READ_MAX as u64) as usize;
+                    return match self.recv.read_chunk(max, true).await {
+                        Ok(Some(chunk)) => {
+                            self.data_left -= chunk.bytes.len() as u64;
+                            Ok(Some(chunk.bytes))
+                        }
+                        Ok(None) => {
+                            Err(Failure::new(code::RECV, "the response ended in the middle of a frame".to_owned()))
+                        }
+                        Err(e) => Err(read_failure(e)),
+                    };
+                }
+                let n = self.data_left.min(self.rest.len() as u64) as usize;
+                self.data_left -= n as u64;
+                return Ok(Some(self.rest.split_to(n).freeze()));
+            }
+            match read_frame_header_or_end(&mut self.recv, &mut self.rest).await? {
+                None => return Ok(None),
+                Some((FRAME_DATA, len)) => self.data_left = len,
+                // Trailers and unknown frames.
+                Some((_, len)) => skip(&mut self.recv, &mut self.rest, len).await?,
+            }
+        }
+    }
+}
+
+/// Read more bytes into `buf`; an error at the end of the stream.
+async fn more(recv: &mut quinn::RecvStream, buf: &mut BytesMut) -> Result<(), Failure> {
+    if !more_or_end(recv, buf).await? {
+        return Err(Failure::new(code::RECV, "the response ended in the middle of a frame".to_owned()));
+    }
+    Ok(())
+}
+
+/// Read more bytes into `buf`; false at the end of the stream.
+async fn more_or_end(recv: &mut quinn::RecvStream, buf: &mut BytesMut) -> Result<bool, Failure> {
+    match recv.read_chunk(READ_MAX, true).await {
+        Ok(Some(chunk)) => {
+            buf.extend_from_slice(&chunk.bytes);
+            Ok(true)
+        }
+        Ok(None) => Ok(false),
+        Err(e) => Err(read_failure(e)),
+    }
+}
+
+fn read_failure(e: quinn::ReadError) -> Failure {
+    match e {
+        quinn::ReadError::Reset(code) => {
+            Failure::new(code::RECV, format!("the server reset the stream (code 0x{:x})", code.into_inner()))
+        }
+        e => Failure::new(code::RECV, format!("receiving the response failed: {}", chain(&e))),
+    }
+}
+
+async fn fill(recv: &mut quinn::RecvStream, buf: &mut BytesMut, n: usize) -> Result<(), Failure> {
+    while buf.len() < n {
+        more(recv, buf).await?;
+    }
+    Ok(())
+}
+
+async fn skip(recv: &mut quinn::RecvStream, buf: &mut BytesMut, mut n: u64) -> Result<(), Failure> {
+    loop {
+        let take = n.min(buf.len() as u64) as usize;
+        buf.advance(take);
+        n -= take as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        more(recv, buf).await?;
+    }
+}
+
+async fn read_frame_header(recv: &mut quinn::RecvStream, buf: &mut BytesMut) -> Result<(u64, u64), Failure> {
+    read_frame_header_or_end(recv, buf)
+        .await?
+        .ok_or_else(|| Failure::new(code::EMPTY_REPLY, "the stream ended without a response".to_owned()))
+}
+
+/// A frame's type and length, or `None` when the stream ends cleanly between frames.
+async fn read_frame_header_or_end(
+    recv: &mut quinn::RecvStream,
+    buf: &mut BytesMut,
+) -> Result<Option<(u64, u64)>, Failure> {
+    loop {
+        if let Some((ty, n1)) = parse_varint(buf) {
+            if let Some((len, n2)) = parse_varint(&buf[n1..]) {
+                buf.advance(n1 + n2);
+                return Ok(Some((ty, len)));
+            }
+        }
+        if !more_or_end(recv, buf).await? {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            return Err(Failure::new(code::RECV, "the response ended in the middle of a frame".to_owned()));
+        }
+    }
+}
+
+/// RFC 9000 §16 variable-length integer: value and length, if `b` holds it whole.
+fn parse_varint(b: &[u8]) -> Option<(u64, usize)> {
+    let first = *b.first()?;
+    let len = 1usize << (first >> 6);
+    if b.len() < len {
+        return None;
+    }
+    let mut v = u64::from(first & 0x3f);
+    for &x in &b[1..len] {
+        v = (v << 8) | u64::from(x);
+    }
+    Some((v, len))
+}
+
+/// Append `v` as an RFC 9000 §16 variable-length integer (v < 2^62).
+fn varint(v: u64, out: &mut Vec<u8>) {
+    match v {
+        0..=63 => out.push(v as u8),
+        64..=16_383 => out.extend_from_slice(&(v as u16 | 0x4000).to_be_bytes()),
+        16_384..=1_073_741_823 => out.extend_from_slice(&(v as u32 | 0x8000_0000).to_be_bytes()),
+        _ => out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip() {
+        // RFC 9000 Appendix A.1's examples.
+        for (v, bytes) in [
+            (151_288_809_941_952_652u64, &[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c][..]),
+            (494_878_333, &[0x9d, 0x7f, 0x3e, 0x7d]),
+            (15_293, &[0x7b, 0xbd]),
+            (37, &[0x25]),
+        ] {
+            let mut out = Vec::new();
+            varint(v, &mut out);
+            assert_eq!(out, bytes);
+            assert_eq!(parse_varint(bytes), Some((v, bytes.len())));
+            if bytes.len() > 1 {
+                assert_eq!(parse_varint(&bytes[..bytes.len() - 1]), None);
+            }
+        }
+        assert_eq!(parse_varint(&[]), None);
+    }
+}

@@ -1,0 +1,842 @@
+//! The HTTP/3 driver: quinn (QUIC) below, the sans-IO engine (`sluice-h3`) in the middle, the
+//! same handlers as HTTP/1.1 and HTTP/2 above.
+//!
+//! One task per connection owns the engine and the send half of every stream. Reader tasks, one
+//! per stream the client opens, pass bytes in through a bounded channel; a request body waits
+//! in its reader while the handler holds more than [`BODY_BUFFER`] unconsumed (quinn then stops
+//! extending credit, so the client slows down). Writes are pulled from the engine one
+//! scheduler pick (at most one quantum) at a time and handed to quinn without waiting: a stream
+//! quinn cannot take more from is reported blocked to the engine, and its waker brings the
+//! task back when it can; so the driver holds at most one quantum per stream beyond what quinn
+//! took. Two things keep the order of bytes on the wire the engine's (RFC 9218), not quinn's
+//! buffer's:
+//! - quinn's send window (unacknowledged plus unsent stream bytes) follows the congestion
+//!   window ([`send_window`]), so a bounded amount waits in quinn's buffer;
+//! - every stream carries its urgency as quinn's stream priority, so what does wait there goes
+//!   out most urgent first (our control and QPACK streams before any response).
+//!
+//! The connection's receive window is autotuned with the HTTP/2 tuner under the same memory
+//! budget; stream windows are generous (`[quic] stream_window`).
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use quinn::{RecvStream, SendStream, VarInt};
+use sluice_h2::flow::{TuneState, WindowPolicy};
+use sluice_h3::{Code, Connection, Event, Field, RequestHead, Transmit};
+use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, QuicCongestion};
+use crate::dispatch::{Counters, State};
+use crate::http::{BodyError, Proto, RequestBody, CHUNK};
+use crate::respond::{run_handler, to_request};
+
+/// Response bytes one stream may have queued in the engine and in flight to it (as HTTP/2).
+const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
+/// Request body bytes delivered to a handler and not yet consumed before the stream's reader
+/// stops reading (the QUIC stream window then holds the client back).
+const BODY_BUFFER: i64 = 1 << 20;
+/// Largest read from a stream at once.
+const READ_CHUNK: usize = 64 * 1024;
+/// How often the driver refreshes quinn's send window and the receive-window tuner.
+const TUNE_EVERY: Duration = Duration::from_millis(2);
+/// Unidirectional streams a client may open at once: control and the two QPACK streams, and
+/// room for reserved ones (RFC 9114 §6.2.3 grease).
+const MAX_UNI_STREAMS: u32 = 8;
+
+/// Bind UDP at `addr` and start a QUIC endpoint serving HTTP/3 with `tls` (ALPN h3).
+pub(crate) fn endpoint(
+    addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    cfg: &Config,
+) -> Result<quinn::Endpoint, String> {
+    let socket = std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot listen on UDP {addr}: {e}"))?;
+    size_buffers(&socket, cfg.quic.socket_buffer);
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| format!("TLS configuration for QUIC: {e}"))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(transport(cfg)?));
+    quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(server), socket, Arc::new(quinn::TokioRuntime))
+        .map_err(|e| format!("cannot start QUIC on {addr}: {e}"))
+}
+
+/// Ask for `want` bytes of UDP socket buffer each way; say so when the kernel gives less.
+fn size_buffers(socket: &std::net::UdpSocket, want: usize) {
+    use std::os::fd::AsRawFd;
+    let fd = socket.as_raw_fd();
+    for (what, opt, force, sysctl) in [
+        ("receive", libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, "net.core.rmem_max"),
+        ("send", libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, "net.core.wmem_max"),
+    ] {
+        match crate::sock::set_buffer(fd, opt, force, want) {
+            Ok(got) if got < want => tracing::warn!(
+                asked = want,
+                got,
+                "the kernel clamped the UDP {what} buffer: raise {sysctl} (HTTP/3 may drop packets at high rates)"
+            ),
+            Ok(got) => tracing::debug!(got, "UDP {what} buffer"),
+            Err(e) => tracing::warn!(%e, "cannot size the UDP {what} buffer"),
+        }
+    }
+}
+
+/// quinn's transport parameters from the configuration.
+fn transport(cfg: &Config) -> Result<quinn::TransportConfig, String> {
+    let mut t = quinn::TransportConfig::default();
+    t.max_concurrent_bidi_streams(VarInt::from_u32(cfg.limits.max_concurrent_streams))
+        .max_concurrent_uni_streams(VarInt::from_u32(MAX_UNI_STREAMS))
+        .stream_receive_window(VarInt::from_u32(cfg.quic.stream_window))
+        .receive_window(VarInt::from_u32(cfg.flow.initial_connection_window))
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(cfg.timeouts.idle).map_err(|e| format!("idle timeout for QUIC: {e}"))?,
+        ))
+        .enable_segmentation_offload(true)
+        // Streams of one priority take turns; urgencies are distinct priorities (see above).
+        .send_fairness(true);
+    match cfg.quic.congestion {
+        QuicCongestion::Cubic => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
+        QuicCongestion::Bbr => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
+        QuicCongestion::NewReno => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()))
+        }
+    };
+    Ok(t)
+}
+
+/// quinn's send window for a congestion window of `cwnd` bytes: twice the window plus four
+/// quanta. quinn counts selectively acknowledged data against the send window until the
+/// contiguous prefix is acknowledged, so after a loss a window near `cwnd` would run dry for a
+/// round trip (and quinn's CUBIC ignores ACKs while application-limited); twice leaves room for
+/// that, and the slack keeps the congestion controller fed between two of our passes. The order
+/// within what waits in quinn's buffer is kept by stream priorities.
+pub(crate) fn send_window(cwnd: u64, quantum: usize) -> u64 {
+    2 * cwnd + 4 * quantum as u64
+}
+
+/// Whether a new send window differs enough from the one set to be worth telling quinn (each
+/// call wakes its connection driver): by an eighth.
+fn worth_setting(old: u64, new: u64) -> bool {
+    old.abs_diff(new) > old / 8
+}
+
+/// Accept QUIC connections until shutdown; every connection task holds a clone of `alive`.
+pub(crate) async fn accept_loop(
+    ep: quinn::Endpoint,
+    state: Arc<State>,
+    mut shutdown: watch::Receiver<bool>,
+    alive: mpsc::Sender<()>,
+) {
+    let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
+    loop {
+        let incoming = tokio::select! {
+            i = ep.accept() => match i {
+                Some(i) => i,
+                None => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        // At the limit, refuse at once (CONNECTION_REFUSED) rather than hold the handshake.
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            tracing::debug!(peer = %incoming.remote_address(), "QUIC connection refused: limits.max_connections");
+            incoming.refuse();
+            continue;
+        };
+        let (state, shutdown, alive) = (state.clone(), shutdown.clone(), alive.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _alive = alive;
+            serve(incoming, state, shutdown).await;
+        });
+    }
+    // Refuse new connections while the open ones drain (each has its own GOAWAY and deadline),
+    // then let their CONNECTION_CLOSEs go out.
+    ep.set_server_config(None);
+    let _ = tokio::time::timeout(state.cfg.timeouts.drain + Duration::from_secs(1), ep.wait_idle()).await;
+}
+
+/// Bytes and news from the reader and acceptor tasks.
+enum Input {
+    Data { id: u64, data: Bytes, fin: bool },
+    Reset { id: u64, code: u64 },
+    Bi(SendStream, RecvStream),
+    Uni(RecvStream),
+}
+
+/// What a handler asks of the connection task.
+enum Cmd {
+    Head { id: u64, status: u16, fields: Vec<Field>, end: bool },
+    Data { id: u64, data: Bytes, end: bool },
+    Reset { id: u64, code: Code },
+    Priority { id: u64, value: Bytes },
+}
+
+/// Request body bytes a handler holds and has not consumed; the stream's reader waits while
+/// they exceed [`BODY_BUFFER`].
+/// The reader also waits while the engine does not want the stream's bytes yet (its header
+/// section waits for QPACK encoder-stream data).
+#[derive(Default)]
+struct Credit {
+    held: AtomicI64,
+    paused: AtomicBool,
+    freed: Notify,
+}
+
+impl Credit {
+    async fn wait_room(&self) {
+        loop {
+            let freed = self.freed.notified();
+            if self.held.load(Ordering::Acquire) < BODY_BUFFER && !self.paused.load(Ordering::Acquire) {
+                return;
+            }
+            freed.await;
+        }
+    }
+
+    fn consumed(&self, n: usize) {
+        self.held.fetch_sub(n as i64, Ordering::AcqRel);
+        self.freed.notify_waiters();
+    }
+
+    fn set_paused(&self, on: bool) {
+        if self.paused.swap(on, Ordering::AcqRel) && !on {
+            self.freed.notify_waiters();
+        }
+    }
+}
+
+/// Wakes the connection task with the id of a stream quinn can take more from.
+struct StreamWake {
+    id: u64,
+    woken: Arc<Mutex<Vec<u64>>>,
+    notify: Arc<Notify>,
+}
+
+impl Wake for StreamWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Ok(mut w) = self.woken.lock() {
+            w.push(self.id);
+        }
+        self.notify.notify_one();
+    }
+}
+
+/// The send half of a stream and what waits for it.
+struct Out {
+    send: SendStream,
+    queue: VecDeque<Bytes>,
+    fin: bool,
+    /// Reported blocked to the engine.
+    blocked: bool,
+    waker: Waker,
+    /// The quinn priority set last.
+    priority: i32,
+}
+
+enum Flushed {
+    /// Everything queued went to quinn.
+    Done,
+    /// Queue empty and the stream finished: forget it.
+    Finished,
+    /// quinn takes no more for now; the waker will tell.
+    Blocked,
+    /// The peer stopped the stream (STOP_SENDING with this code) or it is gone.
+    Stopped(Option<u64>),
+}
+
+impl Out {
+    fn flush(&mut self) -> Flushed {
+        let mut cx = Context::from_waker(&self.waker);
+        while let Some(front) = self.queue.front_mut() {
+            match Pin::new(&mut self.send).poll_write(&mut cx, front) {
+                Poll::Ready(Ok(n)) => {
+                    front.advance(n);
+                    if front.is_empty() {
+                        self.queue.pop_front();
+                    }
+                }
+                Poll::Ready(Err(quinn::WriteError::Stopped(code))) => return Flushed::Stopped(Some(code.into_inner())),
+                Poll::Ready(Err(_)) => return Flushed::Stopped(None),
+                Poll::Pending => return Flushed::Blocked,
+            }
+        }
+        if self.fin {
+            let _ = self.send.finish();
+            return Flushed::Finished;
+        }
+        Flushed::Done
+    }
+}
+
+struct StreamCtx {
+    body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
+    credit: Arc<Credit>,
+    permits: Arc<Semaphore>,
+    counters: Arc<Counters>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Everything one connection task works with.
+struct Driver {
+    quic: quinn::Connection,
+    engine: Connection,
+    state: Arc<State>,
+    peer: SocketAddr,
+    outs: HashMap<u64, Out>,
+    /// Readers to stop (STOP_SENDING with the code sent).
+    stops: HashMap<u64, oneshot::Sender<u64>>,
+    credits: HashMap<u64, Arc<Credit>>,
+    streams: HashMap<u64, StreamCtx>,
+    woken: Arc<Mutex<Vec<u64>>>,
+    notify: Arc<Notify>,
+    in_tx: mpsc::Sender<Input>,
+    cmd_tx: mpsc::UnboundedSender<Cmd>,
+    /// Finished request streams whose data quinn still delivers: each task holds its stream
+    /// until the peer has acknowledged everything (a graceful end waits for them).
+    finishing: tokio::task::JoinSet<()>,
+    /// The send window given to quinn last.
+    send_window: u64,
+    /// Receive-window tuning of the whole connection (one "stream" for the tuner).
+    tuner: sluice_h2::tune::AutoTune,
+    tune: TuneState,
+    window: u32,
+    closed: bool,
+}
+
+async fn serve(incoming: quinn::Incoming, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let peer = incoming.remote_address();
+    let quic = match tokio::time::timeout(state.cfg.timeouts.header, incoming).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, %e, "QUIC handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "QUIC handshake timed out");
+            return;
+        }
+    };
+    // RFC 9114 §6.2.1: each side opens its control stream (and here both QPACK streams) at once.
+    let mut uni = Vec::with_capacity(3);
+    for _ in 0..3 {
+        match quic.open_uni().await {
+            Ok(s) => uni.push(s),
+            Err(e) => {
+                tracing::debug!(%peer, %e, "cannot open the HTTP/3 control streams");
+                return;
+            }
+        }
+    }
+    let ids: Vec<u64> = uni.iter().map(|s| u64::from(s.id())).collect();
+    let engine = Connection::new(state.h3.clone(), ids[0], ids[1], ids[2]);
+    let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
+    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Cmd>();
+    let f = &state.cfg.flow;
+    let limits = sluice_h2::tune::Limits {
+        initial_stream: f.initial_connection_window,
+        initial_connection: f.initial_connection_window,
+        max_stream: f.max_connection_window,
+        max_connection: f.max_connection_window,
+        budget: state.window_budget.clone(),
+    };
+    let mut d = Driver {
+        quic: quic.clone(),
+        engine,
+        peer,
+        outs: HashMap::new(),
+        stops: HashMap::new(),
+        credits: HashMap::new(),
+        streams: HashMap::new(),
+        woken: Arc::new(Mutex::new(Vec::new())),
+        notify: Arc::new(Notify::new()),
+        in_tx: in_tx.clone(),
+        cmd_tx,
+        finishing: tokio::task::JoinSet::new(),
+        send_window: 0,
+        tuner: sluice_h2::tune::AutoTune::new(limits),
+        tune: TuneState { window: f.initial_connection_window, ..TuneState::default() },
+        window: f.initial_connection_window,
+        closed: false,
+        state: state.clone(),
+    };
+    for s in uni {
+        // RFC 9204 §2.1.2 and RFC 9114 §6.2.1: encoder instructions and control frames must
+        // not wait behind response bodies that may depend on them.
+        let _ = s.set_priority(i32::MAX);
+        let id = d.add_out(s);
+        if let Some(out) = d.outs.get_mut(&id) {
+            out.priority = i32::MAX;
+        }
+    }
+    let acceptor = tokio::spawn(accept_streams(quic.clone(), in_tx));
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
+    if *shutdown.borrow() {
+        d.engine.go_away();
+        drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
+    }
+    let mut tuned = Instant::now();
+    loop {
+        d.handle_events();
+        while let Ok(cmd) = cmd_rx.try_recv() {
+            d.apply(cmd);
+        }
+        if tuned.elapsed() >= TUNE_EVERY {
+            tuned = Instant::now();
+            d.tune_windows(tuned);
+        }
+        d.pump();
+        d.report_sent();
+        while d.finishing.try_join_next().is_some() {}
+        if d.closed || (d.engine.is_done() && !d.outs.keys().any(|&id| id & 0x2 == 0)) {
+            break;
+        }
+        let notify = d.notify.clone();
+        tokio::select! {
+            Some(input) = in_rx.recv() => {
+                d.input(input);
+                while let Ok(input) = in_rx.try_recv() {
+                    d.input(input);
+                }
+            }
+            Some(cmd) = cmd_rx.recv() => d.apply(cmd),
+            _ = notify.notified() => d.on_woken(),
+            _ = tokio::time::sleep(TUNE_EVERY * 5), if !d.streams.is_empty() => {}
+            _ = shutdown.changed(), if drain_deadline.is_none() => {
+                d.engine.go_away();
+                drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
+            }
+            _ = sleep_until(drain_deadline) => break,
+            e = quic.closed() => {
+                tracing::debug!(%peer, %e, "QUIC connection closed");
+                break;
+            }
+        }
+    }
+    acceptor.abort();
+    let stats = quic.stats();
+    tracing::debug!(
+        %peer,
+        mtu = stats.path.current_mtu,
+        cwnd = stats.path.cwnd,
+        rtt_us = stats.path.rtt.as_micros() as u64,
+        sent_packets = stats.path.sent_packets,
+        lost_packets = stats.path.lost_packets,
+        congestion_events = stats.path.congestion_events,
+        "QUIC connection done"
+    );
+    for (_, s) in d.streams.drain() {
+        if let Some(t) = s.task {
+            t.abort();
+        }
+    }
+    d.tuner.on_stream_closed(&mut d.tune);
+    if !d.closed {
+        // A graceful end: let quinn deliver what finished streams still hold (bounded by the
+        // drain deadline, or the drain timeout), then close.
+        let deadline = drain_deadline.unwrap_or_else(|| tokio::time::Instant::now() + state.cfg.timeouts.drain);
+        let _ = tokio::time::timeout_at(deadline, async { while d.finishing.join_next().await.is_some() {} }).await;
+        quic.close(VarInt::from_u64(Code::H3_NO_ERROR.0).unwrap_or_default(), b"");
+    }
+}
+
+async fn sleep_until(t: Option<tokio::time::Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Hand every stream the client opens to the connection task.
+async fn accept_streams(quic: quinn::Connection, tx: mpsc::Sender<Input>) {
+    loop {
+        let input = tokio::select! {
+            r = quic.accept_bi() => match r {
+                Ok((send, recv)) => Input::Bi(send, recv),
+                Err(_) => return,
+            },
+            r = quic.accept_uni() => match r {
+                Ok(recv) => Input::Uni(recv),
+                Err(_) => return,
+            },
+        };
+        if tx.send(input).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Read one stream into the connection task until it ends, is reset, or the task stops it.
+async fn read_stream(
+    id: u64,
+    mut rx: RecvStream,
+    tx: mpsc::Sender<Input>,
+    credit: Option<Arc<Credit>>,
+    mut stop: oneshot::Receiver<u64>,
+) {
+    loop {
+        if let Some(c) = &credit {
+            tokio::select! {
+                () = c.wait_room() => {}
+                code = &mut stop => {
+                    if let Ok(code) = code {
+                        let _ = rx.stop(VarInt::from_u64(code).unwrap_or_default());
+                    }
+                    return;
+                }
+            }
+        }
+        let input = tokio::select! {
+            r = rx.read_chunk(READ_CHUNK, true) => match r {
+                Ok(Some(chunk)) => Input::Data { id, data: chunk.bytes, fin: false },
+                Ok(None) => Input::Data { id, data: Bytes::new(), fin: true },
+                Err(quinn::ReadError::Reset(code)) => Input::Reset { id, code: code.into_inner() },
+                // The connection is gone: the connection task sees that itself.
+                Err(_) => return,
+            },
+            code = &mut stop => {
+                if let Ok(code) = code {
+                    let _ = rx.stop(VarInt::from_u64(code).unwrap_or_default());
+                }
+                return;
+            }
+        };
+        let last = !matches!(input, Input::Data { fin: false, .. });
+        if tx.send(input).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+impl Driver {
+    fn add_out(&mut self, send: SendStream) -> u64 {
+        let id = u64::from(send.id());
+        let waker = Waker::from(Arc::new(StreamWake { id, woken: self.woken.clone(), notify: self.notify.clone() }));
+        self.outs.insert(id, Out { send, queue: VecDeque::new(), fin: false, blocked: false, waker, priority: 0 });
+        id
+    }
+
+    fn add_reader(&mut self, id: u64, recv: RecvStream, credit: Option<Arc<Credit>>) {
+        let (stop_tx, stop_rx) = oneshot::channel();
+        self.stops.insert(id, stop_tx);
+        tokio::spawn(read_stream(id, recv, self.in_tx.clone(), credit, stop_rx));
+    }
+
+    fn input(&mut self, input: Input) {
+        match input {
+            Input::Bi(send, recv) => {
+                let id = self.add_out(send);
+                let credit = Arc::new(Credit::default());
+                self.credits.insert(id, credit.clone());
+                self.add_reader(id, recv, Some(credit));
+                self.engine.on_stream_opened(id);
+            }
+            Input::Uni(recv) => {
+                let id = u64::from(recv.id());
+                self.add_reader(id, recv, None);
+            }
+            Input::Data { id, data, fin } => {
+                if id & 0x2 == 0 {
+                    // Request streams: what the receive-window tuner measures.
+                    self.tune.received += data.len() as u64;
+                }
+                self.engine.on_stream_data(id, &data, fin);
+                if fin {
+                    self.stops.remove(&id);
+                }
+                // A request whose header section waits for QPACK encoder-stream data: its reader
+                // pauses; any input may unblock it (RFC 9204 §2.1.2).
+                for (&sid, c) in &self.credits {
+                    c.set_paused(!self.engine.wants_read(sid));
+                }
+            }
+            Input::Reset { id, code } => {
+                self.stops.remove(&id);
+                self.engine.on_stream_reset(id, code);
+            }
+        }
+    }
+
+    fn apply(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Head { id, status, fields, end } => {
+                if let Err(e) = self.engine.send_response(id, status, fields, end) {
+                    tracing::debug!(peer = %self.peer, stream = id, %e, "response head not sent");
+                }
+            }
+            Cmd::Data { id, data, end } => {
+                if self.engine.send_data(id, data, end).is_err() {
+                    // The stream is gone: wake the handler so it notices and stops.
+                    if let Some(s) = self.streams.get(&id) {
+                        s.permits.close();
+                    }
+                }
+            }
+            Cmd::Priority { id, value } => {
+                // RFC 9218 §8: the handler's priority header, merged over the request's.
+                if let Some(current) = self.engine.priority(id) {
+                    self.engine.set_priority(id, sluice_h3::Priority::parse(&value, current));
+                }
+            }
+            Cmd::Reset { id, code } => {
+                self.engine.reset(id, code);
+                self.streams.remove(&id);
+            }
+        }
+    }
+
+    /// Pull writes from the engine, in its order, while quinn takes them.
+    fn pump(&mut self) {
+        while !self.closed {
+            let Some(t) = self.engine.poll_transmit() else { break };
+            match t {
+                Transmit::Write { stream, data, fin } => {
+                    let urgency = self.engine.priority(stream).map(|p| p.urgency);
+                    let Some(out) = self.outs.get_mut(&stream) else { continue };
+                    if let Some(u) = urgency {
+                        // quinn sends higher priorities first; RFC 9218 urgency 0 is the most urgent.
+                        let p = 7 - i32::from(u.min(7));
+                        if p != out.priority {
+                            out.priority = p;
+                            let _ = out.send.set_priority(p);
+                        }
+                    }
+                    if !data.is_empty() {
+                        out.queue.push_back(data);
+                    }
+                    out.fin |= fin;
+                    self.flush(stream);
+                }
+                Transmit::Reset { stream, code } => {
+                    if let Some(mut out) = self.outs.remove(&stream) {
+                        let _ = out.send.reset(VarInt::from_u64(code.0).unwrap_or_default());
+                    }
+                }
+                Transmit::StopSending { stream, code } => {
+                    if let Some(stop) = self.stops.remove(&stream) {
+                        let _ = stop.send(code.0);
+                    }
+                }
+                Transmit::Close { code, reason } => {
+                    self.quic.close(VarInt::from_u64(code.0).unwrap_or_default(), reason.as_bytes());
+                    self.closed = true;
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self, id: u64) {
+        let Some(out) = self.outs.get_mut(&id) else { return };
+        match out.flush() {
+            Flushed::Done => {
+                if std::mem::take(&mut out.blocked) {
+                    self.engine.on_stream_writable(id);
+                }
+            }
+            Flushed::Finished => {
+                if let Some(out) = self.outs.remove(&id) {
+                    let send = out.send;
+                    self.finishing.spawn(async move {
+                        let _ = send.stopped().await;
+                    });
+                }
+            }
+            Flushed::Blocked => {
+                if !out.blocked {
+                    out.blocked = true;
+                    self.engine.on_stream_blocked(id);
+                }
+            }
+            Flushed::Stopped(code) => {
+                self.outs.remove(&id);
+                match code {
+                    Some(code) => self.engine.on_stop_sending(id, code),
+                    None => self.engine.on_stream_reset(id, Code::H3_REQUEST_CANCELLED.0),
+                }
+            }
+        }
+    }
+
+    fn on_woken(&mut self) {
+        let ids: Vec<u64> = self.woken.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
+        for id in ids {
+            self.flush(id);
+        }
+    }
+
+    /// quinn's send window from its congestion window, and the receive window from the tuner.
+    fn tune_windows(&mut self, now: Instant) {
+        let stats = self.quic.stats();
+        let window = send_window(stats.path.cwnd, self.state.h3.quantum);
+        if worth_setting(self.send_window, window) {
+            self.send_window = window;
+            self.quic.set_send_window(window);
+        }
+        let target = self.tuner.on_stream_data(&mut self.tune, now, Some(self.quic.rtt()));
+        if target > self.window {
+            self.window = target;
+            self.quic.set_receive_window(VarInt::from_u32(target));
+        }
+    }
+
+    /// Hand framed bytes back to the handlers as room in their queues.
+    fn report_sent(&mut self) {
+        let streams = &self.streams;
+        self.engine.drain_sent(|id, n| {
+            if let Some(s) = streams.get(&id) {
+                s.permits.add_permits(n);
+            }
+        });
+    }
+
+    fn handle_events(&mut self) {
+        let peer = self.peer;
+        while let Some(ev) = self.engine.poll_event() {
+            match ev {
+                Event::Request { stream, head, end_stream } => {
+                    let ctx = self.start_request(stream, head, end_stream);
+                    self.streams.insert(stream, ctx);
+                }
+                Event::Data { stream, data, end_stream } => self.body(stream, data, end_stream),
+                Event::Trailers { stream, .. } => {
+                    if let Some(s) = self.streams.get_mut(&stream) {
+                        s.body_tx = None;
+                    }
+                }
+                Event::HeaderTooLarge { stream } => {
+                    // RFC 9114 §4.2.2: 431, and the engine has stopped reading the request.
+                    let _ = self.engine.send_response(stream, 431, Vec::new(), true);
+                }
+                Event::StreamReset { stream, error } => {
+                    if let Some(s) = self.streams.remove(&stream) {
+                        if let Some(tx) = &s.body_tx {
+                            let _ = tx.send(Err(BodyError::Reset));
+                        }
+                        s.permits.close();
+                        if let Some(t) = s.task {
+                            t.abort();
+                        }
+                    }
+                    // The engine's Transmit::Reset that comes with it resets our side (dropping
+                    // the stream here would finish it cleanly instead).
+                    tracing::debug!(%peer, stream, %error, "HTTP/3 stream reset");
+                }
+                Event::GoAway { .. } => {
+                    tracing::debug!(%peer, "peer sent GOAWAY");
+                    self.engine.go_away();
+                }
+                Event::ConnectionError(e) => tracing::info!(%peer, %e, "HTTP/3 connection error"),
+            }
+        }
+        // A handler that dropped its request body: read no more of it.
+        for (&id, s) in &mut self.streams {
+            if s.body_tx.as_ref().is_some_and(mpsc::UnboundedSender::is_closed) {
+                s.body_tx = None;
+                self.engine.stop_reading(id);
+            }
+        }
+        let engine = &self.engine;
+        self.streams
+            .retain(|&id, s| !(s.task.as_ref().is_none_or(JoinHandle::is_finished) && engine.buffered(id).is_none()));
+        // Credits live from the stream's arrival (before its request event) to its end.
+        let streams = &self.streams;
+        self.credits
+            .retain(|id, _| streams.contains_key(id) || engine.buffered(*id).is_some() || engine.wants_read(*id));
+    }
+
+    fn body(&mut self, stream: u64, data: Bytes, end_stream: bool) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        let total = s.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+        s.counters.recv_window.fetch_max(u64::from(self.window), Ordering::Relaxed);
+        let Some(tx) = &s.body_tx else { return };
+        if total > self.state.cfg.limits.max_request_body {
+            let _ = tx.send(Err(BodyError::TooLarge));
+            tracing::info!(peer = %self.peer, stream, "request body over limits.max_request_body: stream cancelled");
+            s.body_tx = None;
+            self.engine.reset(stream, Code::H3_REQUEST_CANCELLED);
+            return;
+        }
+        if !data.is_empty() {
+            s.credit.held.fetch_add(data.len() as i64, Ordering::AcqRel);
+            if tx.send(Ok(data)).is_err() {
+                // The handler dropped the body: read no more of it.
+                s.body_tx = None;
+                self.engine.stop_reading(stream);
+                return;
+            }
+        }
+        if end_stream {
+            s.body_tx = None;
+        }
+    }
+
+    fn start_request(&mut self, id: u64, head: RequestHead, end_stream: bool) -> StreamCtx {
+        let (body_tx, body_rx) = mpsc::unbounded_channel();
+        let credit = self.credits.get(&id).cloned().unwrap_or_default();
+        let consumed = credit.clone();
+        let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| consumed.consumed(n));
+        let body = if end_stream { RequestBody::empty() } else { RequestBody::channel(body_rx, Some(on_consumed)) };
+        let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
+        let counters = Arc::new(Counters::default());
+        let req = to_request(head, body, true, Proto::Http3);
+        let sink = H3Sink { id, tx: self.cmd_tx.clone() };
+        let mut handler =
+            Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), self.state.clone(), self.peer, None));
+        // As in HTTP/2: most answers are ready at once and need no task of their own.
+        let mut cx = Context::from_waker(Waker::noop());
+        let task = match handler.as_mut().poll(&mut cx) {
+            Poll::Ready(()) => None,
+            Poll::Pending => Some(tokio::spawn(handler)),
+        };
+        StreamCtx { body_tx: (!end_stream).then_some(body_tx), credit, permits, counters, task }
+    }
+}
+
+/// A handler's way back to the connection task.
+struct H3Sink {
+    id: u64,
+    tx: mpsc::UnboundedSender<Cmd>,
+}
+
+impl crate::respond::Sink for H3Sink {
+    fn priority(&self, value: Bytes) {
+        let _ = self.tx.send(Cmd::Priority { id: self.id, value });
+    }
+
+    fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool {
+        self.tx.send(Cmd::Head { id: self.id, status, fields, end }).is_ok()
+    }
+
+    fn data(&self, data: Bytes, end: bool) -> bool {
+        self.tx.send(Cmd::Data { id: self.id, data, end }).is_ok()
+    }
+
+    fn fail(&self) {
+        let _ = self.tx.send(Cmd::Reset { id: self.id, code: Code::H3_INTERNAL_ERROR });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_window_follows_the_congestion_window() {
+        assert_eq!(send_window(14_720, 16_384), 2 * 14_720 + 65_536);
+        assert_eq!(send_window(4_000_000, 16_384), 8_065_536);
+        // Only changes of more than an eighth are passed on.
+        assert!(worth_setting(0, 100_000));
+        assert!(!worth_setting(800_000, 850_000));
+        assert!(worth_setting(800_000, 950_000) && worth_setting(800_000, 650_000));
+    }
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): HTTP/3 against HTTP/2 from Sluice on loopback, no emulator.
+#
+# Starts one Sluice (TLS on 127.0.0.1, h3 on the same UDP port) pinned to core 0, and runs
+# `sluice get --http2` and `sluice get --http3` of /__down?bytes=N (zeros, generated; no disk)
+# pinned to core 1, alternating which protocol goes first run by run. For each download: the
+# client's Mbit/s (sluice get's speed_download), the server's CPU seconds (utime + stime from
+# /proc/PID/stat, before and after) and the client's (GNU time), each per GB transferred.
+# Prints a Markdown table of medians with min–max, and h3/h2 of the median throughputs.
+#
+# Usage: scripts/bench-h3.sh [--runs N] [--bytes N] [--no-build] [--keep]
+#   --runs N      downloads per protocol (default 5)
+#   --bytes N     body size (default 1000000000)
+#   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
+#   --keep        keep the temp dir (config, logs)
+# Env: SLUICE_BIN (another sluice binary).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUNS=5
+BYTES=1000000000
+BUILD=1
+KEEP=0
+
+log() { printf 'bench-h3: %s\n' "$*" >&2; }
+die() { printf 'bench-h3: ERROR: %s\n' "$*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
+    --bytes) BYTES=${2:?--bytes needs a number}; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer, not '$RUNS'"
+[[ "$BYTES" =~ ^[1-9][0-9]*$ ]] || die "--bytes must be a positive integer, not '$BYTES'"
+[ -x /usr/bin/time ] || die "/usr/bin/time (GNU time) not found: apt-get install time"
+
+if [ "$BUILD" = 1 ] && [ -z "${SLUICE_BIN:-}" ]; then
+  (cd "$REPO" && cargo build --release -p sluice >&2)
+fi
+SLUICE=${SLUICE_BIN:-$REPO/target/release/sluice}
+[ -x "$SLUICE" ] || die "$SLUICE not found (build it, or set SLUICE_BIN)"
+
+PIN_SERVER=() PIN_CLIENT=()
+if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
+  PIN_SERVER=(taskset -c 0) PIN_CLIENT=(taskset -c 1)
+else
+  log "WARNING: fewer than 2 cores or no taskset: server and client are NOT pinned"
+fi
+
+WORK=$(mktemp -d /tmp/sluice-bench-h3.XXXXXX)
+SERVER_PID=
+cleanup() {
+  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+  if [ "$KEEP" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$WORK/sluice.toml" <<EOF
+data_dir = '$WORK/data'
+access_log = false
+[[listener]]
+addr = "127.0.0.1:$PORT"
+tls = true
+[speedtest]
+max_download_bytes = $BYTES
+EOF
+"${PIN_SERVER[@]}" "$SLUICE" serve --config "$WORK/sluice.toml" >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 100); do
+  grep -q "listening on" "$WORK/server.log" && break
+  sleep 0.1
+done
+grep -q "h3 on UDP" "$WORK/server.log" || die "server did not start with HTTP/3: $(cat "$WORK/server.log")"
+CLK=$(getconf CLK_TCK)
+server_cpu() { awk -v clk="$CLK" '{ printf "%.3f", ($14 + $15) / clk }' "/proc/$SERVER_PID/stat"; }
+
+URL="https://127.0.0.1:$PORT/__down?bytes=$BYTES"
+echo "proto,run,mbps,server_cpu_s_per_gb,client_cpu_s_per_gb" >"$WORK/results.csv"
+for run in $(seq "$RUNS"); do
+  if [ $((run % 2)) = 1 ]; then order="http2 http3"; else order="http3 http2"; fi
+  for p in $order; do
+    before=$(server_cpu)
+    out=$( { /usr/bin/time -f 'cpu %U %S' timeout 300 "${PIN_CLIENT[@]}" "$SLUICE" get "--$p" -k -s "$URL"; } 2>&1 ) ||
+      die "$p download failed: $out"
+    after=$(server_cpu)
+    speed=$(sed -n 's/.*speed_download=\([0-9]*\).*/\1/p' <<<"$out")
+    ccpu=$(awk '/^cpu /{ print $2 + $3 }' <<<"$out")
+    [ -n "$speed" ] && [ -n "$ccpu" ] || die "cannot read $p figures from: $out"
+    row=$(awk -v s="$speed" -v b="$BYTES" -v b0="$before" -v a0="$after" -v c="$ccpu" -v p="$p" -v r="$run" \
+      'BEGIN { gb = b / 1e9; printf "%s,%d,%.1f,%.3f,%.3f", p, r, s * 8 / 1e6, (a0 - b0) / gb, c / gb }')
+    echo "$row" >>"$WORK/results.csv"
+    log "$row"
+    sleep 0.3
+  done
+done
+
+python3 - "$WORK/results.csv" "$BYTES" "$RUNS" <<'EOF'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def col(p, k):
+    return [float(r[k]) for r in rows if r["proto"] == p]
+def cell(v, fmt):
+    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}–{fmt.format(max(v))})"
+print(f"\nLoopback, {int(sys.argv[2]) / 1e9:g} GB from /__down, {sys.argv[3]} downloads per protocol, "
+      "server on core 0, client on core 1; medians (min–max)\n")
+print("| protocol | Mbit/s | server CPU s/GB | client CPU s/GB |")
+print("|---|---|---|---|")
+for p, name in (("http2", "HTTP/2"), ("http3", "HTTP/3")):
+    print(f"| {name} | {cell(col(p, 'mbps'), '{:.0f}')} | {cell(col(p, 'server_cpu_s_per_gb'), '{:.2f}')} "
+          f"| {cell(col(p, 'client_cpu_s_per_gb'), '{:.2f}')} |")
+ratio = statistics.median(col("http3", "mbps")) / statistics.median(col("http2", "mbps"))
+print(f"\nh3/h2 (median throughput): {ratio:.2f}")
+EOF
