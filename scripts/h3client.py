@@ -3,7 +3,8 @@
 
 Usage:
   python3 scripts/h3client.py [--insecure] [--cafile F] [--method GET|PUT|POST]
-      [--data-file F] [--header 'name: value']... [--out F] [--json] [--timeout S] URL [URL...]
+      [--data-file F] [--header 'name: value']... [--out F] [--json] [--timeout S]
+      [--connect-to ADDR] URL [URL...]
 
 All URLs must be https:// and share one host:port. The client opens ONE QUIC connection
 (ALPN "h3") and sends every request concurrently on it, each on its own stream. For each
@@ -20,6 +21,8 @@ request it prints one JSON line to stdout, in the order the URLs were given:
   --json           JSON-lines output; it is the only format and the default (accepted for
                    compatibility)
   --timeout S      total time limit for the whole run, connecting included (default 30)
+  --connect-to A   connect to address A instead of the URL's host (SNI and :authority still
+                   name the URL's host), like curl's --resolve
 
 Exit status: 0 when every request completed (whatever its HTTP status); 1 on a connection,
 TLS, protocol or stream failure or on timeout, with a one-line error on stderr (the lines of
@@ -126,6 +129,8 @@ async def run(args, headers, body):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
                                idle_timeout=min(args.timeout, 30.0),
                                max_data=16 << 20, max_stream_data=16 << 20)
+    # SNI and :authority name the URL's host even when --connect-to picks another address.
+    config.server_name = first.hostname
     if args.insecure:
         config.verify_mode = ssl.CERT_NONE
     if args.cafile:
@@ -136,7 +141,7 @@ async def run(args, headers, body):
         out = stack.enter_context(open(args.out, "wb")) if args.out else None
         try:
             client = await asyncio.wait_for(stack.enter_async_context(connect(
-                first.hostname, first.port or 443, configuration=config,
+                args.connect_to or first.hostname, first.port or 443, configuration=config,
                 create_protocol=H3Client)), args.timeout)
         except asyncio.TimeoutError:
             return [f"timed out connecting after {args.timeout:g}s"]
@@ -165,6 +170,8 @@ def main():
     p.add_argument("--out")
     p.add_argument("--json", action="store_true")
     p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--connect-to", metavar="ADDR",
+                   help="connect to ADDR (the URL's port) instead of resolving the URL's host")
     p.add_argument("urls", nargs="+", metavar="URL")
     args = p.parse_args()
     logging.getLogger("quic").setLevel(logging.CRITICAL + 1)  # errors go out as one line

@@ -44,9 +44,12 @@ declare -A APT_CMD=(
   [iproute2]=ip
   [chromium]=chromium
   [ngtcp2-client]=gtlsclient
+  [firefox-esr]=firefox-esr
+  [libnss3-tools]=certutil
 )
 missing=()
-for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium ngtcp2-client; do
+for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium ngtcp2-client firefox-esr \
+  libnss3-tools; do
   cmd=${APT_CMD[$pkg]}
   if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     log "present: $pkg ($cmd)"

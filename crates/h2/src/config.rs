@@ -36,6 +36,10 @@ pub struct Config {
     /// PRIORITY_UPDATE frames kept for streams not yet opened (RFC 9218 §7.1 lets servers
     /// buffer them; beyond this they are dropped).
     pub max_pending_priority_updates: usize,
+    /// Origins for an ORIGIN frame (RFC 8336), sent right after our SETTINGS. `None` sends no
+    /// frame; `Some(vec![])` sends an empty one. Each entry is an ASCII serialised origin
+    /// (RFC 6454 §6.2) such as `https://example.com`.
+    pub origins: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -58,6 +62,7 @@ impl Default for Config {
             quantum: 16 * 1024,
             no_rfc7540_priorities: true,
             max_pending_priority_updates: 128,
+            origins: None,
         }
     }
 }

@@ -152,6 +152,20 @@ pub(crate) struct Certificate {
     pub(crate) cert: Option<PathBuf>,
     /// PEM key path.
     pub(crate) key: Option<PathBuf>,
+    /// The origin set announced with ORIGIN frames (RFC 8336, RFC 9412) on connections that
+    /// present this certificate; `None` sends no ORIGIN frame.
+    pub(crate) origins: Option<OriginSpec>,
+}
+
+/// `[[certificate]] origins`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OriginSpec {
+    /// `"from-certificate"`: the certificate's DNS names that map to a configured site, on the
+    /// port of the connection's listener.
+    FromCertificate,
+    /// Explicit origins, validated against the certificate's names and the TLS listeners'
+    /// ports: (host, port).
+    List(Vec<(String, u16)>),
 }
 
 /// A site: host names mapped to content.
@@ -335,7 +349,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
     Config {
         data_dir,
         listeners: default_listeners(),
-        certificates: vec![Certificate { cert: None, key: None }],
+        certificates: vec![Certificate { cert: None, key: None, origins: None }],
         sites: vec![Site { hosts: Vec::new(), content: SiteContent::Builtin }],
         speedtest: Speedtest::default(),
         limits: Limits::default(),
@@ -429,6 +443,9 @@ struct RawListener {
 struct RawCertificate {
     cert: Spanned<String>,
     key: Spanned<String>,
+    /// `"from-certificate"` or `["https://a.example", ...]` (an untagged enum would lose the
+    /// spans, so the value is taken as it is and checked below).
+    origins: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -522,10 +539,10 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     let listeners = listeners(&src, raw.listener.as_ref())?;
     let mut certificates = Vec::new();
     for c in &raw.certificate {
-        certificates.push(certificate(&src, c)?);
+        certificates.push(certificate(&src, c, &listeners)?);
     }
     if certificates.is_empty() && listeners.iter().any(|l| l.tls) {
-        certificates.push(Certificate { cert: None, key: None });
+        certificates.push(Certificate { cert: None, key: None, origins: None });
     }
     let sites = sites(&src, raw.site.as_deref())?;
     let speedtest = Speedtest {
@@ -674,14 +691,84 @@ fn listeners(src: &Source<'_>, raw: Option<&Spanned<Vec<Spanned<RawListener>>>>)
     Ok(out)
 }
 
-fn certificate(src: &Source<'_>, raw: &RawCertificate) -> Result<Certificate, ConfigError> {
+fn certificate(src: &Source<'_>, raw: &RawCertificate, listeners: &[Listener]) -> Result<Certificate, ConfigError> {
     let cert = src.path(raw.cert.get_ref());
     let key = src.path(raw.key.get_ref());
     let chain = crate::tls::read_chain(&cert).map_err(|e| src.err(raw.cert.span(), e))?;
     let key_der = crate::tls::read_key(&key).map_err(|e| src.err(raw.key.span(), e))?;
-    crate::tls::certified(chain, key_der)
+    let loaded = crate::tls::certified(chain, key_der)
         .map_err(|e| src.err(raw.key.span(), format!("`{}` for `{}`: {e}", key.display(), cert.display())))?;
-    Ok(Certificate { cert: Some(cert), key: Some(key) })
+    let origins = match &raw.origins {
+        None => None,
+        Some(o) => Some(match o.get_ref() {
+            toml::Value::String(k) if k == "from-certificate" => OriginSpec::FromCertificate,
+            toml::Value::Array(list) => {
+                let ports: Vec<u16> = listeners.iter().filter(|l| l.tls).map(|l| l.addr.port()).collect();
+                let mut out = Vec::new();
+                for entry in list {
+                    let Some(text) = entry.as_str() else {
+                        return Err(src.err(o.span(), "`origins` entries must be strings like \"https://example.com\""));
+                    };
+                    let entry = Spanned::new(o.span(), text.to_owned());
+                    let (host, port) = parse_origin(entry.get_ref()).map_err(|e| src.err(entry.span(), e))?;
+                    // RFC 8336 §2.4: a client uses the connection for an origin only if the
+                    // certificate is valid for it; announcing one it does not cover is an error.
+                    if !loaded.covers(&host) {
+                        return Err(src.err(
+                            entry.span(),
+                            format!(
+                                "origin `{}` is not covered by certificate `{}` (its names: {})",
+                                entry.get_ref(),
+                                cert.display(),
+                                loaded.dns_names.join(", ")
+                            ),
+                        ));
+                    }
+                    if !ports.contains(&port) {
+                        return Err(src.err(
+                            entry.span(),
+                            format!("origin `{}`: no TLS listener on port {port}", entry.get_ref()),
+                        ));
+                    }
+                    out.push((host, port));
+                }
+                OriginSpec::List(out)
+            }
+            other => {
+                return Err(src
+                    .err(o.span(), format!("`origins = {other}`: expected \"from-certificate\" or a list of origins")))
+            }
+        }),
+    };
+    Ok(Certificate { cert: Some(cert), key: Some(key), origins })
+}
+
+/// `https://host[:port]` (RFC 6454 §6.2 serialisation) → (lower-case host, port). Only https:
+/// ORIGIN frames are sent over TLS connections, and an origin's scheme is the connection's.
+pub(crate) fn parse_origin(s: &str) -> Result<(String, u16), String> {
+    let bad = |why: &str| format!("origin `{s}`: {why}");
+    let rest = s.strip_prefix("https://").ok_or_else(|| bad("must start with https://"))?;
+    if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+        return Err(bad("expected https://host or https://host:port, with no path"));
+    }
+    let port_of = |p: &str| p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| bad("bad port"));
+    let (host, port) = match rest.strip_prefix('[') {
+        Some(r) => {
+            let (h, after) = r.split_once(']').ok_or_else(|| bad("`[` without `]`"))?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => port_of(p)?,
+                None if after.is_empty() => 443,
+                None => return Err(bad("expected `:port` after `]`")),
+            };
+            (h, port)
+        }
+        None => match rest.split_once(':') {
+            Some((h, p)) => (h, port_of(p)?),
+            None => (rest, 443),
+        },
+    };
+    let host = host_name(host).map_err(|e| bad(&e))?;
+    Ok((host, port))
 }
 
 /// Validates a host name for `[[site]] hosts`: lower-cased, trailing dot removed, no port;
@@ -1038,6 +1125,37 @@ drain_secs = 0
             assert_eq!(e.position(), Some(*pos), "{text:?}: {e}");
             assert!(e.message().contains(needle), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn certificate_origins_are_checked_against_names_and_listeners() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, k) = crate::tls::generate_self_signed(&["a.test", "*.b.test"]).unwrap();
+        fs::write(dir.path().join("c.pem"), c).unwrap();
+        fs::write(dir.path().join("k.pem"), k).unwrap();
+        let head = "[[listener]]\naddr = \"127.0.0.1:8443\"\ntls = true\n\n[[certificate]]\ncert = \"c.pem\"\nkey = \"k.pem\"\n";
+        let with = |o: &str| parse_in(dir.path(), &format!("{head}origins = {o}\n"));
+        assert_eq!(with("\"from-certificate\"").unwrap().certificates[0].origins, Some(OriginSpec::FromCertificate));
+        let ok = with("[\"https://a.test:8443\", \"https://x.b.test:8443\"]").unwrap();
+        assert_eq!(
+            ok.certificates[0].origins,
+            Some(OriginSpec::List(vec![("a.test".into(), 8443), ("x.b.test".into(), 8443)]))
+        );
+        // Not on the certificate: refused at start-up, naming the origin, at its position.
+        let e = with("[\"https://a.test:8443\", \"https://c.test:8443\"]").unwrap_err();
+        assert_eq!(e.position(), Some((8, 11)), "{e}");
+        assert!(e.message().contains("`https://c.test:8443` is not covered by certificate"), "{e}");
+        assert!(e.message().contains("a.test, *.b.test"), "{e}");
+        // A wildcard covers one label only (RFC 6125 §6.4.3).
+        assert!(with("[\"https://x.y.b.test:8443\"]").is_err());
+        // No TLS listener on that port (443 when the origin names none).
+        let e = with("[\"https://a.test\"]").unwrap_err();
+        assert!(e.message().contains("no TLS listener on port 443"), "{e}");
+        for bad in ["\"all\"", "[\"http://a.test:8443\"]", "[\"https://a.test:8443/x\"]", "[\"https://a.test:0\"]"] {
+            assert!(with(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_origin("https://[::1]:8443"), Ok(("::1".into(), 8443)));
+        assert_eq!(parse_origin("https://A.Test"), Ok(("a.test".into(), 443)));
     }
 
     #[test]

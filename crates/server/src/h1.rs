@@ -1,7 +1,6 @@
 //! HTTP/1.1 through hyper's server connection: keep-alive, chunked bodies, Expect: 100-continue.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -15,22 +14,18 @@ use tokio::sync::watch;
 
 use crate::dispatch::{dispatch, AccessLog, Counters, State};
 use crate::http::{Body, Proto, Request, RequestBody, Response, CHUNK};
+use crate::respond::ConnInfo;
 
 /// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
-pub(crate) async fn serve<S>(
-    io: S,
-    peer: SocketAddr,
-    tls: bool,
-    alt_svc: Option<http::HeaderValue>,
-    state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
-) where
+pub(crate) async fn serve<S>(io: S, info: ConnInfo, state: Arc<State>, mut shutdown: watch::Receiver<bool>)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let peer = info.peer;
     let svc_state = state.clone();
     let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-        let (state, alt_svc) = (svc_state.clone(), alt_svc.clone());
-        async move { Ok::<_, std::convert::Infallible>(handle(req, peer, tls, alt_svc, state).await) }
+        let (state, info) = (svc_state.clone(), info.clone());
+        async move { Ok::<_, std::convert::Infallible>(handle(req, &info, state).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -53,13 +48,8 @@ pub(crate) async fn serve<S>(
     let _ = tokio::time::timeout(drain, conn).await;
 }
 
-async fn handle(
-    req: hyper::Request<Incoming>,
-    peer: SocketAddr,
-    tls: bool,
-    alt_svc: Option<http::HeaderValue>,
-    state: Arc<State>,
-) -> hyper::Response<H1Body> {
+async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {
+    let (peer, tls) = (info.peer, info.tls);
     let (parts, incoming) = req.into_parts();
     let authority = parts
         .uri
@@ -95,7 +85,11 @@ async fn handle(
         tls,
         body,
     };
-    let Response { status, headers, body } = dispatch(&state, req).await;
+    let resp = match info.misdirected(&req.authority) {
+        Some(r) => r,
+        None => dispatch(&state, req).await,
+    };
+    let Response { status, headers, body } = resp;
     let mut log = log;
     log.status = status.as_u16();
     let len = body.len();
@@ -106,8 +100,8 @@ async fn handle(
     let mut resp = hyper::Response::new(H1Body { body: Some(body), pending: None, len, log: Some(log) });
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
-    if let Some(v) = alt_svc {
-        resp.headers_mut().insert(http::header::ALT_SVC, v);
+    if let Some(v) = &info.alt_svc {
+        resp.headers_mut().insert(http::header::ALT_SVC, v.clone());
     }
     resp
 }

@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,7 +24,7 @@ use tokio::task::JoinHandle;
 use crate::dispatch::{Counters, State};
 use crate::http::{BodyError, Proto, RequestBody, CHUNK};
 use crate::pace::InflightCap;
-use crate::respond::{run_handler, to_request};
+use crate::respond::{run_handler, to_request, ConnInfo};
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
 /// enough to keep a write full, small enough that priorities stay meaningful.
@@ -65,14 +64,6 @@ enum Cmd {
     },
 }
 
-/// What the handlers of one connection need to know about it.
-pub(crate) struct ConnInfo {
-    pub(crate) peer: SocketAddr,
-    pub(crate) tls: bool,
-    /// An `Alt-Svc` for responses: HTTP/3 on this listener's port (RFC 7838, RFC 9114 §3.1.1).
-    pub(crate) alt_svc: Option<http::HeaderValue>,
-}
-
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     permits: Arc<Semaphore>,
@@ -94,7 +85,11 @@ pub(crate) async fn serve<S>(
 {
     let (mut rd, wr) = tokio::io::split(io);
     let peer = info.peer;
-    let mut conn = Connection::new(state.h2.clone(), state.window_policy(), Instant::now());
+    let mut cfg = state.h2.clone();
+    // RFC 8336: the origin set of the certificate this connection's SNI picked.
+    cfg.origins = info.served.as_ref().and_then(crate::tls::Served::origins);
+    let mut conn = Connection::new(cfg, state.window_policy(), Instant::now());
+    let info = Arc::new(info);
     if !prefix.is_empty() {
         conn.handle_input(Instant::now(), &prefix);
     }
@@ -304,7 +299,7 @@ fn handle_events(
     streams: &mut HashMap<u32, StreamCtx>,
     cmd_tx: &mpsc::UnboundedSender<Cmd>,
     state: &Arc<State>,
-    info: &ConnInfo,
+    info: &Arc<ConnInfo>,
 ) {
     let peer = info.peer;
     while let Some(ev) = conn.poll_event() {
@@ -388,7 +383,7 @@ fn start_request(
     end_stream: bool,
     cmd_tx: &mpsc::UnboundedSender<Cmd>,
     state: &Arc<State>,
-    info: &ConnInfo,
+    info: &Arc<ConnInfo>,
 ) -> StreamCtx {
     let (body_tx, body_rx) = mpsc::unbounded_channel();
     let release_tx = cmd_tx.clone();
@@ -400,15 +395,7 @@ fn start_request(
     let counters = Arc::new(Counters::default());
     let req = to_request(head, body, info.tls, Proto::Http2);
     let sink = H2Sink { id, tx: cmd_tx.clone() };
-    let mut handler = Box::pin(run_handler(
-        sink,
-        req,
-        permits.clone(),
-        counters.clone(),
-        state.clone(),
-        info.peer,
-        info.alt_svc.clone(),
-    ));
+    let mut handler = Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), state.clone(), info.clone()));
     // Poll once right here: most answers (speed test, built-in site, errors) are ready at once
     // and need no task of their own. The rest continue in a task, which polls again with a
     // real waker.

@@ -37,7 +37,8 @@ use tokio::task::JoinHandle;
 use crate::config::{Config, QuicCongestion};
 use crate::dispatch::{Counters, State};
 use crate::http::{BodyError, Proto, RequestBody, CHUNK};
-use crate::respond::{run_handler, to_request};
+use crate::respond::{run_handler, to_request, ConnInfo};
+use crate::tls::{Served, ServedCert};
 
 /// Response bytes one stream may have queued in the engine and in flight to it (as HTTP/2).
 const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
@@ -130,11 +131,13 @@ fn worth_setting(old: u64, new: u64) -> bool {
 /// Accept QUIC connections until shutdown; every connection task holds a clone of `alive`.
 pub(crate) async fn accept_loop(
     ep: quinn::Endpoint,
+    certs: Arc<Vec<Arc<ServedCert>>>,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
     let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
+    let port = ep.local_addr().map(|a| a.port()).unwrap_or_default();
     loop {
         let incoming = tokio::select! {
             i = ep.accept() => match i {
@@ -149,11 +152,11 @@ pub(crate) async fn accept_loop(
             incoming.refuse();
             continue;
         };
-        let (state, shutdown, alive) = (state.clone(), shutdown.clone(), alive.clone());
+        let (state, shutdown, alive, certs) = (state.clone(), shutdown.clone(), alive.clone(), certs.clone());
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            serve(incoming, state, shutdown).await;
+            serve(incoming, &certs, port, state, shutdown).await;
         });
     }
     // Refuse new connections while the open ones drain (each has its own GOAWAY and deadline),
@@ -310,11 +313,18 @@ struct Driver {
     /// Receive-window tuning of the whole connection (one "stream" for the tuner).
     tuner: sluice_h2::tune::AutoTune,
     tune: TuneState,
+    info: Arc<ConnInfo>,
     window: u32,
     closed: bool,
 }
 
-async fn serve(incoming: quinn::Incoming, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+async fn serve(
+    incoming: quinn::Incoming,
+    certs: &[Arc<ServedCert>],
+    port: u16,
+    state: Arc<State>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let peer = incoming.remote_address();
     let quic = match tokio::time::timeout(state.cfg.timeouts.header, incoming).await {
         Ok(Ok(c)) => c,
@@ -339,7 +349,16 @@ async fn serve(incoming: quinn::Incoming, state: Arc<State>, mut shutdown: watch
         }
     }
     let ids: Vec<u64> = uni.iter().map(|s| u64::from(s.id())).collect();
-    let engine = Connection::new(state.h3.clone(), ids[0], ids[1], ids[2]);
+    // The certificate the client's SNI picked: its origins (RFC 9412) and the 421 rule.
+    let sni = quic
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.server_name);
+    let served = Served::for_sni(certs, sni.as_deref(), port);
+    let mut cfg = state.h3.clone();
+    cfg.origins = served.as_ref().and_then(Served::origins);
+    let engine = Connection::new(cfg, ids[0], ids[1], ids[2]);
+    let info = Arc::new(ConnInfo { peer, tls: true, alt_svc: None, served });
     let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Cmd>();
     let f = &state.cfg.flow;
@@ -366,6 +385,7 @@ async fn serve(incoming: quinn::Incoming, state: Arc<State>, mut shutdown: watch
         send_window: 0,
         tuner: sluice_h2::tune::AutoTune::new(limits),
         tune: TuneState { window: f.initial_connection_window, ..TuneState::default() },
+        info,
         window: f.initial_connection_window,
         closed: false,
         state: state.clone(),
@@ -791,7 +811,7 @@ impl Driver {
         let req = to_request(head, body, true, Proto::Http3);
         let sink = H3Sink { id, tx: self.cmd_tx.clone() };
         let mut handler =
-            Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), self.state.clone(), self.peer, None));
+            Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), self.state.clone(), self.info.clone()));
         // As in HTTP/2: most answers are ready at once and need no task of their own.
         let mut cx = Context::from_waker(Waker::noop());
         let task = match handler.as_mut().poll(&mut cx) {

@@ -15,12 +15,22 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::dispatch::State;
+use crate::respond::ConnInfo;
+use crate::tls::{Served, ServedCert};
+
+/// What a TLS listener needs per connection: the acceptor, the certificates (for the one SNI
+/// picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises.
+pub(crate) struct ListenerTls {
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) certs: Arc<Vec<Arc<ServedCert>>>,
+    pub(crate) port: u16,
+    pub(crate) alt_svc: Option<http::HeaderValue>,
+}
 
 /// Accept until shutdown; every connection task holds a clone of `alive`.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    tls: Option<TlsAcceptor>,
-    alt_svc: Option<http::HeaderValue>,
+    tls: Option<Arc<ListenerTls>>,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
@@ -49,11 +59,10 @@ pub(crate) async fn accept_loop(
             _ = shutdown.changed() => break,
         };
         let (state, shutdown, alive, tls) = (state.clone(), shutdown.clone(), alive.clone(), tls.clone());
-        let alt_svc = alt_svc.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            serve_connection(tcp, peer, tls, alt_svc, state, shutdown).await;
+            serve_connection(tcp, peer, tls, state, shutdown).await;
         });
     }
 }
@@ -61,8 +70,7 @@ pub(crate) async fn accept_loop(
 async fn serve_connection(
     tcp: TcpStream,
     peer: SocketAddr,
-    tls: Option<TlsAcceptor>,
-    alt_svc: Option<http::HeaderValue>,
+    tls: Option<Arc<ListenerTls>>,
     state: Arc<State>,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -77,8 +85,8 @@ async fn serve_connection(
         }
     }
     let header_timeout = state.cfg.timeouts.header;
-    if let Some(acceptor) = tls {
-        let stream = match tokio::time::timeout(header_timeout, acceptor.accept(tcp)).await {
+    if let Some(t) = tls {
+        let stream = match tokio::time::timeout(header_timeout, t.acceptor.accept(tcp)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 tracing::debug!(%peer, %e, "TLS handshake failed");
@@ -89,11 +97,12 @@ async fn serve_connection(
                 return;
             }
         };
+        let served = Served::for_sni(&t.certs, stream.get_ref().1.server_name(), t.port);
+        let info = ConnInfo { peer, tls: true, alt_svc: t.alt_svc.clone(), served };
         if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-            let info = crate::h2conn::ConnInfo { peer, tls: true, alt_svc };
             crate::h2conn::serve(stream, fd, Bytes::new(), info, state, shutdown).await;
         } else {
-            crate::h1::serve(stream, peer, true, alt_svc, state, shutdown).await;
+            crate::h1::serve(stream, info, state, shutdown).await;
         }
         return;
     }
@@ -118,11 +127,12 @@ async fn serve_connection(
     let prefix = Bytes::from(buf);
     match classify(&prefix) {
         Some(Cleartext::H2) => {
-            let info = crate::h2conn::ConnInfo { peer, tls: false, alt_svc: None };
+            let info = ConnInfo { peer, tls: false, alt_svc: None, served: None };
             crate::h2conn::serve(tcp, fd, prefix, info, state, shutdown).await
         }
         Some(Cleartext::H1) => {
-            crate::h1::serve(Rewind { prefix, inner: tcp }, peer, false, None, state, shutdown).await
+            let info = ConnInfo { peer, tls: false, alt_svc: None, served: None };
+            crate::h1::serve(Rewind { prefix, inner: tcp }, info, state, shutdown).await
         }
         Some(Cleartext::Neither) | None => {
             tracing::debug!(%peer, "neither an HTTP/2 preface nor an HTTP/1.x request line: closing");

@@ -118,7 +118,9 @@ fn init_logging() {
 }
 
 async fn serve(cfg: config::Config) -> Result<(), String> {
-    let certs = if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg)? } else { Vec::new() };
+    let served = if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg)? } else { Vec::new() };
+    let certs: Vec<tls::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
+    let served = Arc::new(served);
     let tls_config = if certs.is_empty() { None } else { Some(tls::server_config(&certs, &[b"h2", b"http/1.1"])?) };
     let quic_tls =
         if certs.is_empty() || !cfg.quic.enabled { None } else { Some(tls::server_config(&certs, &[b"h3"])?) };
@@ -129,7 +131,6 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         let listener =
             tokio::net::TcpListener::bind(l.addr).await.map_err(|e| format!("cannot listen on {}: {e}", l.addr))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
-        let acceptor = if l.tls { tls_config.clone().map(tokio_rustls::TlsAcceptor::from) } else { None };
         // HTTP/3 on UDP at the same address and port (the TCP port, when the file asked for
         // port 0), advertised on the TCP side with Alt-Svc (RFC 9114 §3.1.1, RFC 7838).
         let quic = match quic_tls.as_ref().filter(|_| l.tls) {
@@ -146,17 +147,19 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         };
         tracing::info!("listening on {what}");
         println!("sluice: listening on {what}");
+        let tls = tls_config.as_ref().filter(|_| l.tls).map(|c| {
+            Arc::new(listen::ListenerTls {
+                acceptor: tokio_rustls::TlsAcceptor::from(c.clone()),
+                certs: served.clone(),
+                port: local.port(),
+                alt_svc,
+            })
+        });
         if let Some(ep) = quic {
-            tokio::spawn(h3conn::accept_loop(ep, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
+            let certs = served.clone();
+            tokio::spawn(h3conn::accept_loop(ep, certs, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
         }
-        tokio::spawn(listen::accept_loop(
-            listener,
-            acceptor,
-            alt_svc,
-            state.clone(),
-            shutdown_rx.clone(),
-            alive_tx.clone(),
-        ));
+        tokio::spawn(listen::accept_loop(listener, tls, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
     }
     drop(alive_tx);
     wait_for_signal().await;
@@ -170,9 +173,9 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
     Ok(())
 }
 
-/// Load every configured certificate (generating the self-signed default where needed); prints
-/// each certificate's fingerprint.
-fn load_certificates(cfg: &config::Config) -> Result<Vec<tls::LoadedCert>, String> {
+/// Load every configured certificate (generating the self-signed default where needed) with
+/// the origin set it announces; prints each certificate's fingerprint.
+fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<tls::ServedCert>>, String> {
     let mut certs = Vec::new();
     for c in &cfg.certificates {
         let (cert, key) = match (&c.cert, &c.key) {
@@ -197,7 +200,26 @@ fn load_certificates(cfg: &config::Config) -> Result<Vec<tls::LoadedCert>, Strin
             loaded.dns_names.join(", "),
             loaded.fingerprint()
         );
-        certs.push(loaded);
+        let origins = c.origins.as_ref().map(|spec| match spec {
+            config::OriginSpec::List(list) => list.iter().map(|(h, p)| (h.clone(), Some(*p))).collect(),
+            // RFC 8336 §2.4 lets the set name only origins the certificate covers; of its
+            // names, those a site answers for (any, when a site has no `hosts`).
+            config::OriginSpec::FromCertificate => loaded
+                .dns_names
+                .iter()
+                .filter(|n| !n.starts_with("*."))
+                .filter(|n| cfg.sites.iter().any(|s| s.hosts.is_empty() || s.hosts.contains(n)))
+                .map(|n| (n.clone(), None))
+                .collect::<Vec<_>>(),
+        });
+        if let Some(o) = &origins {
+            let names: Vec<&str> = o.iter().map(|(h, _)| h.as_str()).collect();
+            println!("sluice: certificate {} announces ORIGIN {}", cert.display(), names.join(", "));
+        }
+        // The generated certificate is for trying things out (clients skip verification): its
+        // names are not enforced with 421s.
+        let enforce = c.cert.is_some();
+        certs.push(Arc::new(tls::ServedCert { cert: loaded, origins, enforce }));
     }
     Ok(certs)
 }

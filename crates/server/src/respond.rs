@@ -13,6 +13,33 @@ use tokio::sync::Semaphore;
 use crate::dispatch::{dispatch, AccessLog, Counters, State};
 use crate::http::{Proto, Request, RequestBody, Response, CHUNK};
 
+/// What the handlers of one connection need to know about it.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnInfo {
+    pub(crate) peer: SocketAddr,
+    pub(crate) tls: bool,
+    /// An `Alt-Svc` for responses: HTTP/3 on this listener's port (RFC 7838, RFC 9114 §3.1.1).
+    pub(crate) alt_svc: Option<http::HeaderValue>,
+    /// Over TLS: what the connection serves (421 for other authorities, the ORIGIN frame).
+    pub(crate) served: Option<crate::tls::Served>,
+}
+
+impl ConnInfo {
+    /// The 421 (RFC 9110 §15.5.20) for a request whose authority this connection does not
+    /// serve, if that is the case.
+    pub(crate) fn misdirected(&self, authority: &str) -> Option<Response> {
+        let served = self.served.as_ref()?;
+        if served.serves(authority) {
+            return None;
+        }
+        tracing::debug!(peer = %self.peer, authority, "421: authority not served on this connection");
+        Some(Response::text(
+            http::StatusCode::MISDIRECTED_REQUEST,
+            "misdirected request: this connection does not serve that authority; open a new one\n",
+        ))
+    }
+}
+
 /// Where a handler's response goes: commands to the connection task of one stream. Each call
 /// returns false once the connection task is gone.
 pub(crate) trait Sink: Send + 'static {
@@ -48,18 +75,18 @@ pub(crate) fn to_request(head: RequestHead, body: RequestBody, tls: bool, proto:
     Request { proto, method, authority: authority.unwrap_or_default(), path, query, headers, tls, body }
 }
 
-/// Run the handler for `req` and stream its response into `sink`. `permits` holds the room
-/// left in the stream's send queue; `alt_svc`, when set, is added to the response (RFC 7838).
-#[allow(clippy::too_many_arguments)]
+/// Run the handler for `req` (or answer 421 when the connection does not serve its
+/// authority) and stream its response into `sink`. `permits` holds the room left in the
+/// stream's send queue; the connection's `alt_svc`, when set, is added to the response.
 pub(crate) async fn run_handler<S: Sink>(
     sink: S,
     req: Request,
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
     state: Arc<State>,
-    peer: SocketAddr,
-    alt_svc: Option<http::HeaderValue>,
+    conn: Arc<ConnInfo>,
 ) {
+    let peer = conn.peer;
     let mut log = AccessLog {
         enabled: state.cfg.access_log,
         proto: req.proto,
@@ -74,10 +101,14 @@ pub(crate) async fn run_handler<S: Sink>(
         outcome: "reset",
     };
     let head_only = req.method == http::Method::HEAD;
-    let Response { status, mut headers, mut body } = dispatch(&state, req).await;
+    let resp = match conn.misdirected(&req.authority) {
+        Some(r) => r,
+        None => dispatch(&state, req).await,
+    };
+    let Response { status, mut headers, mut body } = resp;
     log.status = status.as_u16();
-    if let Some(v) = alt_svc {
-        headers.insert(http::header::ALT_SVC, v);
+    if let Some(v) = &conn.alt_svc {
+        headers.insert(http::header::ALT_SVC, v.clone());
     }
     let fields = response_fields(&headers);
     if let Some(p) = headers.get("priority") {

@@ -48,7 +48,6 @@ impl LoadedCert {
 
     /// Whether one of the SAN DNS names covers `host` (exact, or a `*.` wildcard one label deep).
     /// For checking ORIGIN sets (RFC 8336 §2.4) against the certificate.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn covers(&self, host: &str) -> bool {
         self.exact_match(host) || self.wildcard_match(host)
     }
@@ -222,6 +221,98 @@ pub(crate) fn pick_cert<'a>(certs: &'a [LoadedCert], sni: Option<&str>) -> Optio
     certs.first()
 }
 
+/// A certificate as served: the loaded chain and the origins its connections announce.
+#[derive(Debug)]
+pub(crate) struct ServedCert {
+    pub(crate) cert: LoadedCert,
+    /// The ORIGIN frame's set (RFC 8336): (host, port), a `None` port meaning the port of the
+    /// connection's listener. `None`: no ORIGIN frame.
+    pub(crate) origins: Option<Vec<(String, Option<u16>)>>,
+    /// Answer 421 for authorities it does not cover (configured certificates; not the
+    /// generated self-signed one).
+    pub(crate) enforce: bool,
+}
+
+/// What one TLS connection serves: the certificate its SNI picked, on its listener's port.
+#[derive(Clone, Debug)]
+pub(crate) struct Served {
+    cert: Arc<ServedCert>,
+    port: u16,
+}
+
+impl Served {
+    /// The certificate [`pick_cert`] would present for `sni`, on `port`.
+    pub(crate) fn for_sni(certs: &[Arc<ServedCert>], sni: Option<&str>, port: u16) -> Option<Self> {
+        let pick = sni.and_then(|name| {
+            certs
+                .iter()
+                .find(|c| c.cert.exact_match(name))
+                .or_else(|| certs.iter().find(|c| c.cert.wildcard_match(name)))
+        });
+        pick.or_else(|| certs.first())
+            .filter(|c| c.enforce || c.origins.is_some())
+            .map(|c| Self { cert: c.clone(), port })
+    }
+
+    /// Whether a request for `authority` belongs on this connection (else 421, RFC 9110
+    /// §15.5.20): its port is the listener's (443 when it names none), and its host is one the
+    /// certificate covers. A connection coalesced for a name the certificate does not cover,
+    /// or for a site on another listener, is refused rather than answered. IP-literal hosts
+    /// are not checked against the certificate (clients do not coalesce onto addresses), nor
+    /// is an empty authority (HTTP/1.0 without Host).
+    pub(crate) fn serves(&self, authority: &str) -> bool {
+        if authority.is_empty() || !self.cert.enforce {
+            return true;
+        }
+        let (host, port) = split_authority(authority);
+        let port = match port {
+            None => 443,
+            Some(p) => match p.parse::<u16>() {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
+        };
+        if port != self.port {
+            return false;
+        }
+        host.parse::<std::net::IpAddr>().is_ok() || self.cert.cert.covers(host)
+    }
+
+    /// This connection's ORIGIN frame entries (`https://host` or `https://host:port`), only
+    /// those on its own port.
+    pub(crate) fn origins(&self) -> Option<Vec<String>> {
+        let list = self.cert.origins.as_ref()?;
+        Some(
+            list.iter()
+                .filter(|(_, p)| p.unwrap_or(self.port) == self.port)
+                .map(
+                    |(h, _)| {
+                        if self.port == 443 {
+                            format!("https://{h}")
+                        } else {
+                            format!("https://{h}:{}", self.port)
+                        }
+                    },
+                )
+                .collect(),
+        )
+    }
+}
+
+/// `host[:port]` with IPv6 literals in brackets → (host without brackets, port text).
+fn split_authority(a: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = a.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((h, after)) => (h, after.strip_prefix(':')),
+            None => (a, None),
+        };
+    }
+    match a.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (a, None),
+    }
+}
+
 /// rustls certificate resolver over [`pick_cert`].
 #[derive(Debug)]
 struct SniResolver {
@@ -387,5 +478,33 @@ mod tests {
                 assert_eq!(client.alpn_protocol(), Some(&b"h2"[..]));
             }
         }
+    }
+
+    #[test]
+    fn served_answers_for_its_names_and_port_only() {
+        let served = |origins, enforce| {
+            let certs = vec![
+                Arc::new(ServedCert { cert: loaded(&["a.test", "*.b.test"]), origins, enforce }),
+                Arc::new(ServedCert { cert: loaded(&["c.test"]), origins: None, enforce: true }),
+            ];
+            (Served::for_sni(&certs, Some("a.test"), 8443), Served::for_sni(&certs, Some("c.test"), 8443))
+        };
+        let (a, c) = served(None, true);
+        let (a, c) = (a.unwrap(), c.unwrap());
+        assert!(a.serves("a.test:8443") && a.serves("x.b.test:8443") && a.serves("A.TEST:8443"));
+        // Another certificate's name, a name no certificate has, another port, port 443 by default.
+        assert!(!a.serves("c.test:8443") && !a.serves("evil.test:8443"));
+        assert!(!a.serves("a.test:9443") && !a.serves("a.test") && !a.serves("a.test:x"));
+        assert!(c.serves("c.test:8443") && !c.serves("a.test:8443"));
+        // Addresses are not checked against names; the port still is.
+        assert!(a.serves("127.0.0.1:8443") && a.serves("[::1]:8443") && !a.serves("[::1]:1"));
+        assert_eq!(a.origins(), None);
+        // Origins on the listener's port only, with the port written when not 443.
+        let list = Some(vec![("a.test".to_string(), None), ("x.b.test".to_string(), Some(9443))]);
+        let (a, _) = served(list, true);
+        assert_eq!(a.unwrap().origins(), Some(vec!["https://a.test:8443".to_string()]));
+        // The generated certificate (not enforced, no origins) serves any name.
+        let (a, _) = served(None, false);
+        assert!(a.is_none());
     }
 }

@@ -18,7 +18,7 @@ use sluice_hpack as hpack;
 use crate::config::Config;
 use crate::error::{Error, Initiator, Reason};
 use crate::flow::{RecvWindow, SendWindow, WindowPolicy, DEFAULT_WINDOW};
-use crate::frame::{self, GoAway, RstStream, Setting, Settings, WindowUpdate};
+use crate::frame::{self, GoAway, Origin, RstStream, Setting, Settings, WindowUpdate};
 use crate::request::{Field, RequestHead};
 use crate::sched::Scheduler;
 use crate::stream::Stream;
@@ -202,6 +202,11 @@ impl Connection {
         }
         let mut control = Vec::with_capacity(256);
         Settings { ack: false, values }.encode(&mut control);
+        if let Some(origins) = &cfg.origins {
+            // RFC 8336 §2: on stream 0; sent right after SETTINGS so the client knows the
+            // connection's origin set before it could reuse the connection.
+            Origin { origins: origins.clone() }.encode(&mut control);
+        }
         let mut recv_window = RecvWindow::new(DEFAULT_WINDOW, conn_window);
         if let Some(inc) = recv_window.poll_update() {
             WindowUpdate { stream: 0, increment: inc }.encode(&mut control);

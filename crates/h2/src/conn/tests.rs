@@ -629,3 +629,33 @@ fn settings_announce_no_rfc7540_priorities_and_weights_still_map() {
     c.send(kind::PRIORITY, 0, 1, &p);
     assert_eq!(c.conn.streams[&1].priority.urgency, 0);
 }
+
+#[test]
+fn origin_frame_follows_settings_and_a_client_origin_is_ignored() {
+    let cfg = Config { origins: Some(vec!["https://a.test".into(), "https://b.test".into()]), ..Config::default() };
+    let now = Instant::now();
+    let mut conn = Connection::new(cfg, Box::new(FixedWindows { stream: 65_535, connection: 65_535 }), now);
+    let mut buf = Vec::new();
+    assert!(conn.poll_transmit(now, &mut buf, 1 << 20));
+    // The first frame is our SETTINGS, the second the ORIGIN frame on stream 0 (RFC 8336 §2).
+    let first = Head::parse(&buf).unwrap();
+    assert_eq!(first.kind, kind::SETTINGS);
+    let at = frame::HEADER_LEN + first.len as usize;
+    let second = Head::parse(&buf[at..]).unwrap();
+    assert_eq!((second.kind, second.flags, second.stream), (kind::ORIGIN, 0, 0));
+    let payload = &buf[at + frame::HEADER_LEN..at + frame::HEADER_LEN + second.len as usize];
+    let got = frame::Origin::decode(&second, payload).unwrap().unwrap();
+    assert_eq!(got.origins, ["https://a.test", "https://b.test"]);
+    // Without origins configured, no ORIGIN frame.
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    assert!(!c.output().contains(&F::Other(kind::ORIGIN)));
+    // A client's ORIGIN frame means nothing to a server (RFC 8336 §2.1): ignored, connection
+    // fine.
+    let mut o = Vec::new();
+    frame::Origin { origins: vec!["https://evil.test".into()] }.encode(&mut o);
+    c.input(&o);
+    c.request(3, "/", true);
+    assert_eq!(goaway_reason(&c.output()), None);
+    assert!(c.events().iter().any(|e| matches!(e, Event::Request { stream: 3, .. })));
+}

@@ -4,6 +4,7 @@
 mod data;
 mod goaway;
 mod headers;
+mod origin;
 mod ping;
 mod priority;
 mod priority_update;
@@ -14,6 +15,7 @@ mod window_update;
 pub use data::Data;
 pub use goaway::GoAway;
 pub use headers::{Continuation, Headers, PriorityFields};
+pub use origin::Origin;
 pub use ping::Ping;
 pub use priority::Priority;
 pub use priority_update::PriorityUpdate;

@@ -36,6 +36,8 @@ pub enum Flow {
     Hyper,
     /// Default windows; sends fill the congestion window (no in-flight bound near the BDP).
     FillCwnd,
+    /// HTTP/3 on quinn's BBR instead of CUBIC (`[quic] congestion = "bbr"`).
+    QuicBbr,
 }
 
 impl Flow {
@@ -49,6 +51,7 @@ impl Flow {
         };
         match self {
             Self::FillCwnd => "\n[tcp]\nlimit_inflight = false\n".into(),
+            Self::QuicBbr => "\n[quic]\ncongestion = \"bbr\"\n".into(),
             _ => format!("\n[flow]\npolicy = \"{}\"\n{windows}", self.policy()),
         }
     }
@@ -60,7 +63,7 @@ impl Flow {
             Self::Writeup => "writeup",
             Self::Quiche => "quiche",
             Self::Hyper => "hyper",
-            Self::FillCwnd => "auto",
+            Self::FillCwnd | Self::QuicBbr => "auto",
         }
     }
 
@@ -68,6 +71,7 @@ impl Flow {
     pub fn describe(self) -> String {
         match self {
             Self::FillCwnd => "`[tcp] limit_inflight = false`".into(),
+            Self::QuicBbr => "`[quic] congestion = \"bbr\"`".into(),
             _ => format!("`[flow] policy = \"{}\"`", self.policy()),
         }
     }
@@ -102,7 +106,7 @@ pub const DEFAULT: [ServerKind; 5] =
     [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
 
 /// Every server `--servers` knows.
-pub const ALL: [ServerKind; 14] = [
+pub const ALL: [ServerKind; 15] = [
     ServerKind::Sluice,
     ServerKind::Nginx,
     ServerKind::Nginx512,
@@ -114,6 +118,7 @@ pub const ALL: [ServerKind; 14] = [
     ServerKind::SluiceFlow(Flow::Quiche),
     ServerKind::SluiceFlow(Flow::Hyper),
     ServerKind::SluiceFlow(Flow::FillCwnd),
+    ServerKind::SluiceFlow(Flow::QuicBbr),
     ServerKind::NginxTuned,
     ServerKind::H2oTuned,
     ServerKind::CaddyTuned,
@@ -130,6 +135,7 @@ impl ServerKind {
             Self::SluiceFlow(Flow::Quiche) => "sluice-quiche",
             Self::SluiceFlow(Flow::Hyper) => "sluice-hyper",
             Self::SluiceFlow(Flow::FillCwnd) => "sluice-cwnd",
+            Self::SluiceFlow(Flow::QuicBbr) => "sluice-h3bbr",
             Self::Nginx => "nginx",
             Self::Nginx512 => "nginx512",
             Self::H2o => "h2o",
@@ -183,6 +189,7 @@ impl ServerKind {
             Self::SluiceFlow(Flow::Quiche) => 8450,
             Self::SluiceFlow(Flow::Hyper) => 8451,
             Self::SluiceFlow(Flow::FillCwnd) => 8456,
+            Self::SluiceFlow(Flow::QuicBbr) => 8457,
             Self::NginxTuned => 8453,
             Self::H2oTuned => 8454,
             Self::CaddyTuned => 8455,
@@ -650,6 +657,36 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
     Ok(Launch { args, env, config: (name.into(), text) })
 }
 
+/// The launch of `kind` serving the static files of `docroot` over TLS and over HTTP/3 (QUIC on
+/// UDP, the same port as the TLS listener): the `download` experiment. Sluice's `[quic]` is on by
+/// default; it is written out (`enabled = true`) so that a Sluice binary without HTTP/3 refuses
+/// the configuration at start-up instead of silently serving TCP only. Caddy (2.6: quic-go)
+/// gets `protocols h1 h2 h3` in its `servers` global option; its UDP listener comes with the
+/// TLS one. The other peers have no HTTP/3 in their Debian packages (nginx 1.22: `http_v3`
+/// came with 1.25; h2o 2.2: QUIC came with 2.3), and are refused.
+pub fn static_launch_h3(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Launch, String> {
+    let mut l = static_launch(kind, s, docroot)?;
+    match kind {
+        ServerKind::Sluice | ServerKind::SluiceFlow(_) => {
+            // HTTP/3 on UDP, the TLS listener's port (inside a variant's own [quic] table, if any).
+            if l.config.1.contains("\n[quic]\n") {
+                l.config.1 = l.config.1.replacen("\n[quic]\n", "\n[quic]\nenabled = true\n", 1);
+            } else {
+                l.config.1.push_str("\n# HTTP/3 on UDP, the TLS listener's port.\n[quic]\nenabled = true\n");
+            }
+        }
+        ServerKind::Caddy | ServerKind::CaddyTuned => {
+            const H12: &str = "\t\tprotocols h1 h2\n";
+            if !l.config.1.contains(H12) {
+                return Err("the Caddyfile has no `protocols h1 h2` line to extend with h3".into());
+            }
+            l.config.1 = l.config.1.replacen(H12, "\t\tprotocols h1 h2 h3\n", 1);
+        }
+        _ => return Err(format!("`{}` has no HTTP/3 in its Debian package", kind.name())),
+    }
+    Ok(l)
+}
+
 /// The sink's launch (a cleartext Sluice on 127.0.0.1:[`SINK_PORT`]).
 pub fn sink_launch(work: &Path, cert: &Path, key: &Path) -> Result<(Setup, Launch), String> {
     let s =
@@ -806,6 +843,24 @@ mod tests {
         // The tuned variants are the priority experiment's only.
         assert!(launch(ServerKind::H2oTuned, &setup(ServerKind::H2oTuned)).unwrap_err().contains("priority"));
         assert!(static_launch(ServerKind::Sluice, &setup(ServerKind::Sluice), Path::new("/a;b")).is_err());
+    }
+
+    #[test]
+    fn static_configs_with_http3_for_the_download_experiment() {
+        let root = Path::new("/tmp/lab work/docroot");
+        let c = static_launch_h3(ServerKind::Caddy, &setup(ServerKind::Caddy), root).unwrap().config.1;
+        assert!(c.contains("\t\tprotocols h1 h2 h3\n") && c.contains("file_server"), "{c}");
+        let c = static_launch_h3(ServerKind::Sluice, &setup(ServerKind::Sluice), root).unwrap().config.1;
+        assert!(c.ends_with("\n[quic]\nenabled = true\n") && c.contains("root = \"/tmp/lab work/docroot\""), "{c}");
+        let kind = ServerKind::SluiceFlow(Flow::FillCwnd);
+        let c = static_launch_h3(kind, &setup(kind), root).unwrap().config.1;
+        assert!(c.contains("[tcp]\nlimit_inflight = false\n") && c.contains("[quic]\nenabled = true"), "{c}");
+        for kind in [ServerKind::Nginx, ServerKind::H2o] {
+            assert!(static_launch_h3(kind, &setup(kind), root).unwrap_err().contains("no HTTP/3"));
+        }
+        // The plain static configuration keeps Caddy on h1 and h2.
+        let c = static_launch(ServerKind::Caddy, &setup(ServerKind::Caddy), root).unwrap().config.1;
+        assert!(c.contains("\t\tprotocols h1 h2\n"), "{c}");
     }
 
     #[test]

@@ -206,11 +206,13 @@ pub(crate) struct Options {
     pub(crate) drain_secs: u64,
     /// More TOML appended to the configuration (whole tables, e.g. `[flow]`).
     pub(crate) extra: String,
+    /// The TLS listener on 0.0.0.0 (every loopback address) instead of 127.0.0.1.
+    pub(crate) listen_any: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { drain_secs: 10, extra: String::new() }
+        Self { drain_secs: 10, extra: String::new(), listen_any: false }
     }
 }
 
@@ -371,7 +373,7 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> St
          access_log = true\n\
          \n\
          [[listener]]\n\
-         addr = \"127.0.0.1:{tls_port}\"\n\
+         addr = \"{tls_host}:{tls_port}\"\n\
          tls = true\n\
          \n\
          [[listener]]\n\
@@ -390,6 +392,7 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> St
         data = dir.join("data").display(),
         www = dir.join("www").display(),
         drain = opts.drain_secs,
+        tls_host = if opts.listen_any { "0.0.0.0" } else { "127.0.0.1" },
         extra = opts.extra,
     )
 }
