@@ -356,6 +356,7 @@ pub fn markdown(summary: &Summary, title: &str, notes: &[String]) -> String {
         md.push('\n');
     }
     let has_ratio = summary.protocols.iter().any(|p| p == "h1") && summary.protocols.iter().any(|p| p == "h2");
+    let has_h3 = summary.protocols.iter().any(|p| p == "h1") && summary.protocols.iter().any(|p| p == "h3");
     for case in &summary.cases {
         let _ = writeln!(md, "## {}\n", case_title(case));
         let mut head = String::from("| server |");
@@ -366,6 +367,10 @@ pub fn markdown(summary: &Summary, title: &str, notes: &[String]) -> String {
         }
         if has_ratio {
             head.push_str(" h2/h1 |");
+            rule.push_str("---:|");
+        }
+        if has_h3 {
+            head.push_str(" h3/h1 |");
             rule.push_str("---:|");
         }
         head.push_str(" ok runs |");
@@ -383,6 +388,9 @@ pub fn markdown(summary: &Summary, title: &str, notes: &[String]) -> String {
             }
             if has_ratio {
                 let _ = write!(line, " {} |", fmt_ratio(summary.ratio(&case.name, server, "h2", "h1")));
+            }
+            if has_h3 {
+                let _ = write!(line, " {} |", fmt_ratio(summary.ratio(&case.name, server, "h3", "h1")));
             }
             let _ = write!(line, " {} |", runs.join(", "));
             let _ = writeln!(md, "{line}");

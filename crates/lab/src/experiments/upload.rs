@@ -63,6 +63,8 @@ pub enum Proto {
     H1,
     /// `--http2` (over TLS: ALPN h2).
     H2,
+    /// HTTP/3, with `sluice put --http3` (curl here has no HTTP/3); Sluice only.
+    H3,
 }
 
 impl Proto {
@@ -71,6 +73,7 @@ impl Proto {
         match self {
             Self::H1 => "h1",
             Self::H2 => "h2",
+            Self::H3 => "h3",
         }
     }
 
@@ -78,6 +81,7 @@ impl Proto {
         match self {
             Self::H1 => "--http1.1",
             Self::H2 => "--http2",
+            Self::H3 => "--http3",
         }
     }
 
@@ -86,6 +90,7 @@ impl Proto {
         match self {
             Self::H1 => "1.1",
             Self::H2 => "2",
+            Self::H3 => "3",
         }
     }
 }
@@ -216,11 +221,14 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     crate::net::available().map_err(|e| format!("the lab is not available: {e}"))?;
     let work = plan.out.join("work");
     fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let uploads = cases.len() * active.len() * 2 * plan.runs as usize;
+    // HTTP/3 uploads too where the server is Sluice (its own `/__up`; the peers' Debian
+    // packages have no HTTP/3, or proxy it).
+    let protos_of = |k: ServerKind| if k.uses_sink() { 2 } else { 3 };
+    let uploads = cases.len() * active.iter().map(|(k, _)| protos_of(*k)).sum::<usize>() * plan.runs as usize;
     let expected = Duration::from_secs_f64(uploads as f64 * SECS_PER_UPLOAD + 10.0 + 3.0 * active.len() as f64);
     let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
     println!(
-        "upload: {} case(s) × {} server(s) × 2 protocols × {} run(s) = {uploads} uploads of {BODY_BYTES} bytes, \
+        "upload: {} case(s) × {} server(s) × 2–3 protocols × {} run(s) = {uploads} uploads of {BODY_BYTES} bytes, \
          ~{SECS_PER_UPLOAD:.0} s each: expected ≈ {} (bounded to {}); results in {}",
         cases.len(),
         active.len(),
@@ -282,14 +290,19 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         if running.is_empty() {
             return Err("no server started (see above)".into());
         }
-        let total = cases.len() * running.len() * 2 * plan.runs as usize;
+        let total = cases.len() * running.iter().map(|k| protos_of(*k)).sum::<usize>() * plan.runs as usize;
+        let sluice_bin = super::sluice_path(&active, plan)?;
         let mut done = 0;
         for case in &cases {
             stage.set_link(&stage::link_spec(case.rate_mbit, case.rtt_ms));
             println!("== {}: {} Mbit/s, {} ms RTT", case.name, case.rate_mbit, case.rtt_ms);
             for run in 1..=plan.runs {
                 for kind in rotation(&running, run) {
-                    for proto in proto_order(run) {
+                    let mut protos = proto_order(run).to_vec();
+                    if !kind.uses_sink() {
+                        protos.push(Proto::H3);
+                    }
+                    for proto in protos {
                         proc::check_interrupt()?;
                         if Instant::now() >= deadline {
                             return Err(format!(
@@ -299,7 +312,11 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                         }
                         done += 1;
                         let before = stage.stats();
-                        let row = upload_once(&mut stage, case, kind, proto, run, &body_arg, &work)?;
+                        let row = if proto == Proto::H3 {
+                            upload_h3(&mut stage, &sluice_bin, case, kind, run, &body_arg)?
+                        } else {
+                            upload_once(&mut stage, case, kind, proto, run, &body_arg, &work)?
+                        };
                         // Ctrl-C reaches curl too: that failure is not the server's.
                         proc::check_interrupt()?;
                         let window = stage.stats().since(&before);
@@ -349,6 +366,76 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         (Err(e), _) => Err(e),
         (Ok(()), Err(e)) => Err(e),
     }
+}
+
+/// One HTTP/3 upload: `sluice put --http3` in the client namespace, judged into a row like
+/// curl's (the figure is the client's bytes over its total time, handshake included).
+fn upload_h3(
+    stage: &mut Stage,
+    sluice: &Path,
+    case: &Case,
+    kind: ServerKind,
+    run: u32,
+    body_arg: &str,
+) -> Result<Row, String> {
+    let mut row = Row {
+        experiment: "upload".into(),
+        case: case.name.clone(),
+        rtt_ms: case.rtt_ms,
+        rate_mbit: case.rate_mbit,
+        server: kind.name().into(),
+        protocol: Proto::H3.name().into(),
+        run,
+        mbps: 0.0,
+        seconds: 0.0,
+        ok: false,
+        sink_seconds: None,
+        error: String::new(),
+    };
+    if let Err(e) = stage.check_alive(kind.name()) {
+        row.error = one_line(&e);
+        return Ok(row);
+    }
+    let max = CURL_MAX_TIME.as_secs().to_string();
+    let url = stage::upload_url(kind);
+    let args = ["put", "--http3", "-k", "-s", "--json", "--connect-timeout", "10", "--max-time", &max, "--data"];
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    args.push(body_arg.to_string());
+    args.push(url);
+    let program = sluice.to_string_lossy().into_owned();
+    let f = stage.client(&program, &args, CURL_MAX_TIME + Duration::from_secs(10))?;
+    let (mbps, seconds, sink, error) = judge_h3(f.success(), &f.describe(), &f.stderr, &f.stdout);
+    row.mbps = mbps;
+    row.seconds = seconds;
+    row.sink_seconds = sink;
+    row.ok = error.is_empty();
+    row.error = error;
+    Ok(row)
+}
+
+/// The verdict on one `sluice put --http3 --json`: (Mbit/s, seconds, sink seconds, error).
+pub fn judge_h3(exit_ok: bool, exit_desc: &str, stderr: &str, stdout: &str) -> (f64, f64, Option<f64>, String) {
+    if !exit_ok {
+        return (0.0, 0.0, None, format!("sluice put {exit_desc}: {}", stderr.trim()));
+    }
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(stdout.trim()) else {
+        return (0.0, 0.0, None, format!("sluice put printed no JSON: {:?}", stdout.trim()));
+    };
+    let mbps = v["mbps"].as_f64().unwrap_or(0.0);
+    let seconds = v["seconds"].as_f64().unwrap_or(0.0);
+    let sink = v["response"]["seconds"].as_f64();
+    let error = if v["status"] != 200 {
+        format!("HTTP {}", v["status"])
+    } else if v["http_version"] != "3" {
+        format!("sluice put spoke HTTP/{} instead of HTTP/3", v["http_version"].as_str().unwrap_or("?"))
+    } else if v["bytes"].as_u64() != Some(BODY_BYTES) || v["response"]["bytes"].as_u64() != Some(BODY_BYTES) {
+        format!("the upload or the sink's count is not {BODY_BYTES} bytes: {}", stdout.trim())
+    } else if mbps <= 0.0 {
+        "sluice put reported no speed".into()
+    } else {
+        String::new()
+    };
+    (mbps, seconds, sink, error)
 }
 
 /// One upload: curl in the client namespace, judged into a row (a failed upload is a row
@@ -484,7 +571,10 @@ fn notes(
             "Method: {} bytes of random data POSTed with `curl --http1.1` and `curl --http2` (TLS, `-k`, \
              `--data-binary`), one connection per upload; the figure is curl's `%{{speed_upload}}` (bytes/s \
              over the whole transfer, TLS handshake included) × 8 / 10⁶. Runs: {} per server, protocol and case; \
-             the server order rotates run by run and the protocol order alternates.",
+             the server order rotates run by run and the protocol order alternates. Sluice (and its variants) \
+             also gets an HTTP/3 upload each run, after the two: `sluice put --http3 --json` (this curl has no \
+             HTTP/3), the figure its bytes over its total time, QUIC handshake included; the h3/h1 column \
+             compares it with curl's HTTP/1.1 to the same server.",
             BODY_BYTES, plan.runs
         ),
         "`Expect: 100-continue` is disabled for every protocol alike (`-H 'Expect:'`): curl would otherwise \
@@ -550,6 +640,20 @@ fn notes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn h3_upload_verdicts() {
+        let ok = format!(
+            r#"{{"http_version":"3","status":200,"bytes":{BODY_BYTES},"seconds":0.8,"mbps":104.9,"response":{{"bytes":{BODY_BYTES},"seconds":0.7}}}}"#
+        );
+        assert_eq!(judge_h3(true, "exit 0", "", &ok), (104.9, 0.8, Some(0.7), String::new()));
+        assert!(judge_h3(true, "exit 0", "", &ok.replace("\"3\"", "\"2\"")).3.contains("HTTP/2"));
+        assert!(judge_h3(true, "exit 0", "", &ok.replace("200", "502")).3.contains("HTTP 502"));
+        let short = ok.replacen(&BODY_BYTES.to_string(), "5", 2);
+        assert!(judge_h3(true, "exit 0", "", &short).3.contains("not"));
+        assert!(judge_h3(false, "exit 28", "timed out", "").3.contains("exit 28: timed out"));
+        assert!(judge_h3(true, "exit 0", "", "nope").3.contains("no JSON"));
+    }
 
     #[test]
     fn cases_and_orders() {
