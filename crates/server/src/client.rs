@@ -362,6 +362,13 @@ impl Setup {
         if !h2 {
             h.insert(header::HOST, authority_value(&self.target)?);
         }
+        self.add_headers(h, len);
+        Ok(req)
+    }
+
+    /// The default headers (user-agent, accept; content-type and -length for a body of `len`),
+    /// then the user's `--header`s over them.
+    fn add_headers(&self, h: &mut http::HeaderMap, len: Option<u64>) {
         h.insert(header::USER_AGENT, HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))));
         h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
         if let Some(len) = len {
@@ -378,7 +385,6 @@ impl Setup {
                 }
             }
         }
-        Ok(req)
     }
 }
 
@@ -539,22 +545,7 @@ async fn download(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Co
 /// The request's regular header fields for HTTP/3: the defaults, then the user's.
 fn h3_fields(setup: &Setup, len: Option<u64>) -> Vec<(String, String)> {
     let mut h = http::HeaderMap::new();
-    h.insert(header::USER_AGENT, HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))));
-    h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
-    if let Some(len) = len {
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
-    for (name, value) in &setup.headers {
-        match value {
-            Some(v) => {
-                h.insert(name.clone(), v.clone());
-            }
-            None => {
-                h.remove(name);
-            }
-        }
-    }
+    setup.add_headers(&mut h, len);
     h.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
 }
 

@@ -762,20 +762,7 @@ fn download_once(
     body: u64,
     limit: Duration,
 ) -> Result<Row, String> {
-    let mut row = Row {
-        experiment: "download".into(),
-        case: case.name.clone(),
-        rtt_ms: case.rtt_ms,
-        rate_mbit: case.rate_mbit,
-        server: kind.name().into(),
-        protocol: proto.name().into(),
-        run,
-        mbps: 0.0,
-        seconds: 0.0,
-        ok: false,
-        sink_seconds: None,
-        error: String::new(),
-    };
+    let mut row = Row::pending("download", &case.name, case.rtt_ms, case.rate_mbit, kind.name(), proto.name(), run);
     if let Err(e) = stage.check_alive(kind.name()) {
         row.error = one_line(&e);
         return Ok(row);

@@ -55,6 +55,32 @@ pub struct Row {
 }
 
 impl Row {
+    /// A run not measured yet: no figures, not ok, no error.
+    pub fn pending(
+        experiment: &str,
+        case: &str,
+        rtt_ms: f64,
+        rate_mbit: f64,
+        server: &str,
+        protocol: &str,
+        run: u32,
+    ) -> Self {
+        Self {
+            experiment: experiment.into(),
+            case: case.into(),
+            rtt_ms,
+            rate_mbit,
+            server: server.into(),
+            protocol: protocol.into(),
+            run,
+            mbps: 0.0,
+            seconds: 0.0,
+            ok: false,
+            sink_seconds: None,
+            error: String::new(),
+        }
+    }
+
     fn fields(&self) -> Vec<String> {
         vec![
             self.experiment.clone(),

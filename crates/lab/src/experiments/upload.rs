@@ -378,20 +378,7 @@ fn upload_h3(
     run: u32,
     body_arg: &str,
 ) -> Result<Row, String> {
-    let mut row = Row {
-        experiment: "upload".into(),
-        case: case.name.clone(),
-        rtt_ms: case.rtt_ms,
-        rate_mbit: case.rate_mbit,
-        server: kind.name().into(),
-        protocol: Proto::H3.name().into(),
-        run,
-        mbps: 0.0,
-        seconds: 0.0,
-        ok: false,
-        sink_seconds: None,
-        error: String::new(),
-    };
+    let mut row = Row::pending("upload", &case.name, case.rtt_ms, case.rate_mbit, kind.name(), Proto::H3.name(), run);
     if let Err(e) = stage.check_alive(kind.name()) {
         row.error = one_line(&e);
         return Ok(row);
@@ -449,20 +436,7 @@ fn upload_once(
     body_arg: &str,
     work: &Path,
 ) -> Result<Row, String> {
-    let mut row = Row {
-        experiment: "upload".into(),
-        case: case.name.clone(),
-        rtt_ms: case.rtt_ms,
-        rate_mbit: case.rate_mbit,
-        server: kind.name().into(),
-        protocol: proto.name().into(),
-        run,
-        mbps: 0.0,
-        seconds: 0.0,
-        ok: false,
-        sink_seconds: None,
-        error: String::new(),
-    };
+    let mut row = Row::pending("upload", &case.name, case.rtt_ms, case.rate_mbit, kind.name(), proto.name(), run);
     if let Err(e) = stage.check_alive(kind.name()) {
         row.error = one_line(&e);
         return Ok(row);
