@@ -21,13 +21,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use quinn::{RecvStream, SendStream, VarInt};
 use sluice_h2::flow::{TuneState, WindowPolicy};
 use sluice_h3::{Code, Connection, Event, Field, RequestHead, Transmit};
@@ -53,20 +52,72 @@ const TUNE_EVERY: Duration = Duration::from_millis(2);
 /// room for reserved ones (RFC 9114 §6.2.3 grease).
 const MAX_UNI_STREAMS: u32 = 8;
 
+/// Largest UDP payload Sluice sends or accepts over QUIC. quinn hands the kernel up to ten
+/// datagrams per GSO call, and the kernel refuses a GSO send larger than one UDP datagram
+/// (65,507 bytes of payload over IPv4) with EMSGSIZE, which quinn-udp drops silently as it
+/// would a too-large MTU probe; ten of these stay below that.
+pub(crate) const MAX_UDP_PAYLOAD: u16 = 6_500;
+
+/// quinn's endpoint settings: datagrams up to [`MAX_UDP_PAYLOAD`] are accepted, and the
+/// `max_udp_payload_size` transport parameter (RFC 9000 §18.2) tells the peer so; quinn's
+/// default, 1,472, would cap the peer's MTU discovery at Ethernet's size on any path.
+/// quinn sizes each endpoint's receive buffer from it (GRO batches: 13 MB instead of 3).
+pub(crate) fn endpoint_config() -> quinn::EndpointConfig {
+    let mut ep = quinn::EndpointConfig::default();
+    // Invariant: MAX_UDP_PAYLOAD is within quinn's 1200..=65527.
+    let _ = ep.max_udp_payload_size(MAX_UDP_PAYLOAD);
+    ep
+}
+
+/// MTU discovery (quinn's DPLPMTUD, RFC 8899) up to what the route to `peer` can carry: its
+/// MTU less the IP and UDP headers, at most [`MAX_UDP_PAYLOAD`]. On loopback (MTU 65,536)
+/// this means 6,500-byte datagrams instead of quinn's default ceiling of 1,452: each datagram
+/// has a fixed cost (packet assembly, encryption set-up, ACK bookkeeping) that dominates at
+/// high rates. On an Ethernet route the ceiling is the Ethernet payload, so no probe is sent
+/// that the first hop cannot carry. A route the kernel will not describe keeps quinn's default.
+pub(crate) fn mtu_discovery(peer: SocketAddr) -> quinn::MtuDiscoveryConfig {
+    let mut mtud = quinn::MtuDiscoveryConfig::default();
+    if let Ok(mtu) = crate::sock::route_mtu(peer) {
+        // IPv4 header 20 bytes, IPv6 40, UDP 8.
+        let headers = if peer.ip().to_canonical().is_ipv4() { 28 } else { 48 };
+        let payload = mtu.saturating_sub(headers).min(u32::from(MAX_UDP_PAYLOAD));
+        // Below QUIC's minimum (RFC 9000 §14) there is nothing to discover.
+        if payload >= 1200 {
+            mtud.upper_bound(payload as u16);
+        }
+    }
+    mtud
+}
+
+/// A QUIC endpoint serving HTTP/3, and the server settings each connection starts from.
+pub(crate) struct Listener {
+    pub(crate) ep: quinn::Endpoint,
+    server: quinn::ServerConfig,
+}
+
 /// Bind UDP at `addr` and start a QUIC endpoint serving HTTP/3 with `tls` (ALPN h3).
-pub(crate) fn endpoint(
-    addr: SocketAddr,
-    tls: Arc<rustls::ServerConfig>,
-    cfg: &Config,
-) -> Result<quinn::Endpoint, String> {
+pub(crate) fn endpoint(addr: SocketAddr, tls: Arc<rustls::ServerConfig>, cfg: &Config) -> Result<Listener, String> {
     let socket = std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot listen on UDP {addr}: {e}"))?;
     size_buffers(&socket, cfg.quic.socket_buffer);
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| format!("TLS configuration for QUIC: {e}"))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(Arc::new(transport(cfg)?));
-    quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(server), socket, Arc::new(quinn::TokioRuntime))
-        .map_err(|e| format!("cannot start QUIC on {addr}: {e}"))
+    let ep = quinn::Endpoint::new(endpoint_config(), Some(server.clone()), socket, Arc::new(quinn::TokioRuntime))
+        .map_err(|e| format!("cannot start QUIC on {addr}: {e}"))?;
+    Ok(Listener { ep, server })
+}
+
+/// The server settings for a connection from `peer`: the listener's, with MTU discovery up to
+/// what the route to `peer` carries.
+fn for_peer(server: &quinn::ServerConfig, cfg: &Config, peer: SocketAddr) -> quinn::ServerConfig {
+    let mut server = server.clone();
+    // Invariant: `transport` succeeded with this configuration when the listener started.
+    if let Ok(mut t) = transport(cfg) {
+        t.mtu_discovery_config(Some(mtu_discovery(peer)));
+        server.transport_config(Arc::new(t));
+    }
+    server
 }
 
 /// Ask for `want` bytes of UDP socket buffer each way; say so when the kernel gives less.
@@ -130,12 +181,14 @@ fn worth_setting(old: u64, new: u64) -> bool {
 
 /// Accept QUIC connections until shutdown; every connection task holds a clone of `alive`.
 pub(crate) async fn accept_loop(
-    ep: quinn::Endpoint,
+    listener: Listener,
     certs: Arc<Vec<Arc<ServedCert>>>,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
+    let Listener { ep, server } = listener;
+    let server = Arc::new(server);
     let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
     let port = ep.local_addr().map(|a| a.port()).unwrap_or_default();
     loop {
@@ -153,10 +206,11 @@ pub(crate) async fn accept_loop(
             continue;
         };
         let (state, shutdown, alive, certs) = (state.clone(), shutdown.clone(), alive.clone(), certs.clone());
+        let server = server.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            serve(incoming, &certs, port, state, shutdown).await;
+            serve(incoming, &server, &certs, port, state, shutdown).await;
         });
     }
     // Refuse new connections while the open ones drain (each has its own GOAWAY and deadline),
@@ -261,12 +315,15 @@ enum Flushed {
 impl Out {
     fn flush(&mut self) -> Flushed {
         let mut cx = Context::from_waker(&self.waker);
-        while let Some(front) = self.queue.front_mut() {
-            match Pin::new(&mut self.send).poll_write(&mut cx, front) {
-                Poll::Ready(Ok(n)) => {
-                    front.advance(n);
-                    if front.is_empty() {
-                        self.queue.pop_front();
+        while !self.queue.is_empty() {
+            // The chunks themselves go to quinn (no copy into its buffer): it empties those it
+            // took whole and advances the one it took part of.
+            let polled = std::pin::pin!(self.send.write_chunks(self.queue.make_contiguous())).poll(&mut cx);
+            match polled {
+                Poll::Ready(Ok(w)) => {
+                    self.queue.drain(..w.chunks);
+                    if w.bytes == 0 {
+                        break;
                     }
                 }
                 Poll::Ready(Err(quinn::WriteError::Stopped(code))) => return Flushed::Stopped(Some(code.into_inner())),
@@ -320,13 +377,21 @@ struct Driver {
 
 async fn serve(
     incoming: quinn::Incoming,
+    server: &quinn::ServerConfig,
     certs: &[Arc<ServedCert>],
     port: u16,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let peer = incoming.remote_address();
-    let quic = match tokio::time::timeout(state.cfg.timeouts.header, incoming).await {
+    let connecting = match incoming.accept_with(Arc::new(for_peer(server, &state.cfg, peer))) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(%peer, %e, "QUIC connection not accepted");
+            return;
+        }
+    };
+    let quic = match tokio::time::timeout(state.cfg.timeouts.header, connecting).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             tracing::debug!(%peer, %e, "QUIC handshake failed");
@@ -453,6 +518,7 @@ async fn serve(
         sent_packets = stats.path.sent_packets,
         lost_packets = stats.path.lost_packets,
         congestion_events = stats.path.congestion_events,
+        black_holes = stats.path.black_holes_detected,
         "QUIC connection done"
     );
     for (_, s) in d.streams.drain() {

@@ -1,4 +1,4 @@
-//! Platform socket knobs: the only place that calls setsockopt/getsockopt on TCP sockets.
+//! Platform socket knobs: the only place that calls setsockopt/getsockopt.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -87,6 +87,30 @@ pub(crate) fn set_buffer(fd: RawFd, opt: libc::c_int, force: libc::c_int, want: 
         let _ = setsockopt(fd, libc::SOL_SOCKET, force, want_c);
     }
     get()
+}
+
+/// The MTU of the route to `peer`: the outgoing interface's, or a smaller path MTU the kernel
+/// has learned for that destination (IP_MTU / IPV6_MTU on a throwaway UDP socket connected to
+/// it; connecting a UDP socket sends nothing).
+pub(crate) fn route_mtu(peer: std::net::SocketAddr) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    // A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; ask the IPv4 route for them.
+    let peer = std::net::SocketAddr::new(peer.ip().to_canonical(), peer.port());
+    let (bind, level, opt): (std::net::SocketAddr, _, _) = if peer.is_ipv4() {
+        ((std::net::Ipv4Addr::UNSPECIFIED, 0).into(), libc::IPPROTO_IP, libc::IP_MTU)
+    } else {
+        ((std::net::Ipv6Addr::UNSPECIFIED, 0).into(), libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    };
+    let s = std::net::UdpSocket::bind(bind)?;
+    s.connect(peer)?;
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are live and sized for the call; the socket is open.
+    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), level, opt, (&mut v as *mut libc::c_int).cast(), &mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    u32::try_from(v).map_err(|_| io::Error::other(format!("route MTU {v}")))
 }
 
 /// What TCP_INFO tells about the path right now.
@@ -190,5 +214,14 @@ mod tests {
         assert!(p.cwnd > 0 && p.mss > 0, "{p:?}");
         assert!(p.cwnd_room() > 0 && p.notsent_bytes == 0, "{p:?}");
         assert!(path_info(-1).is_err());
+    }
+
+    #[test]
+    fn route_mtu_of_loopback_and_mapped_addresses() {
+        // The loopback interface's MTU (65536 on Linux), far above Ethernet's.
+        let lo = route_mtu("127.0.0.1:443".parse().unwrap()).unwrap();
+        assert!(lo > 1500, "{lo}");
+        // An IPv4 peer as a dual-stack socket reports it takes the IPv4 route.
+        assert_eq!(route_mtu("[::ffff:127.0.0.1]:443".parse().unwrap()).unwrap(), lo);
     }
 }

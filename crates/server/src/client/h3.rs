@@ -77,7 +77,7 @@ pub(crate) async fn connect(
         let _ = crate::sock::set_buffer(fd, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, SOCKET_BUFFER);
         let _ = crate::sock::set_buffer(fd, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, SOCKET_BUFFER);
     }
-    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))
+    let endpoint = quinn::Endpoint::new(crate::h3conn::endpoint_config(), None, socket, Arc::new(quinn::TokioRuntime))
         .map_err(|e| Failure::new(code::CONNECT, format!("cannot start QUIC: {e}")))?;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
         .map_err(|e| Failure::new(code::TLS, format!("TLS set-up for QUIC: {e}")))?;
@@ -87,7 +87,8 @@ pub(crate) async fn connect(
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONN_WINDOW))
         .send_window(u64::from(CONN_WINDOW))
-        .enable_segmentation_offload(true);
+        .enable_segmentation_offload(true)
+        .mtu_discovery_config(Some(crate::h3conn::mtu_discovery(addr)));
     cfg.transport_config(Arc::new(transport));
     let start = Instant::now();
     let connecting = endpoint
