@@ -161,6 +161,9 @@ pub fn run_main(a: RunArgs) -> Result<(), String> {
     let servers = ServerKind::parse_list(&a.servers)?;
     let out =
         a.out.unwrap_or_else(|| PathBuf::from("lab-results").join(format!("{}-{}", a.experiment.name(), timestamp())));
+    // Absolute: server configurations under it name files by path, and a relative path there
+    // would be taken relative to the configuration file.
+    let out = std::path::absolute(&out).map_err(|e| format!("output directory {}: {e}", out.display()))?;
     let plan = Plan {
         servers,
         runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }),
