@@ -1,10 +1,11 @@
-//! Sans-IO HTTP/2 (RFC 9113) server engine.
+//! Sans-IO HTTP/2 (RFC 9113): the server engine ([`Connection`]) and a small client ([`client::Client`]).
 //!
 //! The engine owns no sockets, tasks, locks or clocks: bytes and the current time go in
 //! (`handle_*`), frames, events and deadlines come out (`poll_*`). See [`Connection`].
 
 #![warn(missing_docs)]
 
+pub mod client;
 mod config;
 mod conn;
 mod error;

@@ -4,7 +4,10 @@
 //!
 //! # What is measured
 //!
-//! One request on one new connection (no pooling, no redirects followed, no retries).
+//! One URL: one request on one new connection (no redirects followed, no retries). Several
+//! URLs: one after another, sharing connections where RFC 9113 §9.1.1 and RFC 8336 allow, with
+//! one retry after a 421 (`client/pool.rs`); a reused connection's `time_connect` and
+//! `time_appconnect` are 0 and its clock starts when the request is sent.
 //!
 //! - The clock starts once the host name has been resolved, just before the TCP connect, and
 //!   stops when the last byte of the response body has arrived (with `-o`, once it has been
@@ -45,7 +48,9 @@
 
 mod body;
 mod conn;
+mod h2;
 mod h3;
+mod pool;
 mod progress;
 
 use std::error::Error as _;
@@ -124,6 +129,10 @@ pub(crate) struct Common {
     /// Exit 22 (curl's code) when the status is 400 or more, without reading the body.
     #[arg(short = 'f', long)]
     fail: bool,
+    /// Connect to ADDR for HOST:PORT instead of asking the resolver (curl's syntax;
+    /// repeatable). The URL's host still names the server in SNI and `:authority`.
+    #[arg(long = "resolve", value_name = "HOST:PORT:ADDR")]
+    resolve: Vec<String>,
     /// Give up (exit 28) when the whole run takes longer than this many seconds.
     #[arg(short = 'm', long, value_name = "SECONDS")]
     max_time: Option<f64>,
@@ -142,9 +151,12 @@ pub(crate) struct Common {
     to the last body byte, including the TCP and TLS handshakes), or with --json \
     {\"url\",\"http_version\",\"status\",\"bytes\",\"seconds\",\"bytes_per_second\",\"mbps\",...}.")]
 pub(crate) struct GetArgs {
-    /// http:// or https:// URL (IPv6 literals in brackets: http://[::1]:8080/).
-    url: String,
-    /// Write the response body to FILE (by default it is discarded).
+    /// http:// or https:// URLs (IPv6 literals in brackets: http://[::1]:8080/). Several are
+    /// fetched one after another, sharing HTTP/2 connections where ORIGIN frames, or the
+    /// address and certificate, allow it; a line (or JSON object) each.
+    #[arg(required = true, value_name = "URL")]
+    urls: Vec<String>,
+    /// Write the response body to FILE (by default it is discarded); one URL only.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
     #[command(flatten)]
@@ -225,9 +237,27 @@ struct Report {
     starttransfer: Duration,
     /// The start of the response body (`put`).
     response: Option<Vec<u8>>,
+    /// With several URLs: the connection that served this one.
+    reuse: Option<pool::Reuse>,
 }
 
 impl Report {
+    /// A report for `t` with nothing measured yet.
+    fn new(t: &conn::Target) -> Self {
+        Self {
+            url: t.url.clone(),
+            version: "1.1",
+            status: 0,
+            bytes: 0,
+            total: Duration::ZERO,
+            connect: Duration::ZERO,
+            appconnect: None,
+            starttransfer: Duration::ZERO,
+            response: None,
+            reuse: None,
+        }
+    }
+
     fn bytes_per_second(&self) -> u64 {
         let secs = self.total.as_secs_f64();
         if secs > 0.0 {
@@ -243,16 +273,26 @@ impl Report {
         (mbps * 1000.0).round() / 1000.0
     }
 
-    /// The curl-style line; `dir` is `download` or `upload`.
+    /// The curl-style line; `dir` is `download` or `upload`. With several URLs it goes on with
+    /// curl's `num_connects` (0 when the connection was reused), the connection's number in
+    /// the run, and how it was found.
     fn line(&self, dir: &str) -> String {
-        format!(
+        let mut line = format!(
             "speed_{dir}={} size_{dir}={} time_total={:.6} http_version={} http_code={:03}",
             self.bytes_per_second(),
             self.bytes,
             self.total.as_secs_f64(),
             self.version,
             self.status
-        )
+        );
+        if let Some(r) = &self.reuse {
+            let new = u8::from(r.via == pool::Via::New);
+            line.push_str(&format!(" num_connects={new} connection={} via={}", r.connection, r.via.name()));
+            if r.retried_after_421 {
+                line.push_str(" retried_after_421=1");
+            }
+        }
+        line
     }
 
     fn json(&self) -> serde_json::Value {
@@ -268,6 +308,12 @@ impl Report {
             "time_appconnect": self.appconnect.unwrap_or_default().as_secs_f64(),
             "time_starttransfer": self.starttransfer.as_secs_f64(),
         });
+        if let (Some(r), Some(obj)) = (&self.reuse, v.as_object_mut()) {
+            obj.insert("num_connects".to_owned(), u8::from(r.via == pool::Via::New).into());
+            obj.insert("connection".to_owned(), r.connection.into());
+            obj.insert("via".to_owned(), r.via.name().into());
+            obj.insert("retried_after_421".to_owned(), r.retried_after_421.into());
+        }
         if let (Some(body), Some(obj)) = (&self.response, v.as_object_mut()) {
             let response = serde_json::from_slice::<serde_json::Value>(body)
                 .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into_owned()));
@@ -323,6 +369,8 @@ struct Setup {
     headers: Vec<(HeaderName, Option<HeaderValue>)>,
     connect_timeout: Duration,
     max_time: Option<Duration>,
+    /// `--resolve` entries.
+    overrides: Vec<conn::Override>,
 }
 
 impl Setup {
@@ -350,7 +398,13 @@ impl Setup {
         let headers = c.headers.iter().map(|h| parse_header(h)).collect::<Result<_, _>>()?;
         let connect_timeout = seconds("--connect-timeout", c.connect_timeout)?;
         let max_time = c.max_time.map(|s| seconds("--max-time", s)).transpose()?;
-        Ok(Self { target, proto, tls, headers, connect_timeout, max_time })
+        let overrides = c.resolve.iter().map(|r| conn::Override::parse(r)).collect::<Result<_, _>>()?;
+        Ok(Self { target, proto, tls, headers, connect_timeout, max_time, overrides })
+    }
+
+    /// The target's addresses (`--resolve`, else the resolver).
+    async fn addrs(&self) -> Result<Vec<std::net::SocketAddr>, Failure> {
+        conn::resolve(&self.target, &self.overrides, self.connect_timeout).await
     }
 
     /// The request, with the default headers, then the user's.
@@ -484,7 +538,10 @@ fn body_failure(e: &hyper::Error, counter: &Counter) -> Failure {
 }
 
 async fn run_get(args: GetArgs) -> Result<(), Failure> {
-    let setup = Setup::new(&args.url, &args.common)?;
+    if args.urls.len() > 1 {
+        return run_get_many(&args).await;
+    }
+    let setup = Setup::new(&args.urls[0], &args.common)?;
     let counter = Arc::new(Counter::default());
     let meter = Meter::start(progress_wanted(&args.common), "down", counter.clone());
     let report =
@@ -495,25 +552,66 @@ async fn run_get(args: GetArgs) -> Result<(), Failure> {
     fail_on_status(args.common.fail, report.status)
 }
 
+/// Several URLs, one after another, on shared connections where allowed (`pool.rs`). Each
+/// gets its line; a failed URL is reported and the run goes on; the exit code is the last
+/// failure's (as curl's).
+async fn run_get_many(args: &GetArgs) -> Result<(), Failure> {
+    if args.output.is_some() {
+        return Err(Failure::new(code::USAGE, "-o/--output takes one URL".to_owned()));
+    }
+    let setups = args.urls.iter().map(|u| Setup::new(u, &args.common)).collect::<Result<Vec<_>, _>>()?;
+    let mut pool = pool::Pool::default();
+    let (mut failed, mut last_code) = (0, 0);
+    for setup in &setups {
+        let counter = Arc::new(Counter::default());
+        let meter = Meter::start(progress_wanted(&args.common), "down", counter.clone());
+        let report = bounded(setup.max_time, &counter, pool.fetch(setup, args.common.fail, &counter)).await;
+        drop(meter);
+        let outcome = report.and_then(|r| {
+            print_report(&r, args.common.json, "download")?;
+            fail_on_status(args.common.fail, r.status)
+        });
+        if let Err(f) = outcome {
+            say(&format!("sluice get: {}: {}", setup.target.url, f.msg));
+            failed += 1;
+            last_code = f.code;
+        }
+    }
+    if failed > 0 {
+        return Err(Failure::new(last_code, format!("{failed} of {} URLs failed", setups.len())));
+    }
+    Ok(())
+}
+
 async fn download(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Counter) -> Result<Report, Failure> {
     if setup.proto == Proto::H3 {
         return download_h3(setup, output, fail, counter).await;
     }
-    let mut conn = conn::connect(&setup.target, setup.proto, setup.tls.clone(), setup.connect_timeout).await?;
+    let conn =
+        conn::connect(&setup.target, &setup.addrs().await?, setup.proto, setup.tls.clone(), setup.connect_timeout)
+            .await?;
+    download_on(setup, conn, output, fail, counter).await
+}
+
+/// GET on `conn` (hyper, HTTP/1.1 or HTTP/2).
+async fn download_on(
+    setup: &Setup,
+    mut conn: conn::Connected,
+    output: Option<&Path>,
+    fail: bool,
+    counter: &Counter,
+) -> Result<Report, Failure> {
     let req = setup.request(conn.h2, Method::GET, ReqBody::empty(), None)?;
     let resp = conn.sender.send(req).await.map_err(|e| send_failure(&e, conn.h2))?;
     let starttransfer = conn.start.elapsed();
     let status = resp.status().as_u16();
     let mut report = Report {
-        url: setup.target.url.clone(),
         version: version_str(resp.version()),
         status,
-        bytes: 0,
-        total: Duration::ZERO,
         connect: conn.connect,
         appconnect: conn.appconnect,
         starttransfer,
-        response: None,
+        ..Report::new(&setup.target)
     };
     if fail && status >= 400 {
         report.total = conn.start.elapsed();
@@ -551,18 +649,15 @@ fn h3_fields(setup: &Setup, len: Option<u64>) -> Vec<(String, String)> {
 
 async fn download_h3(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Counter) -> Result<Report, Failure> {
     let tls = setup.tls.clone().ok_or_else(|| Failure::new(code::USAGE, "--http3 needs https://".to_owned()))?;
-    let c = h3::connect(&setup.target, tls, setup.connect_timeout).await?;
+    let c = h3::connect(&setup.target, setup.addrs().await?[0], tls, setup.connect_timeout).await?;
     let mut resp = h3::send(&c, &setup.target, &Method::GET, &h3_fields(setup, None), None).await?;
     let mut report = Report {
-        url: setup.target.url.clone(),
         version: "3",
         status: resp.status,
-        bytes: 0,
-        total: Duration::ZERO,
         connect: c.appconnect,
         appconnect: Some(c.appconnect),
         starttransfer: resp.starttransfer,
-        response: None,
+        ..Report::new(&setup.target)
     };
     if fail && resp.status >= 400 {
         report.total = c.start.elapsed();
@@ -596,7 +691,7 @@ async fn upload_h3(
     counter: &Counter,
 ) -> Result<Report, Failure> {
     let tls = setup.tls.clone().ok_or_else(|| Failure::new(code::USAGE, "--http3 needs https://".to_owned()))?;
-    let c = h3::connect(&setup.target, tls, setup.connect_timeout).await?;
+    let c = h3::connect(&setup.target, setup.addrs().await?[0], tls, setup.connect_timeout).await?;
     let mut resp = h3::send(&c, &setup.target, &method, &h3_fields(setup, Some(len)), Some(body)).await?;
     let mut kept = Vec::new();
     while let Some(data) = resp.chunk().await? {
@@ -605,7 +700,6 @@ async fn upload_h3(
     }
     resp.upload_result().await?;
     let report = Report {
-        url: setup.target.url.clone(),
         version: "3",
         status: resp.status,
         bytes: counter.bytes(),
@@ -614,6 +708,7 @@ async fn upload_h3(
         appconnect: Some(c.appconnect),
         starttransfer: resp.starttransfer,
         response: Some(kept),
+        ..Report::new(&setup.target)
     };
     c.conn.close(quinn::VarInt::from_u32(0x100), b"");
     Ok(report)
@@ -696,7 +791,9 @@ async fn send_upload(
         }
         return upload_h3(setup, method, body, len, counter).await;
     }
-    let mut conn = conn::connect(&setup.target, setup.proto, setup.tls.clone(), setup.connect_timeout).await?;
+    let mut conn =
+        conn::connect(&setup.target, &setup.addrs().await?, setup.proto, setup.tls.clone(), setup.connect_timeout)
+            .await?;
     let gate = if expect_100 && !conn.h2 && len > 0 {
         let (gate, opener) = Gate::new(EXPECT_TIMEOUT);
         body.set_gate(gate);
@@ -734,7 +831,6 @@ async fn send_upload(
         }
     }
     Ok(Report {
-        url: setup.target.url.clone(),
         version,
         status,
         bytes: counter.bytes(),
@@ -743,6 +839,7 @@ async fn send_upload(
         appconnect: conn.appconnect,
         starttransfer,
         response: Some(kept),
+        ..Report::new(&setup.target)
     })
 }
 
@@ -761,6 +858,7 @@ mod tests {
             appconnect: Some(Duration::from_millis(2)),
             starttransfer: Duration::from_millis(3),
             response: None,
+            reuse: None,
         }
     }
 

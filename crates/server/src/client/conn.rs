@@ -1,6 +1,7 @@
-//! One connection for `sluice get` / `sluice put`: URL parsing, name resolution, TCP connect,
-//! TLS (rustls with the ring provider, ALPN) and the hyper 1 client handshake for HTTP/1.1 or
-//! HTTP/2. No pooling: every run opens exactly one connection and sends one request on it.
+//! Connections for `sluice get` / `sluice put`: URL parsing, name resolution (with curl's
+//! `--resolve` overrides), TCP connect, TLS (rustls with the ring provider, ALPN) and the
+//! hyper 1 client handshake for HTTP/1.1 or HTTP/2. One URL opens exactly one connection and
+//! sends one request on it; several URLs share connections (`pool.rs`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -241,15 +242,46 @@ pub(crate) struct Connected {
     pub(crate) appconnect: Option<Duration>,
 }
 
-/// Resolves the host, connects (each resolved address in turn), does TLS when `tls` is given,
-/// and the HTTP handshake. `timeout` bounds the connect and the TLS handshake, as curl's
-/// `--connect-timeout` does.
-pub(crate) async fn connect(
+/// `--resolve HOST:PORT:ADDR` (curl's syntax): connect to ADDR for HOST:PORT, without asking
+/// the system resolver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Override {
+    host: String,
+    port: u16,
+    addr: std::net::IpAddr,
+}
+
+impl Override {
+    pub(crate) fn parse(text: &str) -> Result<Self, Failure> {
+        let bad = |why: &str| Failure::new(code::USAGE, format!("--resolve `{text}`: {why} (expected HOST:PORT:ADDR)"));
+        let (host, rest) = text.split_once(':').ok_or_else(|| bad("no port"))?;
+        let (port, addr) = rest.split_once(':').ok_or_else(|| bad("no address"))?;
+        let port = port.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| bad("bad port"))?;
+        let addr = addr.strip_prefix('[').and_then(|a| a.strip_suffix(']')).unwrap_or(addr);
+        let addr = addr.parse().map_err(|_| bad("bad address"))?;
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        Ok(Self { host: host.to_ascii_lowercase(), port, addr })
+    }
+}
+
+/// The addresses for `target`: from `overrides` when one names its host and port, else from
+/// the system resolver, bounded by `timeout`.
+pub(crate) async fn resolve(
     target: &Target,
-    proto: Proto,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    overrides: &[Override],
     timeout: Duration,
-) -> Result<Connected, Failure> {
+) -> Result<Vec<SocketAddr>, Failure> {
+    let host = target.host.to_ascii_lowercase();
+    let pinned: Vec<SocketAddr> = overrides
+        .iter()
+        .filter(|o| o.host == host && o.port == target.port)
+        .map(|o| SocketAddr::new(o.addr, target.port))
+        .collect();
+    if !pinned.is_empty() {
+        return Ok(pinned);
+    }
     let addrs: Vec<SocketAddr> =
         match tokio::time::timeout(timeout, tokio::net::lookup_host((target.host.as_str(), target.port))).await {
             Ok(Ok(addrs)) => addrs.collect(),
@@ -261,16 +293,52 @@ pub(crate) async fn connect(
     if addrs.is_empty() {
         return Err(Failure::new(code::RESOLVE, format!("host `{}` has no addresses", target.host)));
     }
+    Ok(addrs)
+}
+
+/// A TCP connection, with TLS when the URL is https.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// A transport connection and the times curl reports for it.
+pub(crate) struct Opened {
+    pub(crate) stream: Stream,
+    /// The address connected to.
+    pub(crate) peer: SocketAddr,
+    /// When the clock started: after name resolution, just before the TCP connect.
+    pub(crate) start: Instant,
+    /// `time_connect`: start → TCP connection established.
+    pub(crate) connect: Duration,
+    /// `time_appconnect`: start → TLS handshake done (`None` for cleartext).
+    pub(crate) appconnect: Option<Duration>,
+}
+
+impl Opened {
+    /// Whether TLS negotiated h2 by ALPN.
+    pub(crate) fn alpn_h2(&self) -> bool {
+        matches!(&self.stream, Stream::Tls(s) if s.get_ref().1.alpn_protocol() == Some(b"h2"))
+    }
+}
+
+/// Connects to `addrs` (each in turn) and does TLS when `tls` is given. `timeout` bounds the
+/// connect and the TLS handshake, as curl's `--connect-timeout` does.
+pub(crate) async fn open(
+    target: &Target,
+    addrs: &[SocketAddr],
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+) -> Result<Opened, Failure> {
     let start = Instant::now();
     let deadline = tokio::time::Instant::from_std(start) + timeout;
-    let tcp = tcp_connect(&addrs, deadline, timeout).await?;
+    let tcp = tcp_connect(addrs, deadline, timeout).await?;
     let connect = start.elapsed();
+    let peer = tcp.peer_addr().map_err(|e| Failure::new(code::CONNECT, format!("connection lost at once: {e}")))?;
     // Like curl: requests go out at once, not held back by Nagle's algorithm.
     let _ = tcp.set_nodelay(true);
     let Some(tls) = tls else {
-        let h2 = proto == Proto::H2Prior;
-        let sender = handshake(tcp, h2).await?;
-        return Ok(Connected { sender, h2, start, connect, appconnect: None });
+        return Ok(Opened { stream: Stream::Plain(tcp), peer, start, connect, appconnect: None });
     };
     let name = ServerName::try_from(target.host.clone())
         .map_err(|e| Failure::new(code::URL, format!("`{}` cannot be a TLS server name: {e}", target.host)))?;
@@ -286,11 +354,25 @@ pub(crate) async fn connect(
         }
     };
     let appconnect = Some(start.elapsed());
-    let h2 = match stream.get_ref().1.alpn_protocol() {
-        Some(b"h2") => true,
-        _ => proto == Proto::H2Prior,
+    Ok(Opened { stream: Stream::Tls(Box::new(stream)), peer, start, connect, appconnect })
+}
+
+/// Connects to `addrs` as [`open`] does, and does the HTTP handshake (hyper).
+pub(crate) async fn connect(
+    target: &Target,
+    addrs: &[SocketAddr],
+    proto: Proto,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+) -> Result<Connected, Failure> {
+    let opened = open(target, addrs, tls, timeout).await?;
+    // Over TLS, h2 when ALPN picked it; --http2-prior-knowledge speaks it regardless.
+    let h2 = opened.alpn_h2() || proto == Proto::H2Prior;
+    let Opened { stream, start, connect, appconnect, .. } = opened;
+    let sender = match stream {
+        Stream::Plain(s) => handshake(s, h2).await?,
+        Stream::Tls(s) => handshake(s, h2).await?,
     };
-    let sender = handshake(stream, h2).await?;
     Ok(Connected { sender, h2, start, connect, appconnect })
 }
 
@@ -341,7 +423,7 @@ fn tls_failure(target: &Target, e: &std::io::Error) -> Failure {
 }
 
 /// The hyper client handshake; the connection is driven by a task of its own.
-async fn handshake<T>(io: T, h2: bool) -> Result<Sender, Failure>
+pub(crate) async fn handshake<T>(io: T, h2: bool) -> Result<Sender, Failure>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -417,6 +499,31 @@ mod tests {
             assert_eq!(e.code, code::URL, "{url}: {}", e.msg);
             assert!(e.msg.contains("bad URL"), "{url}: {}", e.msg);
         }
+    }
+
+    #[test]
+    fn resolve_overrides_parse_as_curl_writes_them() {
+        let o = Override::parse("A.test:8443:127.0.0.2").expect("valid");
+        assert_eq!((o.host.as_str(), o.port, o.addr.to_string().as_str()), ("a.test", 8443, "127.0.0.2"));
+        let o = Override::parse("b.test:443:[::1]").expect("valid");
+        assert_eq!(o.addr.to_string(), "::1");
+        for bad in
+            ["a.test", "a.test:443", "a.test:0:127.0.0.1", "a.test:x:127.0.0.1", ":443:127.0.0.1", "a.test:443:nowhere"]
+        {
+            assert_eq!(Override::parse(bad).expect_err(bad).code, code::USAGE, "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn overrides_answer_for_their_host_and_port_only() {
+        let o = [Override::parse("a.test:8443:127.0.0.2").expect("valid")];
+        let t = parse_url("https://A.TEST:8443/").expect("valid");
+        let got = resolve(&t, &o, Duration::from_secs(5)).await.expect("pinned");
+        assert_eq!(got, ["127.0.0.2:8443".parse::<SocketAddr>().expect("addr")]);
+        // Another port is not pinned: the resolver answers (localhost is in /etc/hosts).
+        let t = parse_url("https://localhost:9/").expect("valid");
+        let got = resolve(&t, &o, Duration::from_secs(5)).await.expect("resolved");
+        assert!(got.iter().all(|a| a.ip().is_loopback() && a.port() == 9), "{got:?}");
     }
 
     #[test]

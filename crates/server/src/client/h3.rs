@@ -54,19 +54,13 @@ pub(crate) struct Connected {
     pub(crate) appconnect: Duration,
 }
 
-/// Resolve, handshake (ALPN h3 in `tls`) and open the control stream.
+/// Handshake with `addr` (ALPN h3 in `tls`) and open the control stream.
 pub(crate) async fn connect(
     target: &Target,
+    addr: SocketAddr,
     tls: Arc<rustls::ClientConfig>,
     timeout: Duration,
 ) -> Result<Connected, Failure> {
-    let addr = match tokio::time::timeout(timeout, tokio::net::lookup_host((target.host.as_str(), target.port))).await {
-        Ok(Ok(mut addrs)) => addrs
-            .next()
-            .ok_or_else(|| Failure::new(code::RESOLVE, format!("host `{}` has no addresses", target.host)))?,
-        Ok(Err(e)) => return Err(Failure::new(code::RESOLVE, format!("cannot resolve host `{}`: {e}", target.host))),
-        Err(_) => return Err(Failure::new(code::TIMEOUT, format!("resolving `{}` timed out", target.host))),
-    };
     let bind: SocketAddr = if addr.is_ipv6() { "[::]:0".parse() } else { "0.0.0.0:0".parse() }
         .map_err(|e| Failure::new(code::CONNECT, format!("{e}")))?;
     let socket = std::net::UdpSocket::bind(bind)

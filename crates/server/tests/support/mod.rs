@@ -57,10 +57,10 @@ pub(crate) fn have(tool: &str) -> bool {
     if let Some((_, ok)) = seen.iter().find(|(t, _)| t == tool) {
         return *ok;
     }
-    // The probe each tool answers with success: `openssl version`, `gtlsclient --help` (its
-    // `--version` takes an argument), `--version` for the rest.
+    // The probe each tool answers with success: `openssl version` and `caddy version`,
+    // `gtlsclient --help` (its `--version` takes an argument), `--version` for the rest.
     let probe = match tool {
-        "openssl" => "version",
+        "openssl" | "caddy" => "version",
         "gtlsclient" => "--help",
         _ => "--version",
     };
@@ -195,6 +195,11 @@ fn free_ports() -> (u16, u16) {
     (a.local_addr().expect("local addr").port(), b.local_addr().expect("local addr").port())
 }
 
+/// A TCP port free on 127.0.0.1 just now (for a peer server a test starts).
+pub(crate) fn free_port() -> u16 {
+    free_ports().0
+}
+
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
 pub(crate) fn accepts(port: u16) -> bool {
     TcpStream::connect_timeout(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)), Duration::from_millis(500)).is_ok()
@@ -204,7 +209,8 @@ pub(crate) fn accepts(port: u16) -> bool {
 pub(crate) struct Options {
     /// `[timeouts] drain_secs`.
     pub(crate) drain_secs: u64,
-    /// More TOML appended to the configuration (whole tables, e.g. `[flow]`).
+    /// More TOML appended to the configuration (whole tables, e.g. `[flow]`); `{tls_port}`
+    /// in it becomes the TLS listener's port.
     pub(crate) extra: String,
     /// The TLS listener on 0.0.0.0 (every loopback address) instead of 127.0.0.1.
     pub(crate) listen_any: bool,
@@ -393,7 +399,7 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> St
         www = dir.join("www").display(),
         drain = opts.drain_secs,
         tls_host = if opts.listen_any { "0.0.0.0" } else { "127.0.0.1" },
-        extra = opts.extra,
+        extra = opts.extra.replace("{tls_port}", &tls_port.to_string()),
     )
 }
 

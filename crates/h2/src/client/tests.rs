@@ -1,0 +1,392 @@
+//! The client against the server engine in memory, and against hand-made server frames for
+//! what a correct server never sends.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use sluice_hpack as hpack;
+
+use super::*;
+use crate::flow::FixedWindows;
+use crate::frame::flag;
+use crate::{Config, Connection, Event, Field};
+
+/// A client and a server engine joined in memory.
+struct Pair {
+    client: Client,
+    server: Connection,
+    now: Instant,
+}
+
+impl Pair {
+    fn new(client: ClientConfig, server: Config) -> Self {
+        let now = Instant::now();
+        let w = FixedWindows { stream: 1 << 20, connection: 1 << 20 };
+        let mut p = Self { client: Client::new(client), server: Connection::new(server, Box::new(w), now), now };
+        p.pump();
+        p
+    }
+
+    /// Moves bytes both ways until neither side has anything to send.
+    fn pump(&mut self) {
+        for _ in 0..10_000 {
+            let mut moved = false;
+            if let Some(b) = self.client.poll_transmit() {
+                self.server.handle_input(self.now, &b);
+                moved = true;
+            }
+            let mut buf = Vec::new();
+            let _ = self.server.poll_transmit(self.now, &mut buf, usize::MAX);
+            if !buf.is_empty() {
+                self.client.handle_input(&buf).expect("the server engine is a correct peer");
+                moved = true;
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("no quiescence");
+    }
+
+    fn client_events(&mut self) -> Vec<ClientEvent> {
+        std::iter::from_fn(|| self.client.poll_event()).collect()
+    }
+
+    /// The next request the server saw: (stream, method, authority, path, fields).
+    fn server_request(&mut self) -> (u32, String, String, String, Vec<Field>) {
+        while let Some(e) = self.server.poll_event() {
+            if let Event::Request { stream, head, end_stream } = e {
+                assert!(end_stream, "requests carry no body");
+                let s = |b: Option<Bytes>| String::from_utf8_lossy(&b.unwrap_or_default()).into_owned();
+                return (stream, s(Some(head.method)), s(head.authority), s(head.path), head.fields);
+            }
+        }
+        panic!("no request reached the server");
+    }
+}
+
+const GET: Request<'static> =
+    Request { method: "GET", scheme: "https", authority: "a.test", path: "/x", fields: &[("accept", "*/*")] };
+
+fn body_of(events: &[ClientEvent], stream: u32) -> (usize, bool) {
+    let mut n = 0;
+    let mut ended = false;
+    for e in events {
+        if let ClientEvent::Data { stream: s, data, end_stream } = e {
+            if *s == stream {
+                assert!(!ended, "data after the end");
+                n += data.len();
+                ended |= end_stream;
+            }
+        }
+    }
+    (n, ended)
+}
+
+#[test]
+fn get_round_trip_with_the_server_engine() {
+    let mut p = Pair::new(ClientConfig::default(), Config::default());
+    assert!(p.client.is_ready());
+    assert_eq!(p.client_events(), [ClientEvent::Ready]);
+    let id = p.client.request(&GET).unwrap();
+    assert_eq!(id, 1);
+    p.pump();
+    let (stream, method, authority, path, fields) = p.server_request();
+    assert_eq!((stream, method.as_str(), authority.as_str(), path.as_str()), (1, "GET", "a.test", "/x"));
+    assert_eq!(fields, [Field::new("accept", "*/*")]);
+    p.server.send_response(1, 200, vec![Field::new("content-type", "text/plain")], false).unwrap();
+    p.server.send_data(1, Bytes::from(vec![7u8; 100_000]), true).unwrap();
+    p.pump();
+    let events = p.client_events();
+    assert_eq!(
+        events[0],
+        ClientEvent::Response {
+            stream: 1,
+            status: 200,
+            fields: vec![("content-type".into(), "text/plain".into())],
+            end_stream: false
+        }
+    );
+    assert_eq!(body_of(&events, 1), (100_000, true));
+    assert_eq!(p.client.open_streams(), 0);
+    // The next request gets the next odd id.
+    assert_eq!(p.client.request(&GET), Ok(3));
+}
+
+#[test]
+fn origin_frame_is_reported() {
+    let origins = vec!["https://a.test".to_owned(), "https://b.test:8443".to_owned()];
+    let mut p = Pair::new(ClientConfig::default(), Config { origins: Some(origins.clone()), ..Config::default() });
+    let events = p.client_events();
+    assert_eq!(events, [ClientEvent::Ready, ClientEvent::Origin(origins)]);
+}
+
+#[test]
+fn origin_frames_with_reserved_flags_or_off_stream_0_are_ignored() {
+    let mut c = client_with_requests(0);
+    let mut payload = Vec::new();
+    Origin { origins: vec!["https://b.test".into()] }.encode(&mut payload);
+    let body = &payload[HEADER_LEN..];
+    for (flags, stream) in [(0x1, 0), (0x8, 0), (0, 1)] {
+        c.handle_input(&frame(kind::ORIGIN, flags, stream, body)).unwrap();
+        assert_eq!(c.poll_event(), None, "flags {flags:#x} stream {stream}");
+    }
+    // A flag outside the reserved four does not matter.
+    c.handle_input(&frame(kind::ORIGIN, 0x10, 0, body)).unwrap();
+    assert_eq!(c.poll_event(), Some(ClientEvent::Origin(vec!["https://b.test".into()])));
+}
+
+#[test]
+fn credit_goes_back_so_bodies_larger_than_the_windows_arrive() {
+    let small = ClientConfig { stream_window: 65_535, connection_window: 65_535, ..ClientConfig::default() };
+    let mut p = Pair::new(small, Config::default());
+    let id = p.client.request(&GET).unwrap();
+    p.pump();
+    let _ = p.server_request();
+    p.server.send_response(id, 200, vec![], false).unwrap();
+    p.server.send_data(id, Bytes::from(vec![1u8; 500_000]), true).unwrap();
+    p.pump();
+    assert_eq!(body_of(&p.client_events(), id), (500_000, true));
+}
+
+#[test]
+fn head_only_responses_and_trailers() {
+    let mut p = Pair::new(ClientConfig::default(), Config::default());
+    let _ = p.client_events();
+    let a = p.client.request(&GET).unwrap();
+    let b = p.client.request(&GET).unwrap();
+    p.pump();
+    p.server.send_response(a, 204, vec![], true).unwrap();
+    p.server.send_response(b, 200, vec![], false).unwrap();
+    p.server.send_data(b, Bytes::from_static(b"abc"), false).unwrap();
+    p.server.send_trailers(b, vec![Field::new("x-sum", "1")]).unwrap();
+    p.pump();
+    let events = p.client_events();
+    assert!(events.contains(&ClientEvent::Response { stream: a, status: 204, fields: vec![], end_stream: true }));
+    assert_eq!(events.last(), Some(&ClientEvent::Trailers { stream: b, fields: vec![("x-sum".into(), "1".into())] }));
+    assert_eq!(p.client.open_streams(), 0);
+}
+
+/// A client past the handshake with `n` requests open, fed by hand-made frames.
+fn client_with_requests(n: usize) -> Client {
+    let mut c = Client::new(ClientConfig { stream_window: 65_535, connection_window: 65_535, ..Default::default() });
+    let mut settings = Vec::new();
+    Settings { ack: false, values: vec![] }.encode(&mut settings);
+    c.handle_input(&settings).unwrap();
+    for _ in 0..n {
+        c.request(&GET).unwrap();
+    }
+    let _ = c.poll_transmit();
+    let _ = std::iter::from_fn(|| c.poll_event()).count();
+    c
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    Head { len: payload.len() as u32, kind, flags, stream }.encode(&mut v);
+    v.extend_from_slice(payload);
+    v
+}
+
+fn block(fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut enc = hpack::Encoder::new();
+    let mut b = Vec::new();
+    enc.encode(fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes(), false)), &mut b);
+    b
+}
+
+/// Frames the client wrote: (type, flags, stream, payload).
+fn written(c: &mut Client) -> Vec<(u8, u8, u32, Vec<u8>)> {
+    let out = c.poll_transmit().unwrap_or_default();
+    let mut frames = Vec::new();
+    let mut rest = out.strip_prefix(PREFACE).unwrap_or(&out);
+    while let Some(h) = Head::parse(rest) {
+        let end = HEADER_LEN + h.len as usize;
+        frames.push((h.kind, h.flags, h.stream, rest[HEADER_LEN..end].to_vec()));
+        rest = &rest[end..];
+    }
+    frames
+}
+
+#[test]
+fn connection_errors_send_goaway_with_their_code() {
+    let cases: Vec<(&str, Vec<u8>, Reason)> = vec![
+        ("DATA on a stream never opened", frame(kind::DATA, 0, 5, b"x"), Reason::PROTOCOL_ERROR),
+        ("DATA on an even stream", frame(kind::DATA, 0, 2, b"x"), Reason::PROTOCOL_ERROR),
+        (
+            "HEADERS opening a stream",
+            frame(kind::HEADERS, flag::END_HEADERS, 2, &block(&[(":status", "200")])),
+            Reason::PROTOCOL_ERROR,
+        ),
+        (
+            "PUSH_PROMISE with push off",
+            frame(kind::PUSH_PROMISE, flag::END_HEADERS, 1, &[0, 0, 0, 2]),
+            Reason::PROTOCOL_ERROR,
+        ),
+        ("a frame over 16,384 bytes", frame(kind::DATA, 0, 1, &[0; 16_385]), Reason::FRAME_SIZE_ERROR),
+        (
+            "undecodable HPACK",
+            frame(kind::HEADERS, flag::END_HEADERS, 1, &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            Reason::COMPRESSION_ERROR,
+        ),
+        (
+            "a frame between HEADERS and CONTINUATION",
+            [frame(kind::HEADERS, 0, 1, &block(&[(":status", "200")])), frame(kind::PING, 0, 0, &[0; 8])].concat(),
+            Reason::PROTOCOL_ERROR,
+        ),
+        ("CONTINUATION without HEADERS", frame(kind::CONTINUATION, flag::END_HEADERS, 1, &[]), Reason::PROTOCOL_ERROR),
+        (
+            "a CONTINUATION flood",
+            std::iter::once(frame(kind::HEADERS, 0, 1, &block(&[(":status", "200")])))
+                .chain((0..100).map(|_| frame(kind::CONTINUATION, 0, 1, &[])))
+                .collect::<Vec<_>>()
+                .concat(),
+            Reason::ENHANCE_YOUR_CALM,
+        ),
+    ];
+    for (what, bytes, reason) in cases {
+        let mut c = client_with_requests(1);
+        let e = c.handle_input(&bytes).expect_err(what);
+        assert_eq!(e.reason(), reason, "{what}");
+        let frames = written(&mut c);
+        let goaway = frames.iter().find(|f| f.0 == kind::GOAWAY).unwrap_or_else(|| panic!("{what}: no GOAWAY"));
+        assert_eq!(&goaway.3[4..8], &reason.0.to_be_bytes(), "{what}");
+        assert_eq!(c.request(&GET), Err(RequestError::Closed), "{what}");
+        assert!(c.handle_input(&[]).is_err(), "{what}: stays failed");
+    }
+}
+
+#[test]
+fn data_beyond_the_stream_window_resets_the_stream() {
+    // Credit goes back as soon as half a window is used, so only a window smaller than a
+    // frame can be overrun by a server that keeps to its frame size.
+    let mut c = Client::new(ClientConfig { stream_window: 1_000, ..ClientConfig::default() });
+    let mut s = Vec::new();
+    Settings { ack: false, values: vec![] }.encode(&mut s);
+    c.handle_input(&s).unwrap();
+    c.request(&GET).unwrap();
+    let _ = std::iter::from_fn(|| c.poll_event()).count();
+    let mut bytes = Vec::new();
+    Headers::encode(1, &block(&[(":status", "200")]), false, 16_384, &mut bytes);
+    bytes.extend(frame(kind::DATA, 0, 1, &[0; 1_001]));
+    c.handle_input(&bytes).unwrap();
+    let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+    let Some(ClientEvent::Reset { stream: 1, error }) = events.last() else { panic!("{events:?}") };
+    assert_eq!(error.reason(), Reason::FLOW_CONTROL_ERROR);
+    assert!(written(&mut c)
+        .iter()
+        .any(|f| f.0 == kind::RST_STREAM && f.3 == Reason::FLOW_CONTROL_ERROR.0.to_be_bytes()));
+}
+
+#[test]
+fn stream_errors_reset_only_their_stream() {
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("DATA before the head", frame(kind::DATA, 0, 1, b"x")),
+        ("no :status", frame(kind::HEADERS, flag::END_HEADERS, 1, &block(&[("server", "x")]))),
+        (
+            "a request pseudo-field",
+            frame(kind::HEADERS, flag::END_HEADERS, 1, &block(&[(":status", "200"), (":path", "/")])),
+        ),
+        ("status not three digits", frame(kind::HEADERS, flag::END_HEADERS, 1, &block(&[(":status", "2000")]))),
+        (
+            "1xx ending the stream",
+            frame(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1, &block(&[(":status", "103")])),
+        ),
+        (
+            "trailers without END_STREAM",
+            [
+                frame(kind::HEADERS, flag::END_HEADERS, 1, &block(&[(":status", "200")])),
+                frame(kind::HEADERS, flag::END_HEADERS, 1, &block(&[("x", "y")])),
+            ]
+            .concat(),
+        ),
+    ];
+    for (what, bytes) in cases {
+        let mut c = client_with_requests(2);
+        c.handle_input(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+        let Some(ClientEvent::Reset { stream: 1, error }) = events.last() else { panic!("{what}: {events:?}") };
+        assert_eq!(
+            (error.reason(), matches!(error, Error::Stream { initiator: Initiator::Local, .. })),
+            (Reason::PROTOCOL_ERROR, true),
+            "{what}"
+        );
+        let frames = written(&mut c);
+        assert!(frames.iter().any(|f| f.0 == kind::RST_STREAM && f.2 == 1), "{what}: {frames:?}");
+        // Stream 3 and the connection go on.
+        assert_eq!(c.open_streams(), 1, "{what}");
+        c.handle_input(&frame(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 3, &block(&[(":status", "200")])))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(matches!(c.poll_event(), Some(ClientEvent::Response { stream: 3, status: 200, .. })), "{what}");
+    }
+}
+
+#[test]
+fn informational_heads_are_skipped() {
+    let mut c = client_with_requests(1);
+    let mut enc = hpack::Encoder::new();
+    let mut bytes = Vec::new();
+    for status in ["100", "103", "200"] {
+        let mut b = Vec::new();
+        enc.encode([(&b":status"[..], status.as_bytes(), false)], &mut b);
+        bytes.extend(frame(kind::HEADERS, flag::END_HEADERS, 1, &b));
+    }
+    c.handle_input(&bytes).unwrap();
+    let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+    assert_eq!(events, [ClientEvent::Response { stream: 1, status: 200, fields: vec![], end_stream: false }]);
+}
+
+#[test]
+fn goaway_refuses_the_streams_it_did_not_process() {
+    let mut c = client_with_requests(3);
+    let mut g = Vec::new();
+    GoAway { last_stream: 1, reason: Reason::NO_ERROR, debug: vec![] }.encode(&mut g);
+    c.handle_input(&g).unwrap();
+    let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+    assert_eq!(events[0], ClientEvent::GoAway { last_stream: 1, reason: Reason::NO_ERROR });
+    let refused: Vec<u32> = events[1..]
+        .iter()
+        .map(|e| match e {
+            ClientEvent::Reset { stream, error } if error.reason() == Reason::REFUSED_STREAM => *stream,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(refused, [3, 5]);
+    assert_eq!(c.open_streams(), 1);
+    assert!(!c.accepts_requests());
+    assert_eq!(c.request(&GET), Err(RequestError::GoingAway));
+}
+
+#[test]
+fn the_servers_settings_bound_requests() {
+    let mut c = Client::new(ClientConfig::default());
+    let mut s = Vec::new();
+    Settings { ack: false, values: vec![Setting::MaxConcurrentStreams(1), Setting::MaxFrameSize(16_384)] }
+        .encode(&mut s);
+    c.handle_input(&s).unwrap();
+    let frames = written(&mut c);
+    // Preface and our SETTINGS went first; the server's SETTINGS is acknowledged.
+    assert!(frames.iter().any(|f| f.0 == kind::SETTINGS && f.1 == flag::ACK));
+    assert_eq!(c.request(&GET), Ok(1));
+    assert_eq!(c.request(&GET), Err(RequestError::TooManyStreams));
+    c.cancel(1);
+    assert!(written(&mut c).iter().any(|f| f.0 == kind::RST_STREAM && f.2 == 1));
+    assert_eq!(c.request(&GET), Ok(3));
+    // PINGs are answered with the same payload.
+    c.handle_input(&frame(kind::PING, 0, 0, b"12345678")).unwrap();
+    assert!(written(&mut c).iter().any(|f| f.0 == kind::PING && f.1 == flag::ACK && f.3 == b"12345678"));
+}
+
+#[test]
+fn frames_split_anywhere_decode_the_same() {
+    let mut whole = Vec::new();
+    Headers::encode(1, &block(&[(":status", "200"), ("content-length", "5")]), false, 16_384, &mut whole);
+    whole.extend(frame(kind::DATA, flag::END_STREAM, 1, b"hello"));
+    let mut c = client_with_requests(1);
+    for b in &whole {
+        c.handle_input(std::slice::from_ref(b)).unwrap();
+    }
+    let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(body_of(&events, 1), (5, true));
+}

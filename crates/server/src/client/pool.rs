@@ -1,0 +1,257 @@
+//! `sluice get` with several URLs: connections shared between origins the way RFC 9113 §9.1.1
+//! and RFC 8336 allow, and retried after 421 (RFC 9110 §15.5.20).
+//!
+//! URLs are fetched one after another. For each https URL (HTTP/2) the client looks for an
+//! open connection that may carry it:
+//! - the connection opened for that origin;
+//! - once the connection has received an ORIGIN frame, one whose Origin Set (the initial
+//!   origin, from SNI and port, plus every ORIGIN entry) holds the origin, and whose
+//!   certificate is valid for its host; no DNS lookup is needed (RFC 8336 §2.4). Nothing else:
+//!   the Origin Set is then the whole truth;
+//! - before any ORIGIN frame, one on the same port whose peer address is among the host's
+//!   addresses and whose certificate is valid for the host.
+//!
+//! The certificate check is a name check against the certificate the connection presented
+//! (its SAN entries); with `-k` the chain is not verified, but names still are. A 421 on a
+//! shared connection removes the origin from that connection's set and the request is sent
+//! again, once, on a connection of its own. HTTP/1.1, h2c and HTTP/3 open a connection per
+//! URL.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::{CertificateDer, ServerName};
+
+use super::conn::{self, Connected, Proto, Stream, Target};
+use super::h2::H2Conn;
+use super::progress::Counter;
+use super::{code, download, download_on, Failure, Report, Setup};
+
+/// How a URL found its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// A new connection for this URL.
+    New,
+    /// The connection opened earlier for the same origin.
+    SameOrigin,
+    /// Another origin's connection whose ORIGIN frame named this one.
+    OriginFrame,
+    /// Another origin's connection to the same address, its certificate covering this host.
+    SameAddress,
+}
+
+impl Via {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::SameOrigin => "same-origin",
+            Self::OriginFrame => "origin-frame",
+            Self::SameAddress => "same-address",
+        }
+    }
+}
+
+/// Which connection served a URL.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reuse {
+    /// 1 for the first connection the run opened, 2 for the second, ...
+    pub(crate) connection: usize,
+    pub(crate) via: Via,
+    /// The first answer was 421 on a shared connection; this one is from a new connection.
+    pub(crate) retried_after_421: bool,
+}
+
+/// An origin: lower-case host and port (the scheme is https).
+type Origin = (String, u16);
+
+fn origin_of(t: &Target) -> Origin {
+    (t.host.to_ascii_lowercase(), t.port)
+}
+
+/// An ORIGIN entry (RFC 6454 §6.2 serialisation) as an https origin; anything else is skipped
+/// (RFC 8336 §2.2: entries that do not parse are ignored).
+fn parse_origin(entry: &str) -> Option<Origin> {
+    let t = conn::parse_url(entry).ok()?;
+    let bare = entry.len() == entry.find("://")? + 3 + t.authority.as_str().len();
+    (t.https && bare).then(|| origin_of(&t))
+}
+
+/// An HTTP/2 connection and what it may be used for.
+struct Pooled {
+    id: usize,
+    conn: H2Conn,
+    /// The origin it was opened for (SNI and port: the Origin Set's initial origin).
+    origin: Origin,
+    peer: SocketAddr,
+    /// The end-entity certificate it presented.
+    cert: CertificateDer<'static>,
+    /// Origins answered with 421 here (RFC 8336 §2.3: removed from the Origin Set).
+    refused: HashSet<Origin>,
+}
+
+impl Pooled {
+    /// Whether it may carry a request for `o`; `addrs` are `o`'s addresses, if looked up.
+    fn serves(&self, o: &Origin, addrs: Option<&[SocketAddr]>) -> Option<Via> {
+        if !self.conn.usable() || self.refused.contains(o) {
+            return None;
+        }
+        if *o == self.origin {
+            return Some(Via::SameOrigin);
+        }
+        match self.conn.origins() {
+            Some(entries) => {
+                let listed = entries.iter().filter_map(|e| parse_origin(e)).any(|e| e == *o);
+                (listed && self.covers(&o.0)).then_some(Via::OriginFrame)
+            }
+            None => {
+                let same_address = o.1 == self.origin.1 && addrs?.contains(&self.peer);
+                (same_address && self.covers(&o.0)).then_some(Via::SameAddress)
+            }
+        }
+    }
+
+    /// Whether the certificate is valid for `host` (RFC 9110 §4.3.4 name matching).
+    fn covers(&self, host: &str) -> bool {
+        let Ok(name) = ServerName::try_from(host) else { return false };
+        webpki::EndEntityCert::try_from(&self.cert).is_ok_and(|ee| ee.verify_is_valid_for_subject_name(&name).is_ok())
+    }
+}
+
+/// The connections of one run.
+#[derive(Default)]
+pub(crate) struct Pool {
+    conns: Vec<Pooled>,
+    /// Connections opened so far (pooled or not).
+    opened: usize,
+}
+
+impl Pool {
+    /// Downloads `setup`'s URL on a shared connection where allowed, else on a new one.
+    pub(crate) async fn fetch(&mut self, setup: &Setup, fail: bool, counter: &Counter) -> Result<Report, Failure> {
+        let t = &setup.target;
+        if !t.https || matches!(setup.proto, Proto::H1 | Proto::H3) {
+            let mut report = download(setup, None, fail, counter).await?;
+            self.opened += 1;
+            report.reuse = Some(Reuse { connection: self.opened, via: Via::New, retried_after_421: false });
+            return Ok(report);
+        }
+        let o = origin_of(t);
+        // The Origin Set and the connection's own origin need no DNS; the address rule does.
+        let mut addrs = None;
+        let mut pick = self.pick(&o, None);
+        if pick.is_none() {
+            let a = setup.addrs().await?;
+            pick = self.pick(&o, Some(&a));
+            addrs = Some(a);
+        }
+        let Some((i, via)) = pick else {
+            return self.fetch_new(setup, addrs, fail, counter, false).await;
+        };
+        let start = Instant::now();
+        let id = self.conns[i].id;
+        match get(&mut self.conns[i].conn, setup, counter).await {
+            Ok(f) if f.status == 421 => {
+                // RFC 8336 §2.3: not this connection's origin after all.
+                self.conns[i].refused.insert(o);
+                self.fetch_new(setup, addrs, fail, counter, true).await
+            }
+            Ok(f) => Ok(Report {
+                version: "2",
+                status: f.status,
+                bytes: f.bytes,
+                total: start.elapsed(),
+                connect: Duration::ZERO,
+                appconnect: Some(Duration::ZERO),
+                starttransfer: f.head_at - start,
+                reuse: Some(Reuse { connection: id, via, retried_after_421: false }),
+                ..Report::new(t)
+            }),
+            // A shared connection that went away between requests (idle timeout, GOAWAY):
+            // the request goes out again on a new one.
+            Err(_) if !self.conns[i].conn.usable() && counter.bytes() == 0 => {
+                self.fetch_new(setup, addrs, fail, counter, false).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn pick(&self, o: &Origin, addrs: Option<&[SocketAddr]>) -> Option<(usize, Via)> {
+        let found = self.conns.iter().enumerate().filter_map(|(i, c)| c.serves(o, addrs).map(|v| (i, v)));
+        // The origin's own connection first.
+        found.min_by_key(|&(_, v)| v != Via::SameOrigin)
+    }
+
+    /// A new connection for `setup`'s origin: pooled when it speaks HTTP/2, else used for this
+    /// URL alone over HTTP/1.1.
+    async fn fetch_new(
+        &mut self,
+        setup: &Setup,
+        addrs: Option<Vec<SocketAddr>>,
+        fail: bool,
+        counter: &Counter,
+        retried_after_421: bool,
+    ) -> Result<Report, Failure> {
+        let t = &setup.target;
+        let addrs = match addrs {
+            Some(a) => a,
+            None => setup.addrs().await?,
+        };
+        let opened = conn::open(t, &addrs, setup.tls.clone(), setup.connect_timeout).await?;
+        self.opened += 1;
+        let reuse = Some(Reuse { connection: self.opened, via: Via::New, retried_after_421 });
+        let h2 = opened.alpn_h2();
+        let conn::Opened { stream, peer, start, connect, appconnect } = opened;
+        let Stream::Tls(tls) = stream else {
+            return Err(Failure::new(code::TLS, "an https URL without TLS".to_owned()));
+        };
+        if !h2 {
+            // The server does not speak h2: this URL over HTTP/1.1 (hyper), not shared.
+            let sender = conn::handshake(tls, false).await?;
+            let c = Connected { sender, h2: false, start, connect, appconnect };
+            let mut report = download_on(setup, c, None, fail, counter).await?;
+            report.reuse = reuse;
+            return Ok(report);
+        }
+        let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned());
+        let cert = cert.ok_or_else(|| Failure::new(code::TLS, "the server presented no certificate".to_owned()))?;
+        let conn = H2Conn::handshake(tls, setup.connect_timeout).await?;
+        self.conns.push(Pooled { id: self.opened, conn, origin: origin_of(t), peer, cert, refused: HashSet::new() });
+        let last = self.conns.len() - 1;
+        let f = get(&mut self.conns[last].conn, setup, counter).await?;
+        Ok(Report {
+            version: "2",
+            status: f.status,
+            bytes: f.bytes,
+            total: start.elapsed(),
+            connect,
+            appconnect,
+            starttransfer: f.head_at - start,
+            reuse,
+            ..Report::new(t)
+        })
+    }
+}
+
+/// GET `setup`'s URL on `c` with the default and `--header` fields, counting body bytes.
+async fn get(c: &mut H2Conn, setup: &Setup, counter: &Counter) -> Result<super::h2::Fetched, Failure> {
+    let t = &setup.target;
+    let fields = super::h3_fields(setup, None);
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    c.get(t.authority.as_str(), &t.path, &fields, |data| counter.add(data.len() as u64)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_entries_parse_as_https_origins_only() {
+        assert_eq!(parse_origin("https://b.test"), Some(("b.test".into(), 443)));
+        assert_eq!(parse_origin("https://B.Test:8443"), Some(("b.test".into(), 8443)));
+        assert_eq!(parse_origin("https://[::1]:8443"), Some(("::1".into(), 8443)));
+        for bad in ["http://b.test", "https://b.test/", "https://b.test/x", "b.test", "https://", "https://b.test:0"] {
+            assert_eq!(parse_origin(bad), None, "{bad}");
+        }
+    }
+}
