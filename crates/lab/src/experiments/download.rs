@@ -524,7 +524,7 @@ impl Drop for Bbr {
 /// servers, runs every case, writes `results.csv` as it goes, then `summary.md` and the charts
 /// (also after an error or Ctrl-C, from the transfers done so far).
 pub fn run(plan: &Plan) -> Result<(), String> {
-    let cases = cases(plan.quick);
+    let cases = plan.select(cases(plan.quick), |c| &c.name)?;
     let body = body_bytes(plan.quick);
     let limit = max_time(body);
     let (wanted, mut skipped) = select_servers(&plan.servers)?;

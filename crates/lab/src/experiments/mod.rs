@@ -116,6 +116,9 @@ pub struct RunArgs {
     /// MTU 1500 on two cores: such a case is partly emulator-bound, and the report says so).
     #[arg(long)]
     pub gigabit: bool,
+    /// Only these cases, comma-separated, by the names the reports use (e.g. `20mbit-40ms`).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub cases: Vec<String>,
     /// The Sluice binary (default: `sluice` next to sluice-lab, or $SLUICE_BIN).
     #[arg(long)]
     pub sluice: Option<PathBuf>,
@@ -136,6 +139,8 @@ pub struct Plan {
     pub quick: bool,
     /// Add the 1 Gbit/s × 2 ms case.
     pub gigabit: bool,
+    /// Only the cases of these names (empty: all).
+    pub cases: Vec<String>,
     /// Output directory.
     pub out: PathBuf,
     /// Explicit Sluice binary.
@@ -169,12 +174,28 @@ pub fn run_main(a: RunArgs) -> Result<(), String> {
         runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }),
         quick: a.quick,
         gigabit: a.gigabit,
+        cases: a.cases,
         out,
         sluice: a.sluice,
         bound: a.max_minutes.map(|m| Duration::from_secs(u64::from(m) * 60)),
     };
     proc::install_signal_handlers();
     a.experiment.run(&plan)
+}
+
+impl Plan {
+    /// The experiment's `cases` that `--cases` names (all without it); a name no case has is
+    /// an error that lists the names there are.
+    pub fn select<C>(&self, cases: Vec<C>, name: impl Fn(&C) -> &str) -> Result<Vec<C>, String> {
+        if self.cases.is_empty() {
+            return Ok(cases);
+        }
+        if let Some(unknown) = self.cases.iter().find(|w| !cases.iter().any(|c| name(c) == w.as_str())) {
+            let known: Vec<&str> = cases.iter().map(&name).collect();
+            return Err(format!("--cases: no case `{unknown}` here; the cases are {}", known.join(", ")));
+        }
+        Ok(cases.into_iter().filter(|c| self.cases.iter().any(|w| w == name(c))).collect())
+    }
 }
 
 /// Splits the requested servers into those that can run (with their binary) and those
@@ -347,6 +368,7 @@ mod tests {
             runs: 1,
             quick: true,
             gigabit: false,
+            cases: vec![],
             out: PathBuf::from("/nonexistent"),
             sluice: None,
             bound: None,
@@ -356,12 +378,34 @@ mod tests {
     }
 
     #[test]
+    fn cases_are_selected_by_name() {
+        let mut plan = Plan {
+            servers: vec![ServerKind::Sluice],
+            runs: 1,
+            quick: false,
+            gigabit: false,
+            cases: vec![],
+            out: PathBuf::from("/nonexistent"),
+            sluice: None,
+            bound: None,
+        };
+        let names = || vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        assert_eq!(plan.select(names(), |c| c).unwrap(), ["a", "b", "c"]);
+        plan.cases = vec!["c".into(), "a".into()];
+        assert_eq!(plan.select(names(), |c| c).unwrap(), ["a", "c"]);
+        plan.cases = vec!["d".into()];
+        let e = plan.select(names(), |c| c).unwrap_err();
+        assert!(e.contains("`d`") && e.contains("a, b, c"), "{e}");
+    }
+
+    #[test]
     fn missing_binaries_are_skipped_with_a_reason() {
         let plan = Plan {
             servers: vec![ServerKind::Sluice, ServerKind::Nginx],
             runs: 1,
             quick: true,
             gigabit: false,
+            cases: vec![],
             out: PathBuf::from("/nonexistent"),
             sluice: None,
             bound: None,

@@ -433,7 +433,7 @@ pub fn write_outputs(dir: &Path, rows: &[BRow], notes: &[String]) -> Result<(), 
 
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
-    let cases = cases(plan.quick);
+    let cases = plan.select(cases(plan.quick), |c| &c.name)?;
     let chromium = servers::find_program("chromium").ok_or(
         "`chromium` not found: the pageload experiment needs the Debian package (scripts/setup.sh installs it)",
     )?;

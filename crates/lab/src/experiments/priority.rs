@@ -231,7 +231,7 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
 
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
-    let cases = cases(plan.quick);
+    let cases = plan.select(cases(plan.quick), |c| &c.name)?;
     let measure = |kind: ServerKind| net::in_netns(CLIENT_NS, || h2client::measure(SERVER_ADDR, kind.port()))?;
     let spec = Spec {
         name: "priority",

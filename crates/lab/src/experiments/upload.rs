@@ -209,7 +209,7 @@ pub fn proto_order(run: u32) -> [Proto; 2] {
 /// writes `results.csv` as it goes, then `summary.md`, `upload.png` and `upload.svg` (also
 /// after an error or Ctrl-C, from the runs done so far).
 pub fn run(plan: &Plan) -> Result<(), String> {
-    let cases = cases(plan.quick, plan.gigabit);
+    let cases = plan.select(cases(plan.quick, plan.gigabit), |c| &c.name)?;
     // Servers: which can run here.
     let (active, mut skipped) = super::resolve_servers(plan)?;
     for s in &skipped {
