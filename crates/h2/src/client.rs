@@ -26,6 +26,8 @@ const MAX_FRAME: u32 = 16_384;
 const DEFAULT_WINDOW: u32 = 65_535;
 /// CONTINUATION frames accepted per header block (a flood is ENHANCE_YOUR_CALM).
 const MAX_CONTINUATIONS: usize = 64;
+/// The largest stream id (RFC 9113 §5.1.1: 31 bits).
+const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 
 /// What the client announces and accepts.
 #[derive(Clone, Copy, Debug)]
@@ -215,7 +217,7 @@ impl Client {
             return Err(RequestError::TooManyStreams);
         }
         let id = self.next_stream;
-        if id > crate::flow::MAX_WINDOW {
+        if id > MAX_STREAM_ID {
             return Err(RequestError::StreamIdsExhausted);
         }
         self.next_stream += 2;

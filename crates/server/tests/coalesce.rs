@@ -47,8 +47,13 @@ struct Line {
 
 /// `sluice get` of `/hello.txt` on each host in turn, each pinned to `addrs[i]`.
 fn get_all(port: u16, hosts: &[&str], addrs: &[&str], cacert: &Path) -> Vec<Line> {
+    get_all_with(&[], port, hosts, addrs, cacert)
+}
+
+/// [`get_all`] with more options first (`--http3`).
+fn get_all_with(opts: &[&str], port: u16, hosts: &[&str], addrs: &[&str], cacert: &Path) -> Vec<Line> {
     let mut cmd = Command::new(support::sluice_bin());
-    cmd.args(["get", "--json", "--max-time", "20", "--cacert"]).arg(cacert);
+    cmd.arg("get").args(opts).args(["--json", "--max-time", "20", "--cacert"]).arg(cacert);
     for (h, a) in hosts.iter().zip(addrs) {
         cmd.arg("--resolve").arg(format!("{h}:{port}:{a}"));
     }
@@ -61,6 +66,7 @@ fn get_all(port: u16, hosts: &[&str], addrs: &[&str], cacert: &Path) -> Vec<Line
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            assert_eq!(v["http_version"], if opts.contains(&"--http3") { "3" } else { "2" }, "{l}");
             Line {
                 status: v["status"].as_u64().unwrap() as u16,
                 bytes: v["bytes"].as_u64().unwrap(),
@@ -79,17 +85,19 @@ fn summary(lines: &[Line]) -> Vec<(u64, &str)> {
     lines.iter().map(|l| (l.connection, l.via.as_str())).collect()
 }
 
-/// Distinct client addresses (with port) of the first `requests` HTTP/2 requests in the
-/// server's access log after line `from`: the TLS connections they came on. The access log
-/// is written in the background, so this waits for the lines (five seconds at most).
-fn connections(srv: &Server, from: usize, requests: usize) -> usize {
+/// Distinct client addresses (with port) of the first `requests` requests of `proto`
+/// (`HTTP/2`, `HTTP/3`) in the server's access log after line `from`: the connections they came
+/// on. The access log is written in the background, so this waits for the lines (five seconds
+/// at most).
+fn connections(srv: &Server, proto: &str, from: usize, requests: usize) -> usize {
+    let marker = format!(" {proto} GET ");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let log = srv.log();
         let mut peers: Vec<&str> = log
             .lines()
             .skip(from)
-            .filter(|l| l.contains(" HTTP/2 GET "))
+            .filter(|l| l.contains(&marker))
             .filter_map(|l| l.split(' ').nth(1))
             .take(requests)
             .collect();
@@ -111,7 +119,23 @@ fn origin_frames_let_other_hosts_share_the_connection() {
     let lines = get_all(srv.tls_port, &HOSTS, &["127.0.0.1", "127.0.0.2", "127.0.0.3"], &cert);
     // b.test and c.test live on other addresses: only the ORIGIN frame allows this.
     assert_eq!(summary(&lines), [(1, "new"), (1, "origin-frame"), (1, "origin-frame")]);
-    assert_eq!(connections(&srv, before, 3), 1, "{}", srv.log());
+    assert_eq!(connections(&srv, "HTTP/2", before, 3), 1, "{}", srv.log());
+}
+
+#[test]
+fn http3_origin_frames_let_other_hosts_share_the_connection() {
+    // RFC 9412: the ORIGIN frame on the control stream; the same rules as on HTTP/2.
+    let dir = tempfile::tempdir().unwrap();
+    let (srv, cert) = sluice(dir.path(), Some("\"from-certificate\""));
+    let before = srv.log().lines().count();
+    let three = ["127.0.0.1", "127.0.0.2", "127.0.0.3"];
+    let lines = get_all_with(&["--http3"], srv.tls_port, &HOSTS, &three, &cert);
+    assert_eq!(summary(&lines), [(1, "new"), (1, "origin-frame"), (1, "origin-frame")]);
+    assert_eq!(connections(&srv, "HTTP/3", before, 3), 1, "{}", srv.log());
+    // Without ORIGIN frames, three addresses are three connections.
+    let (plain, cert) = sluice(dir.path(), None);
+    let lines = get_all_with(&["--http3"], plain.tls_port, &HOSTS, &three, &cert);
+    assert_eq!(summary(&lines), [(1, "new"), (2, "new"), (3, "new")]);
 }
 
 #[test]

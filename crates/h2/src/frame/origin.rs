@@ -19,6 +19,12 @@ impl Origin {
         if head.stream != 0 {
             return Ok(None);
         }
+        Self::decode_payload(payload).map(Some)
+    }
+
+    /// Decode the entries alone: the payload layout RFC 9412 §2 keeps for HTTP/3's ORIGIN
+    /// frame.
+    pub fn decode_payload(payload: &[u8]) -> Result<Self, Error> {
         let mut origins = Vec::new();
         let mut p = payload;
         while !p.is_empty() {
@@ -32,7 +38,7 @@ impl Origin {
             origins.push(String::from_utf8_lossy(entry).into_owned());
             p = &p[2 + n..];
         }
-        Ok(Some(Self { origins }))
+        Ok(Self { origins })
     }
 
     /// Encode on stream 0 with no flags. Entries longer than 65,535 bytes cannot be encoded

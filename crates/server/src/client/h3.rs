@@ -2,14 +2,15 @@
 //!
 //! The client side of HTTP/3 a measuring tool needs and no more (RFC 9114): a control stream
 //! with SETTINGS that advertise no QPACK dynamic table (so the server's responses use only the
-//! static table and literals, RFC 9204 §3.2.3), one request stream with a HEADERS frame and
+//! static table and literals, RFC 9204 §3.2.3), request streams with a HEADERS frame and
 //! DATA frames, and a response parser that streams DATA payloads through without buffering
-//! them. The server's own unidirectional streams are never accepted: quinn keeps their few
-//! bytes (SETTINGS) against the connection window. Windows are generous so the client never
-//! limits what it measures.
+//! them. For one URL the server's own unidirectional streams are never accepted: quinn keeps
+//! their few bytes (SETTINGS) against the connection window. For several URLs
+//! ([`watch_origins`]) they are read for the control stream's ORIGIN frames (RFC 9412).
+//! Windows are generous so the client never limits what it measures.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -37,6 +38,11 @@ const SOCKET_BUFFER: usize = 8 << 20;
 const FRAME_DATA: u64 = 0x00;
 const FRAME_HEADERS: u64 = 0x01;
 const FRAME_SETTINGS: u64 = 0x04;
+/// RFC 9412 §2: ORIGIN, on the control stream.
+const FRAME_ORIGIN: u64 = 0x0c;
+/// Largest control-stream frame read whole; a larger one ends the watch (the server's
+/// SETTINGS and ORIGIN frames are far smaller).
+const MAX_CONTROL_FRAME: u64 = 64 * 1024;
 /// RFC 9114 §6.2.1: the control stream type.
 const STREAM_CONTROL: u64 = 0x00;
 /// RFC 9114 §8.1: the request is cancelled.
@@ -111,6 +117,62 @@ pub(crate) async fn connect(
     varint(0, &mut hello);
     control.write_all(&hello).await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
     Ok(Connected { conn, _endpoint: endpoint, _control: control, start, appconnect })
+}
+
+/// The ORIGIN frames a connection received (RFC 8336 §2.3 via RFC 9412): whether any came
+/// (the Origin Set is then initialised) and their entries in order.
+#[derive(Debug, Default)]
+pub(crate) struct OriginFrames {
+    pub(crate) seen: bool,
+    pub(crate) entries: Vec<String>,
+}
+
+/// Reads the server's unidirectional streams in the background for as long as the connection
+/// lives: ORIGIN frames from its control stream go into the returned set; anything else
+/// (QPACK streams, which carry nothing for a client without a dynamic table; reserved types)
+/// is read and dropped (RFC 9114 §6.2).
+pub(crate) fn watch_origins(conn: &quinn::Connection) -> Arc<Mutex<OriginFrames>> {
+    let set = Arc::new(Mutex::new(OriginFrames::default()));
+    let (conn, watched) = (conn.clone(), set.clone());
+    tokio::spawn(async move {
+        while let Ok(recv) = conn.accept_uni().await {
+            tokio::spawn(read_uni(recv, watched.clone()));
+        }
+    });
+    set
+}
+
+async fn read_uni(mut recv: quinn::RecvStream, set: Arc<Mutex<OriginFrames>>) {
+    let mut buf = BytesMut::new();
+    let ty = loop {
+        if let Some((ty, n)) = parse_varint(&buf) {
+            buf.advance(n);
+            break ty;
+        }
+        if !matches!(more_or_end(&mut recv, &mut buf).await, Ok(true)) {
+            return;
+        }
+    };
+    if ty != STREAM_CONTROL {
+        while let Ok(Some(_)) = recv.read_chunk(READ_MAX, true).await {}
+        return;
+    }
+    while let Ok(Some((ty, len))) = read_frame_header_or_end(&mut recv, &mut buf).await {
+        if len > MAX_CONTROL_FRAME || fill(&mut recv, &mut buf, len as usize).await.is_err() {
+            return;
+        }
+        let payload = buf.split_to(len as usize);
+        if ty != FRAME_ORIGIN {
+            continue;
+        }
+        // Entries that do not parse are the pool's to skip; a broken frame adds none.
+        if let Ok(o) = sluice_h2::frame::Origin::decode_payload(&payload) {
+            if let Ok(mut s) = set.lock() {
+                s.seen = true;
+                s.entries.extend(o.origins);
+            }
+        }
+    }
 }
 
 fn handshake_failure(target: &Target, e: &quinn::ConnectionError) -> Failure {

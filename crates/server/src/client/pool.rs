@@ -14,19 +14,23 @@
 //! The certificate check is a name check against the certificate the connection presented
 //! (its SAN entries); with `-k` the chain is not verified, but names still are. A 421 on a
 //! shared connection removes the origin from that connection's set and the request is sent
-//! again, once, on a connection of its own. HTTP/1.1, h2c and HTTP/3 open a connection per
-//! URL.
+//! again, once, on a connection of its own. With `--http3` the same rules hold for QUIC
+//! connections, the ORIGIN frames coming on the server's control stream (RFC 9412). HTTP/1.1
+//! and h2c open a connection per URL.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use http::Method;
 use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::conn::{self, Connected, Proto, Stream, Target};
-use super::h2::H2Conn;
+use super::h2::{Fetched, H2Conn};
+use super::h3::{self, OriginFrames};
 use super::progress::Counter;
-use super::{code, download, download_on, Failure, Report, Setup};
+use super::{code, download, download_on, h3_fields, Failure, Report, Setup};
 
 /// How a URL found its connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,10 +81,65 @@ fn parse_origin(entry: &str) -> Option<Origin> {
     (t.https && bare).then(|| origin_of(&t))
 }
 
-/// An HTTP/2 connection and what it may be used for.
+/// A shared connection: HTTP/2 over TLS, or HTTP/3.
+enum Transport {
+    H2(Box<H2Conn>),
+    H3 { c: h3::Connected, origins: Arc<Mutex<OriginFrames>> },
+}
+
+impl Transport {
+    fn usable(&self) -> bool {
+        match self {
+            Self::H2(c) => c.usable(),
+            Self::H3 { c, .. } => c.conn.close_reason().is_none(),
+        }
+    }
+
+    /// The ORIGIN frames' entries, or `None` before any ORIGIN frame.
+    fn origin_entries(&self) -> Option<Vec<String>> {
+        match self {
+            Self::H2(c) => c.origins().map(<[String]>::to_vec),
+            Self::H3 { origins, .. } => {
+                let o = origins.lock().ok()?;
+                o.seen.then(|| o.entries.clone())
+            }
+        }
+    }
+
+    fn version(&self) -> &'static str {
+        match self {
+            Self::H2(_) => "2",
+            Self::H3 { .. } => "3",
+        }
+    }
+
+    /// GET `setup`'s URL with the default and `--header` fields, counting body bytes.
+    async fn get(&mut self, setup: &Setup, counter: &Counter) -> Result<Fetched, Failure> {
+        let t = &setup.target;
+        let fields = h3_fields(setup, None);
+        match self {
+            Self::H2(c) => {
+                let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+                c.get(t.authority.as_str(), &t.path, &fields, |data| counter.add(data.len() as u64)).await
+            }
+            Self::H3 { c, .. } => {
+                let mut resp = h3::send(c, t, &Method::GET, &fields, None).await?;
+                let head_at = Instant::now();
+                let mut bytes = 0;
+                while let Some(data) = resp.chunk().await? {
+                    bytes += data.len() as u64;
+                    counter.add(data.len() as u64);
+                }
+                Ok(Fetched { status: resp.status, bytes, head_at })
+            }
+        }
+    }
+}
+
+/// A connection and what it may be used for.
 struct Pooled {
     id: usize,
-    conn: H2Conn,
+    conn: Transport,
     /// The origin it was opened for (SNI and port: the Origin Set's initial origin).
     origin: Origin,
     peer: SocketAddr,
@@ -99,7 +158,7 @@ impl Pooled {
         if *o == self.origin {
             return Some(Via::SameOrigin);
         }
-        match self.conn.origins() {
+        match self.conn.origin_entries() {
             Some(entries) => {
                 let listed = entries.iter().filter_map(|e| parse_origin(e)).any(|e| e == *o);
                 (listed && self.covers(&o.0)).then_some(Via::OriginFrame)
@@ -130,7 +189,7 @@ impl Pool {
     /// Downloads `setup`'s URL on a shared connection where allowed, else on a new one.
     pub(crate) async fn fetch(&mut self, setup: &Setup, fail: bool, counter: &Counter) -> Result<Report, Failure> {
         let t = &setup.target;
-        if !t.https || matches!(setup.proto, Proto::H1 | Proto::H3) {
+        if !t.https || setup.proto == Proto::H1 {
             let mut report = download(setup, None, fail, counter).await?;
             self.opened += 1;
             report.reuse = Some(Reuse { connection: self.opened, via: Via::New, retried_after_421: false });
@@ -150,14 +209,15 @@ impl Pool {
         };
         let start = Instant::now();
         let id = self.conns[i].id;
-        match get(&mut self.conns[i].conn, setup, counter).await {
+        let version = self.conns[i].conn.version();
+        match self.conns[i].conn.get(setup, counter).await {
             Ok(f) if f.status == 421 => {
                 // RFC 8336 §2.3: not this connection's origin after all.
                 self.conns[i].refused.insert(o);
                 self.fetch_new(setup, addrs, fail, counter, true).await
             }
             Ok(f) => Ok(Report {
-                version: "2",
+                version,
                 status: f.status,
                 bytes: f.bytes,
                 total: start.elapsed(),
@@ -182,8 +242,8 @@ impl Pool {
         found.min_by_key(|&(_, v)| v != Via::SameOrigin)
     }
 
-    /// A new connection for `setup`'s origin: pooled when it speaks HTTP/2, else used for this
-    /// URL alone over HTTP/1.1.
+    /// A new connection for `setup`'s origin: pooled when it speaks HTTP/2 or HTTP/3, else
+    /// used for this URL alone over HTTP/1.1.
     async fn fetch_new(
         &mut self,
         setup: &Setup,
@@ -197,48 +257,89 @@ impl Pool {
             Some(a) => a,
             None => setup.addrs().await?,
         };
-        let opened = conn::open(t, &addrs, setup.tls.clone(), setup.connect_timeout).await?;
-        self.opened += 1;
-        let reuse = Some(Reuse { connection: self.opened, via: Via::New, retried_after_421 });
-        let h2 = opened.alpn_h2();
-        let conn::Opened { stream, peer, start, connect, appconnect } = opened;
-        let Stream::Tls(tls) = stream else {
-            return Err(Failure::new(code::TLS, "an https URL without TLS".to_owned()));
+        let reuse = Reuse { connection: self.opened + 1, via: Via::New, retried_after_421 };
+        let opened = if setup.proto == Proto::H3 {
+            open_h3(setup, &addrs).await?
+        } else {
+            match open_h2(setup, &addrs).await? {
+                Ok(o) => o,
+                Err(c) => {
+                    // The server does not speak h2: this URL over HTTP/1.1 (hyper), not shared.
+                    self.opened += 1;
+                    let mut report = download_on(setup, c, None, fail, counter).await?;
+                    report.reuse = Some(reuse);
+                    return Ok(report);
+                }
+            }
         };
-        if !h2 {
-            // The server does not speak h2: this URL over HTTP/1.1 (hyper), not shared.
-            let sender = conn::handshake(tls, false).await?;
-            let c = Connected { sender, h2: false, start, connect, appconnect };
-            let mut report = download_on(setup, c, None, fail, counter).await?;
-            report.reuse = reuse;
-            return Ok(report);
-        }
-        let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned());
-        let cert = cert.ok_or_else(|| Failure::new(code::TLS, "the server presented no certificate".to_owned()))?;
-        let conn = H2Conn::handshake(tls, setup.connect_timeout).await?;
+        self.opened += 1;
+        let NewConn { conn, peer, cert, start, connect, appconnect } = opened;
         self.conns.push(Pooled { id: self.opened, conn, origin: origin_of(t), peer, cert, refused: HashSet::new() });
         let last = self.conns.len() - 1;
-        let f = get(&mut self.conns[last].conn, setup, counter).await?;
+        let version = self.conns[last].conn.version();
+        let f = self.conns[last].conn.get(setup, counter).await?;
         Ok(Report {
-            version: "2",
+            version,
             status: f.status,
             bytes: f.bytes,
             total: start.elapsed(),
             connect,
             appconnect,
             starttransfer: f.head_at - start,
-            reuse,
+            reuse: Some(reuse),
             ..Report::new(t)
         })
     }
 }
 
-/// GET `setup`'s URL on `c` with the default and `--header` fields, counting body bytes.
-async fn get(c: &mut H2Conn, setup: &Setup, counter: &Counter) -> Result<super::h2::Fetched, Failure> {
-    let t = &setup.target;
-    let fields = super::h3_fields(setup, None);
-    let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-    c.get(t.authority.as_str(), &t.path, &fields, |data| counter.add(data.len() as u64)).await
+/// A connection just opened, with what the report needs.
+struct NewConn {
+    conn: Transport,
+    peer: SocketAddr,
+    cert: CertificateDer<'static>,
+    start: Instant,
+    connect: Duration,
+    appconnect: Option<Duration>,
+}
+
+fn no_certificate() -> Failure {
+    Failure::new(code::TLS, "the server presented no certificate".to_owned())
+}
+
+/// TCP, TLS and the HTTP/2 handshake; the hyper HTTP/1.1 connection instead (`Err`) when
+/// ALPN did not pick h2.
+async fn open_h2(setup: &Setup, addrs: &[SocketAddr]) -> Result<Result<NewConn, Connected>, Failure> {
+    let opened = conn::open(&setup.target, addrs, setup.tls.clone(), setup.connect_timeout).await?;
+    // As for one URL: h2 when ALPN picked it, or regardless with --http2-prior-knowledge.
+    let h2 = opened.alpn_h2() || setup.proto == Proto::H2Prior;
+    let conn::Opened { stream, peer, start, connect, appconnect } = opened;
+    let Stream::Tls(tls) = stream else {
+        return Err(Failure::new(code::TLS, "an https URL without TLS".to_owned()));
+    };
+    if !h2 {
+        let sender = conn::handshake(tls, false).await?;
+        return Ok(Err(Connected { sender, h2: false, start, connect, appconnect }));
+    }
+    let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned());
+    let cert = cert.ok_or_else(no_certificate)?;
+    let conn = Transport::H2(Box::new(H2Conn::handshake(tls, setup.connect_timeout).await?));
+    Ok(Ok(NewConn { conn, peer, cert, start, connect, appconnect }))
+}
+
+/// The QUIC handshake and HTTP/3's control stream; the server's ORIGIN frames are watched.
+async fn open_h3(setup: &Setup, addrs: &[SocketAddr]) -> Result<NewConn, Failure> {
+    let tls = setup.tls.clone().ok_or_else(|| Failure::new(code::USAGE, "--http3 needs https://".to_owned()))?;
+    let c = h3::connect(&setup.target, addrs[0], tls, setup.connect_timeout).await?;
+    let cert = c
+        .conn
+        .peer_identity()
+        .and_then(|id| id.downcast::<Vec<CertificateDer<'static>>>().ok())
+        .and_then(|chain| chain.into_iter().next())
+        .ok_or_else(no_certificate)?;
+    let (peer, start, appconnect) = (c.conn.remote_address(), c.start, c.appconnect);
+    let origins = h3::watch_origins(&c.conn);
+    let conn = Transport::H3 { c, origins };
+    Ok(NewConn { conn, peer, cert, start, connect: appconnect, appconnect: Some(appconnect) })
 }
 
 #[cfg(test)]
