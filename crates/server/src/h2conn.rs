@@ -225,6 +225,7 @@ fn write_budget(
     tracing::trace!(
         urgency = urgency.unwrap_or(8),
         rate = s.delivery_rate,
+        pacing = p.pacing_rate,
         est = pace.max_rate(),
         min_rtt_us = s.min_rtt.as_micros() as u64,
         srtt_us = p.rtt_us,

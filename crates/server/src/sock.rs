@@ -133,6 +133,8 @@ pub(crate) struct PathInfo {
     pub(crate) notsent_bytes: u32,
     /// The latest delivery-rate sample, bytes per second (0: none).
     pub(crate) delivery_rate: u64,
+    /// The rate the kernel paces at, bytes per second (BBR sets it from its bandwidth model).
+    pub(crate) pacing_rate: u64,
     /// Bytes acknowledged by the peer so far.
     pub(crate) bytes_acked: u64,
 }
@@ -190,6 +192,7 @@ pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
         mss: info.tcpi_snd_mss,
         notsent_bytes: info.tcpi_notsent_bytes,
         delivery_rate: info.tcpi_delivery_rate,
+        pacing_rate: info.tcpi_pacing_rate,
         bytes_acked: info.tcpi_bytes_acked,
     })
 }
