@@ -322,8 +322,11 @@ impl Out {
             match polled {
                 Poll::Ready(Ok(w)) => {
                     self.queue.drain(..w.chunks);
-                    if w.bytes == 0 {
-                        break;
+                    if w.bytes == 0 && !self.queue.is_empty() {
+                        // Not expected (quinn reports no room as Pending): look again later
+                        // rather than spin, and never finish the stream over unsent bytes.
+                        self.waker.wake_by_ref();
+                        return Flushed::Blocked;
                     }
                 }
                 Poll::Ready(Err(quinn::WriteError::Stopped(code))) => return Flushed::Stopped(Some(code.into_inner())),
