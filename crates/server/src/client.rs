@@ -640,8 +640,9 @@ async fn download_on(
     Ok(report)
 }
 
-/// The request's regular header fields for HTTP/3: the defaults, then the user's.
-fn h3_fields(setup: &Setup, len: Option<u64>) -> Vec<(String, String)> {
+/// The request's regular header fields for the own HTTP/2 and HTTP/3 clients (hyper builds
+/// its own): the defaults, then the user's.
+fn own_fields(setup: &Setup, len: Option<u64>) -> Vec<(String, String)> {
     let mut h = http::HeaderMap::new();
     setup.add_headers(&mut h, len);
     h.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
@@ -650,7 +651,7 @@ fn h3_fields(setup: &Setup, len: Option<u64>) -> Vec<(String, String)> {
 async fn download_h3(setup: &Setup, output: Option<&Path>, fail: bool, counter: &Counter) -> Result<Report, Failure> {
     let tls = setup.tls.clone().ok_or_else(|| Failure::new(code::USAGE, "--http3 needs https://".to_owned()))?;
     let c = h3::connect(&setup.target, setup.addrs().await?[0], tls, setup.connect_timeout).await?;
-    let mut resp = h3::send(&c, &setup.target, &Method::GET, &h3_fields(setup, None), None).await?;
+    let mut resp = h3::send(&c, &setup.target, &Method::GET, &own_fields(setup, None), None).await?;
     let mut report = Report {
         version: "3",
         status: resp.status,
@@ -692,7 +693,7 @@ async fn upload_h3(
 ) -> Result<Report, Failure> {
     let tls = setup.tls.clone().ok_or_else(|| Failure::new(code::USAGE, "--http3 needs https://".to_owned()))?;
     let c = h3::connect(&setup.target, setup.addrs().await?[0], tls, setup.connect_timeout).await?;
-    let mut resp = h3::send(&c, &setup.target, &method, &h3_fields(setup, Some(len)), Some(body)).await?;
+    let mut resp = h3::send(&c, &setup.target, &method, &own_fields(setup, Some(len)), Some(body)).await?;
     let mut kept = Vec::new();
     while let Some(data) = resp.chunk().await? {
         let room = RESPONSE_KEEP.saturating_sub(kept.len());

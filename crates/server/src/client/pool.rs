@@ -30,7 +30,7 @@ use super::conn::{self, Connected, Proto, Stream, Target};
 use super::h2::{Fetched, H2Conn};
 use super::h3::{self, OriginFrames};
 use super::progress::Counter;
-use super::{code, download, download_on, h3_fields, Failure, Report, Setup};
+use super::{code, download, download_on, own_fields, Failure, Report, Setup};
 
 /// How a URL found its connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +116,7 @@ impl Transport {
     /// GET `setup`'s URL with the default and `--header` fields, counting body bytes.
     async fn get(&mut self, setup: &Setup, counter: &Counter) -> Result<Fetched, Failure> {
         let t = &setup.target;
-        let fields = h3_fields(setup, None);
+        let fields = own_fields(setup, None);
         match self {
             Self::H2(c) => {
                 let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
