@@ -124,10 +124,14 @@ pub(crate) async fn serve<S>(
             if let Some(p) = pace.as_mut() {
                 p.set_guarded(conn.mixed_urgencies());
             }
-            let (budget, retry) = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
+            let b = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
             // Held back by the in-flight bound with data waiting: look again shortly.
-            retry_at = retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
-            if conn.poll_transmit(now, &mut buf, budget) {
+            retry_at = b.retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
+            // Urgent data first, in the room only it may use; then the rest, in what the bound
+            // leaves once the urgent bytes are counted.
+            let urgent = b.urgent > 0 && conn.poll_transmit_upto(now, &mut buf, b.urgent, URGENT);
+            let rest = b.other.saturating_sub(buf.len());
+            if conn.poll_transmit(now, &mut buf, rest) || urgent {
                 write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
                 if wq_tx.send(buf).await.is_err() {
                     break;
@@ -201,27 +205,37 @@ pub(crate) async fn serve<S>(
     let _ = writer.await;
 }
 
-/// How many bytes to frame for the next write, and when to look again if that is 0: what the
-/// congestion window can take now (TCP_INFO), at least [`MIN_WRITE`] and at most [`MAX_WRITE`],
-/// and with `pace` no more than its in-flight bound leaves (`busy`: the engine has data waiting).
-fn write_budget(
-    fd: RawFd,
-    pace: Option<&mut InflightCap>,
-    busy: bool,
-    urgency: Option<u8>,
-    now: Instant,
-) -> (usize, Option<std::time::Duration>) {
-    let Ok(p) = crate::sock::path_info(fd) else { return (MAX_WRITE, None) };
+/// The most urgent class (RFC 9218 §4.1 urgencies 0 and 1: what browsers give documents,
+/// stylesheets, fonts and blocking scripts): the in-flight bound keeps room for it, and it
+/// goes at what the congestion window allows. (Holding back urgency 1 too delayed Chromium's
+/// first paint by about 100 ms at 20 Mbit/s in the pageload experiment, for no gain in the
+/// font's time.)
+const URGENT: u8 = 1;
+
+/// What the next write may carry.
+struct Budget {
+    /// Bytes of urgent data ([`URGENT`] or more urgent): what the congestion window can take
+    /// now, when such data waits; else 0.
+    urgent: usize,
+    /// Bytes in all, urgent data included: with the in-flight bound, what it leaves.
+    other: usize,
+    /// When to look again, if the bound holds data back.
+    retry: Option<std::time::Duration>,
+}
+
+/// What the next write may carry: what the congestion window can take now (TCP_INFO), at
+/// least [`MIN_WRITE`] and at most [`MAX_WRITE`], and with `pace` no more than its in-flight
+/// bound leaves, except for urgent data (`busy`: the engine has data waiting).
+fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: Option<u8>, now: Instant) -> Budget {
+    let Ok(p) = crate::sock::path_info(fd) else {
+        return Budget { urgent: 0, other: MAX_WRITE, retry: None };
+    };
     let room = if p.cwnd > 0 { p.cwnd_room().clamp(MIN_WRITE, MAX_WRITE) } else { MAX_WRITE };
-    let Some(pace) = pace else { return (room, None) };
+    let urgent = if urgency.is_some_and(|u| u <= URGENT) { room } else { 0 };
+    let Some(pace) = pace else { return Budget { urgent, other: room, retry: None } };
     let s = p.pace_sample();
     pace.update(now, &s, busy);
-    // The bound keeps room for a critical response behind less urgent data. Urgencies 0 and 1
-    // (RFC 9218 §4.1; what browsers give documents, stylesheets, fonts and blocking scripts)
-    // are that critical class: they go at what the congestion window allows. (Holding back
-    // urgency 1 too delayed Chromium's first paint by about 100 ms at 20 Mbit/s in the pageload
-    // experiment, for no gain in the font's time.)
-    let budget = if urgency.is_some_and(|u| u <= 1) { room } else { pace.budget(&s, room) };
+    let budget = pace.budget(&s, room);
     tracing::trace!(
         urgency = urgency.unwrap_or(8),
         rate = s.delivery_rate,
@@ -234,10 +248,11 @@ fn write_budget(
         cwnd = p.cwnd,
         room,
         cap = pace.cap(&s).unwrap_or(0),
+        urgent,
         budget,
         "write budget"
     );
-    (budget, (budget == 0).then(|| pace.retry_after(&s)))
+    Budget { urgent, other: budget, retry: (budget == 0).then(|| pace.retry_after(&s)) }
 }
 
 async fn sleep_until(t: Option<Instant>) {

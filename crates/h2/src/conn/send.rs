@@ -163,6 +163,15 @@ impl Connection {
     /// scheduler order until about `max` bytes were added. Returns whether anything was added.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>, max: usize) -> bool {
+        self.poll_transmit_upto(now, out, max, u8::MAX)
+    }
+
+    /// As [`poll_transmit`](Self::poll_transmit), but body data only of streams at urgency
+    /// `max_urgency` or more urgent: a driver that gives urgent data room it denies the rest
+    /// (HTTP/2 driver, in-flight bound) must not see that room filled with less urgent data
+    /// while the urgent response's body is still on its way from the handler.
+    #[must_use]
+    pub fn poll_transmit_upto(&mut self, now: Instant, out: &mut Vec<u8>, max: usize, max_urgency: u8) -> bool {
         let start = out.len();
         out.append(&mut self.control);
         if self.failed {
@@ -172,6 +181,9 @@ impl Connection {
             self.write_head(id, out);
         }
         while out.len() - start < max {
+            if self.sched.urgency().is_none_or(|u| u > max_urgency) {
+                break;
+            }
             let Some(id) = self.sched.next() else { break };
             if !self.write_data(id, out, max - (out.len() - start)) {
                 break;

@@ -451,6 +451,35 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
 }
 
 #[test]
+fn urgent_room_carries_only_urgent_data() {
+    let mut c = Client::new(Config::default());
+    c.send(kind::SETTINGS, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]);
+    c.send(kind::WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/img"), ("priority", "u=5, i")]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1, &b);
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    c.conn.send_data(1, Bytes::from(vec![0u8; 1 << 20]), true).unwrap();
+    let _ = c.output_max(16 * 1024);
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/font"), ("priority", "u=0")]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 3, &b);
+    // The urgent response's head is ready, its body not yet (the handler is still reading).
+    c.conn.send_response(3, 200, vec![], false).unwrap();
+    let mut buf = Vec::new();
+    assert!(c.conn.poll_transmit_upto(c.now, &mut buf, 256 * 1024, 1));
+    let out = c.parse(&buf);
+    assert!(matches!(out[..], [F::Headers(3, _, false)]), "the head alone, no u=5 data in the urgent room: {out:?}");
+    // Its body arrives: the urgent room takes exactly that, and stops before the bulk.
+    c.conn.send_data(3, Bytes::from(vec![0u8; 20_000]), true).unwrap();
+    let mut buf = Vec::new();
+    assert!(c.conn.poll_transmit_upto(c.now, &mut buf, 256 * 1024, 1));
+    assert_eq!(c.parse(&buf), [F::Data(3, 16_384, false), F::Data(3, 3_616, true)]);
+    // Nothing urgent is left: the urgent room frames nothing, the ordinary call the bulk.
+    let mut buf = Vec::new();
+    assert!(!c.conn.poll_transmit_upto(c.now, &mut buf, 256 * 1024, 1));
+    assert!(c.output_max(16 * 1024).iter().all(|f| matches!(f, F::Data(1, _, false))));
+}
+
+#[test]
 fn incremental_streams_share_round_robin() {
     let mut c = Client::new(Config::default());
     c.send(kind::SETTINGS, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]);
