@@ -11,13 +11,10 @@ mod conn;
 mod error;
 pub mod flow;
 pub mod frame;
-pub mod priority;
-mod request;
-pub mod sched;
 mod stream;
 pub mod tune;
 
 pub use config::Config;
 pub use conn::{Connection, Event, SendError};
 pub use error::{Error, Initiator, Reason};
-pub use request::{content_length, request_head, trailers, Field, RequestHead};
+pub use sluice_http::{content_length, priority, request_head, sched, trailers, Field, RequestHead};

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use crate::flow::{RecvWindow, SendWindow, TuneState};
 use crate::priority::Priority;
-use crate::request::Field;
+use sluice_http::Field;
 
 /// The response head, from the handler's call until it is framed.
 #[derive(Debug)]

@@ -9,7 +9,7 @@
 //! Inside: the frame layer (RFC 9114 §7), the control stream and SETTINGS (§6.2.1, §7.2.4),
 //! the QPACK streams and field sections (RFC 9204, via `sluice-qpack`), request validation
 //! shared with the HTTP/2 engine (§4.2, §4.3), RFC 9218 priorities (the `priority` header and
-//! PRIORITY_UPDATE) driving the HTTP/2 engine's scheduler, GOAWAY (§5.2) and ORIGIN (RFC 9412).
+//! PRIORITY_UPDATE) driving the scheduler shared with the HTTP/2 engine (`sluice-http`), GOAWAY (§5.2) and ORIGIN (RFC 9412).
 //! See [`Connection`] for the streams the driver opens and the call order.
 
 #![warn(missing_docs)]
@@ -25,5 +25,4 @@ mod varint;
 pub use config::Config;
 pub use conn::{Connection, Event, SendError, Transmit};
 pub use error::{Code, Error, Initiator, Scope};
-pub use sluice_h2::priority::Priority;
-pub use sluice_h2::{Field, RequestHead};
+pub use sluice_http::{Field, Priority, RequestHead};

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use sluice_h2::priority::Priority;
+use sluice_http::Priority;
 
 use crate::frame::FrameReader;
 

@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::error::{Error, Initiator, Reason};
 use crate::flow::{RecvWindow, SendWindow, WindowPolicy, DEFAULT_WINDOW};
 use crate::frame::{self, GoAway, Origin, RstStream, Setting, Settings, WindowUpdate};
-use crate::request::{Field, RequestHead};
+use sluice_http::{Field, RequestHead};
 use crate::sched::Scheduler;
 use crate::stream::Stream;
 

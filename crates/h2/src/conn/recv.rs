@@ -11,7 +11,7 @@ use crate::frame::{
     Settings, WindowUpdate, PREFACE,
 };
 use crate::priority::Priority;
-use crate::request;
+use sluice_http::request;
 use crate::stream::HeadState;
 
 /// Largest frame we accept: our SETTINGS_MAX_FRAME_SIZE, left at the RFC 9113 §4.2 default.

@@ -9,7 +9,7 @@ use super::{Connection, SendError};
 use crate::error::{Error, Initiator, Reason};
 use crate::frame::{kind, Data, Head, Headers, RstStream};
 use crate::priority::Priority;
-use crate::request::Field;
+use sluice_http::Field;
 use crate::stream::HeadState;
 
 /// Frames smaller than this are not worth cutting to fit the caller's byte budget; the pick

@@ -1,7 +1,7 @@
 //! Client unidirectional streams (RFC 9114 §6.2): the control stream and its frames, the QPACK
 //! encoder and decoder streams (RFC 9204 §4.2), and the types we ignore.
 
-use sluice_h2::priority::Priority;
+use sluice_http::Priority;
 
 use super::{Connection, Event, Transmit, Uni};
 use crate::error::{Code, Error};

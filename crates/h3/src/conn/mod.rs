@@ -25,9 +25,9 @@ mod send;
 use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
-use sluice_h2::priority::Priority;
-use sluice_h2::sched::Scheduler;
-use sluice_h2::{Field, RequestHead};
+use sluice_http::Priority;
+use sluice_http::Scheduler;
+use sluice_http::{Field, RequestHead};
 use sluice_qpack as qpack;
 
 use crate::config::Config;

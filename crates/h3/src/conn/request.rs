@@ -2,8 +2,8 @@
 //! decoding (which may block on the encoder stream) and message validation (§4.1.2, §4.2, §4.3).
 
 use bytes::Bytes;
-use sluice_h2::priority::Priority;
-use sluice_h2::{Field, RequestHead};
+use sluice_http::Priority;
+use sluice_http::{Field, RequestHead};
 use sluice_qpack::{Decoded, FieldLine};
 
 use super::{Connection, Event, Transmit};
@@ -209,9 +209,9 @@ impl Connection {
     fn deliver_head(&mut self, id: u64, fields: Vec<FieldLine>) -> Result<Step, Error> {
         let malformed = |reason| Error::stream(id, Code::H3_MESSAGE_ERROR, reason);
         let list = fields.into_iter().map(|f| (f.name, f.value)).collect();
-        let head = sluice_h2::request_head(list).map_err(malformed)?;
+        let head = sluice_http::request_head(list).map_err(malformed)?;
         check_h3_head(&head).map_err(malformed)?;
-        let content_length = sluice_h2::content_length(&head).map_err(malformed)?;
+        let content_length = sluice_http::content_length(&head).map_err(malformed)?;
         // RFC 9218 §4: field lines of one dictionary combine; later members win.
         let mut priority = Priority::default();
         for f in head.fields.iter().filter(|f| f.name == "priority") {
@@ -234,7 +234,7 @@ impl Connection {
     fn deliver_trailers(&mut self, id: u64, fields: Vec<FieldLine>) -> Result<Step, Error> {
         let malformed = |reason| Error::stream(id, Code::H3_MESSAGE_ERROR, reason);
         let list = fields.into_iter().map(|f| (f.name, f.value)).collect();
-        let fields: Vec<Field> = sluice_h2::trailers(list).map_err(malformed)?;
+        let fields: Vec<Field> = sluice_http::trailers(list).map_err(malformed)?;
         let Some(s) = self.streams.get_mut(&id) else { return Ok(Step::Stop) };
         if s.recv.content_length.is_some_and(|cl| cl != s.recv.received) {
             return Err(malformed("content-length does not match the DATA received"));
@@ -343,7 +343,7 @@ impl Connection {
     }
 }
 
-/// HTTP/3 rules beyond those shared with HTTP/2 (`sluice_h2::request_head`).
+/// HTTP/3 rules beyond those shared with HTTP/2 (`sluice_http::request_head`).
 fn check_h3_head(head: &RequestHead) -> Result<(), &'static str> {
     if head.protocol.is_some() {
         // RFC 9220 §3: `:protocol` needs SETTINGS_ENABLE_CONNECT_PROTOCOL, which we do not send.

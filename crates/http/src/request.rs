@@ -1,5 +1,6 @@
-//! Turning a decoded header list into a request head, enforcing RFC 9113 §8.2 and §8.3: a
-//! request that breaks these rules is malformed, a stream error of type PROTOCOL_ERROR (§8.1.1).
+//! Turning a decoded header list into a request head, enforcing RFC 9113 §8.2 and §8.3 (RFC
+//! 9114 §4.2 and §4.3 state the same rules for HTTP/3): a request that breaks them is malformed,
+//! a stream error of type PROTOCOL_ERROR on HTTP/2 (§8.1.1) and H3_MESSAGE_ERROR on HTTP/3.
 
 use bytes::Bytes;
 
@@ -50,9 +51,15 @@ const CONNECTION_SPECIFIC: &[&[u8]] =
 /// A field name is valid when it is a non-empty token of lower-case characters (RFC 9113 §8.2.1,
 /// RFC 9110 §5.1); pseudo-header names are checked separately.
 fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.iter().all(|&c| {
-            matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+    is_token(name) && !name.iter().any(u8::is_ascii_uppercase)
+}
+
+/// RFC 9110 §5.6.2: `token = 1*tchar`. Methods are tokens (§9.1), and so are field names.
+pub fn is_token(s: &[u8]) -> bool {
+    !s.is_empty()
+        && s.iter().all(|&c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
         })
 }
 
@@ -116,6 +123,10 @@ pub fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static s
         head.fields.push(Field { name, value });
     }
     let Some(method) = method else { return Err("missing :method") };
+    if !is_token(&method) {
+        // RFC 9110 §9.1: a method is a token; anything else is no method at all.
+        return Err("invalid :method (not a token)");
+    }
     head.method = method;
     if &head.method[..] == b"CONNECT" && head.protocol.is_none() {
         // §8.5: CONNECT carries only :method and :authority.
@@ -211,11 +222,17 @@ mod tests {
             &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("x", "a\nb")],
             &[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("x", " a")],
             &[(":method", "CONNECT"), (":authority", "a:443"), (":path", "/")],
+            &[(":method", "G ET"), (":scheme", "https"), (":path", "/")],
+            &[(":method", "GET/"), (":scheme", "https"), (":path", "/")],
+            &[(":method", ""), (":scheme", "https"), (":path", "/")],
         ];
         for c in cases {
             assert!(request_head(list(c)).is_err(), "{c:?} should be malformed");
         }
         assert!(request_head(list(&[(":method", "CONNECT"), (":authority", "a:443")])).is_ok());
+        // Extension methods are tokens too (RFC 9110 §9.1), in any case.
+        assert!(request_head(list(&[(":method", "PROPFIND"), (":scheme", "https"), (":path", "/")])).is_ok());
+        assert!(request_head(list(&[(":method", "m-search"), (":scheme", "https"), (":path", "*")])).is_ok());
         assert!(
             request_head(list(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("te", "trailers")])).is_ok()
         );
