@@ -1,21 +1,12 @@
 //! The `sluice` binary: an HTTP/1.1 and HTTP/2 edge server.
 
-mod accesslog;
-mod client;
+#![forbid(unsafe_code)]
+
+mod app;
 mod config;
-mod dispatch;
-mod h1;
-mod h2conn;
-mod h3conn;
-mod http;
-mod listen;
-mod pace;
-mod respond;
-mod site;
-mod sock;
-mod speedtest;
-mod static_files;
-mod tls;
+mod handlers;
+mod io;
+mod state;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,16 +41,16 @@ enum Command {
         config: PathBuf,
     },
     /// Download a URL and print curl's figures: speed_download, size_download, time_total, ...
-    Get(client::GetArgs),
+    Get(sluice_client::GetArgs),
     /// Upload a file or string to a URL and print curl's figures: speed_upload, size_upload, ...
-    Put(client::PutArgs),
+    Put(sluice_client::PutArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Get(args) => client::get(args),
-        Command::Put(args) => client::put(args),
+        Command::Get(args) => sluice_client::get(args),
+        Command::Put(args) => sluice_client::put(args),
         Command::Check { config } => match config::load(&config) {
             Ok(_) => {
                 println!("{}: ok", config.display());
@@ -119,12 +110,12 @@ fn init_logging() {
 
 async fn serve(cfg: config::Config) -> Result<(), String> {
     let served = if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg)? } else { Vec::new() };
-    let certs: Vec<tls::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
+    let certs: Vec<io::tls::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
     let served = Arc::new(served);
-    let tls_config = if certs.is_empty() { None } else { Some(tls::server_config(&certs, &[b"h2", b"http/1.1"])?) };
+    let tls_config = if certs.is_empty() { None } else { Some(io::tls::server_config(&certs, &[b"h2", b"http/1.1"])?) };
     let quic_tls =
-        if certs.is_empty() || !cfg.quic.enabled { None } else { Some(tls::server_config(&certs, &[b"h3"])?) };
-    let state = Arc::new(dispatch::State::new(cfg));
+        if certs.is_empty() || !cfg.quic.enabled { None } else { Some(io::tls::server_config(&certs, &[b"h3"])?) };
+    let state = Arc::new(state::State::new(cfg));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     for l in &state.cfg.listeners {
@@ -134,7 +125,7 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         // HTTP/3 on UDP at the same address and port (the TCP port, when the file asked for
         // port 0), advertised on the TCP side with Alt-Svc (RFC 9114 §3.1.1, RFC 7838).
         let quic = match quic_tls.as_ref().filter(|_| l.tls) {
-            Some(q) => Some(h3conn::endpoint(local, q.clone(), &state.cfg)?),
+            Some(q) => Some(io::h3::endpoint(local, q.clone(), &state.cfg)?),
             None => None,
         };
         let alt_svc = quic
@@ -148,7 +139,7 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         tracing::info!("listening on {what}");
         println!("sluice: listening on {what}");
         let tls = tls_config.as_ref().filter(|_| l.tls).map(|c| {
-            Arc::new(listen::ListenerTls {
+            Arc::new(io::listen::ListenerTls {
                 acceptor: tokio_rustls::TlsAcceptor::from(c.clone()),
                 certs: served.clone(),
                 port: local.port(),
@@ -157,9 +148,9 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         });
         if let Some(ep) = quic {
             let certs = served.clone();
-            tokio::spawn(h3conn::accept_loop(ep, certs, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
+            tokio::spawn(io::h3::accept_loop(ep, certs, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
         }
-        tokio::spawn(listen::accept_loop(listener, tls, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
+        tokio::spawn(io::listen::accept_loop(listener, tls, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
     }
     drop(alive_tx);
     wait_for_signal().await;
@@ -169,19 +160,19 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
     if tokio::time::timeout(drain, alive_rx.recv()).await.is_err() {
         tracing::warn!("drain timeout: closing the remaining connections");
     }
-    accesslog::flush();
+    app::accesslog::flush();
     Ok(())
 }
 
 /// Load every configured certificate (generating the self-signed default where needed) with
 /// the origin set it announces; prints each certificate's fingerprint.
-fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<tls::ServedCert>>, String> {
+fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<io::tls::ServedCert>>, String> {
     let mut certs = Vec::new();
     for c in &cfg.certificates {
         let (cert, key) = match (&c.cert, &c.key) {
             (Some(cert), Some(key)) => (cert.clone(), key.clone()),
             _ => {
-                let (cert, key, created) = tls::ensure_self_signed(&cfg.data_dir).map_err(|e| {
+                let (cert, key, created) = io::tls::ensure_self_signed(&cfg.data_dir).map_err(|e| {
                     format!("cannot create the self-signed certificate in {}: {e}", cfg.data_dir.display())
                 })?;
                 if created {
@@ -193,7 +184,7 @@ fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<tls::ServedCert>>, 
                 (cert, key)
             }
         };
-        let loaded = tls::load_cert(&cert, &key)?;
+        let loaded = io::tls::load_cert(&cert, &key)?;
         println!(
             "sluice: certificate {} ({}) SHA-256 {}",
             cert.display(),
@@ -219,7 +210,7 @@ fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<tls::ServedCert>>, 
         // The generated certificate is for trying things out (clients skip verification): its
         // names are not enforced with 421s.
         let enforce = c.cert.is_some();
-        certs.push(Arc::new(tls::ServedCert { cert: loaded, origins, enforce }));
+        certs.push(Arc::new(io::tls::ServedCert { cert: loaded, origins, enforce }));
     }
     Ok(certs)
 }

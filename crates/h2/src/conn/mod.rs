@@ -19,9 +19,9 @@ use crate::config::Config;
 use crate::error::{Error, Initiator, Reason};
 use crate::flow::{RecvWindow, SendWindow, WindowPolicy, DEFAULT_WINDOW};
 use crate::frame::{self, GoAway, Origin, RstStream, Setting, Settings, WindowUpdate};
-use sluice_http::{Field, RequestHead};
 use crate::sched::Scheduler;
 use crate::stream::Stream;
+use sluice_http::{Field, RequestHead};
 
 /// Something the application must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use crate::frame::{
     Settings, WindowUpdate, PREFACE,
 };
 use crate::priority::Priority;
-use sluice_http::request;
 use crate::stream::HeadState;
+use sluice_http::request;
 
 /// Largest frame we accept: our SETTINGS_MAX_FRAME_SIZE, left at the RFC 9113 §4.2 default.
 const MAX_FRAME: u32 = 16_384;

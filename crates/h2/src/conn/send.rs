@@ -9,8 +9,8 @@ use super::{Connection, SendError};
 use crate::error::{Error, Initiator, Reason};
 use crate::frame::{kind, Data, Head, Headers, RstStream};
 use crate::priority::Priority;
-use sluice_http::Field;
 use crate::stream::HeadState;
+use sluice_http::Field;
 
 /// Frames smaller than this are not worth cutting to fit the caller's byte budget; the pick
 /// waits for the next transmit instead.

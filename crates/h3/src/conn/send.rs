@@ -3,8 +3,8 @@
 //! then one quantum of body data per scheduler pick (RFC 9218 order).
 
 use bytes::{Buf, Bytes};
-use sluice_http::Priority;
 use sluice_http::Field;
+use sluice_http::Priority;
 use sluice_qpack::{FieldRef, ENTRY_OVERHEAD};
 
 use super::{Connection, SendError, Transmit};

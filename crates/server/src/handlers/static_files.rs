@@ -38,7 +38,7 @@ use http::{Method, StatusCode};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
 use sha2::{Digest, Sha256};
 
-use crate::http::{Body, Request, Response};
+use crate::app::http::{Body, Request, Response};
 
 /// Most comma-separated range specs we look at; beyond this the `Range` header is ignored.
 const MAX_RANGE_SPECS: usize = 64;
@@ -257,7 +257,7 @@ fn open_beneath(root: &Path, segments: &[String], trailing_slash: bool) -> Looku
 
 /// Files up to this size are read at lookup and answered from memory: one chunk of the
 /// response body.
-const SMALL_FILE: u64 = crate::http::CHUNK as u64;
+const SMALL_FILE: u64 = crate::app::http::CHUNK as u64;
 
 /// The small-file cache: path → content and metadata, trusted for `TTL` (a file changed on disk
 /// is served at most that long in its old version, as with nginx's open_file_cache_valid).
@@ -826,7 +826,7 @@ fn multipart(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{Proto, RequestBody};
+    use crate::app::http::{Proto, RequestBody};
     use std::fs;
 
     fn req(method: Method, path: &str, hdrs: &[(&str, &str)]) -> Request {

@@ -1,4 +1,6 @@
-//! `sluice get` and `sluice put`: a command-line HTTP/1.1 and HTTP/2 client that measures one
+//! Sluice's client: connectors for HTTP/1.1, HTTP/2 (hyper's and the own engine's, for shared
+//! connections) and HTTP/3 (quinn and the own QPACK), and on top of them `sluice get` and
+//! `sluice put`: a command-line HTTP/1.1, HTTP/2 and HTTP/3 client that measures one
 //! download or one upload and prints the figures curl's `-w` variables report, so the lab can
 //! put its numbers next to curl's.
 //!
@@ -6,7 +8,7 @@
 //!
 //! One URL: one request on one new connection (no redirects followed, no retries). Several
 //! URLs: one after another, sharing connections where RFC 9113 §9.1.1 and RFC 8336 allow, with
-//! one retry after a 421 (`client/pool.rs`); a reused connection's `time_connect` and
+//! one retry after a 421 (`pool.rs`); a reused connection's `time_connect` and
 //! `time_appconnect` are 0 and its clock starts when the request is sent.
 //!
 //! - The clock starts once the host name has been resolved, just before the TCP connect, and
@@ -46,12 +48,15 @@
 //! 28 timeout, 35 TLS handshake failed, 52 empty reply, 55 send failed, 56 receive failed,
 //! 60 certificate not accepted, 77 CA certificate problem (or neither `--cacert` nor `-k`).
 
+#![forbid(unsafe_code)]
+
 mod body;
 mod conn;
 mod h2;
 mod h3;
 mod pool;
 mod progress;
+pub mod quic;
 
 use std::error::Error as _;
 use std::future::Future;
@@ -150,7 +155,7 @@ pub(crate) struct Common {
     (curl's -w variables; speed = size / time_total, time_total from just before the TCP connect \
     to the last body byte, including the TCP and TLS handshakes), or with --json \
     {\"url\",\"http_version\",\"status\",\"bytes\",\"seconds\",\"bytes_per_second\",\"mbps\",...}.")]
-pub(crate) struct GetArgs {
+pub struct GetArgs {
     /// http:// or https:// URLs (IPv6 literals in brackets: http://[::1]:8080/). Several are
     /// fetched one after another, sharing HTTP/2 connections where ORIGIN frames, or the
     /// address and certificate, allow it; a line (or JSON object) each.
@@ -177,7 +182,7 @@ pub(crate) enum UploadMethod {
     (curl's -w variables; speed = size / time_total, time_total from just before the TCP connect \
     to the end of the response), or with --json \
     {\"bytes\",\"seconds\",\"bytes_per_second\",\"mbps\",\"status\",\"response\",...}.")]
-pub(crate) struct PutArgs {
+pub struct PutArgs {
     /// http:// or https:// URL (IPv6 literals in brackets: http://[::1]:8080/).
     url: String,
     /// Body: @FILE streams the file from disk as is (like curl's --data-binary; its size is the
@@ -324,12 +329,12 @@ impl Report {
 }
 
 /// `sluice get`: downloads the URL and prints the figures.
-pub(crate) fn get(args: GetArgs) -> ExitCode {
+pub fn get(args: GetArgs) -> ExitCode {
     drive("get", run_get(args))
 }
 
 /// `sluice put`: uploads the data to the URL and prints the figures.
-pub(crate) fn put(args: PutArgs) -> ExitCode {
+pub fn put(args: PutArgs) -> ExitCode {
     drive("put", run_put(args))
 }
 

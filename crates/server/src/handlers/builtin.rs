@@ -11,8 +11,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 
-use crate::http::{Body, Request, Response};
-use crate::static_files::parse_tag_list;
+use crate::app::http::{Body, Request, Response};
+use crate::handlers::static_files::parse_tag_list;
 
 /// One embedded file.
 struct Asset {
@@ -36,7 +36,7 @@ const fn fnv1a(bytes: &[u8]) -> u64 {
 
 macro_rules! asset {
     ($path:literal, $file:literal, $ct:literal) => {{
-        const BODY: &[u8] = include_bytes!(concat!("../site/", $file));
+        const BODY: &[u8] = include_bytes!(concat!("../../site/", $file));
         Asset { path: $path, body: BODY, content_type: $ct, hash: fnv1a(BODY) }
     }};
 }
@@ -91,7 +91,7 @@ pub(crate) fn serve_builtin(req: &Request) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{Proto, RequestBody};
+    use crate::app::http::{Proto, RequestBody};
 
     fn req(method: Method, path: &str, inm: Option<&str>) -> Request {
         let mut headers = HeaderMap::new();

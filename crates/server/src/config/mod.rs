@@ -694,9 +694,9 @@ fn listeners(src: &Source<'_>, raw: Option<&Spanned<Vec<Spanned<RawListener>>>>)
 fn certificate(src: &Source<'_>, raw: &RawCertificate, listeners: &[Listener]) -> Result<Certificate, ConfigError> {
     let cert = src.path(raw.cert.get_ref());
     let key = src.path(raw.key.get_ref());
-    let chain = crate::tls::read_chain(&cert).map_err(|e| src.err(raw.cert.span(), e))?;
-    let key_der = crate::tls::read_key(&key).map_err(|e| src.err(raw.key.span(), e))?;
-    let loaded = crate::tls::certified(chain, key_der)
+    let chain = crate::io::tls::read_chain(&cert).map_err(|e| src.err(raw.cert.span(), e))?;
+    let key_der = crate::io::tls::read_key(&key).map_err(|e| src.err(raw.key.span(), e))?;
+    let loaded = crate::io::tls::certified(chain, key_der)
         .map_err(|e| src.err(raw.key.span(), format!("`{}` for `{}`: {e}", key.display(), cert.display())))?;
     let origins = match &raw.origins {
         None => None,
@@ -979,7 +979,7 @@ mod tests {
     fn good_config() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join("www")).unwrap();
-        let (c, k) = crate::tls::generate_self_signed(&["example.com"]).unwrap();
+        let (c, k) = crate::io::tls::generate_self_signed(&["example.com"]).unwrap();
         fs::create_dir(dir.path().join("certs")).unwrap();
         fs::write(dir.path().join("certs/a.pem"), c).unwrap();
         fs::write(dir.path().join("certs/a.key"), k).unwrap();
@@ -1130,7 +1130,7 @@ drain_secs = 0
     #[test]
     fn certificate_origins_are_checked_against_names_and_listeners() {
         let dir = tempfile::tempdir().unwrap();
-        let (c, k) = crate::tls::generate_self_signed(&["a.test", "*.b.test"]).unwrap();
+        let (c, k) = crate::io::tls::generate_self_signed(&["a.test", "*.b.test"]).unwrap();
         fs::write(dir.path().join("c.pem"), c).unwrap();
         fs::write(dir.path().join("k.pem"), k).unwrap();
         let head = "[[listener]]\naddr = \"127.0.0.1:8443\"\ntls = true\n\n[[certificate]]\ncert = \"c.pem\"\nkey = \"k.pem\"\n";
@@ -1161,8 +1161,8 @@ drain_secs = 0
     #[test]
     fn key_mismatch_points_at_key() {
         let dir = tempfile::tempdir().unwrap();
-        let (c, _) = crate::tls::generate_self_signed(&["a.test"]).unwrap();
-        let (_, k) = crate::tls::generate_self_signed(&["a.test"]).unwrap();
+        let (c, _) = crate::io::tls::generate_self_signed(&["a.test"]).unwrap();
+        let (_, k) = crate::io::tls::generate_self_signed(&["a.test"]).unwrap();
         fs::write(dir.path().join("c.pem"), c).unwrap();
         fs::write(dir.path().join("k.pem"), k).unwrap();
         fs::write(dir.path().join("junk.pem"), "nothing here").unwrap();

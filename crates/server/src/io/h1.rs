@@ -12,9 +12,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::dispatch::{dispatch, AccessLog, Counters, State};
-use crate::http::{Body, Proto, Request, RequestBody, Response, CHUNK};
-use crate::respond::ConnInfo;
+use crate::app::accesslog::{AccessLog, Counters};
+use crate::app::http::{Body, Proto, Request, RequestBody, Response, CHUNK};
+use crate::app::respond::ConnInfo;
+use crate::app::router::dispatch;
+use crate::state::State;
 
 /// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
 pub(crate) async fn serve<S>(io: S, info: ConnInfo, state: Arc<State>, mut shutdown: watch::Receiver<bool>)

@@ -69,6 +69,19 @@ pub(crate) struct Sample {
     pub(crate) notsent_bytes: usize,
 }
 
+impl Sample {
+    /// What the in-flight bound needs from one TCP_INFO reading.
+    pub(crate) fn from_path(p: &sluice_sys::sock::PathInfo) -> Self {
+        Self {
+            delivery_rate: p.delivery_rate,
+            acked: p.bytes_acked,
+            min_rtt: Duration::from_micros(u64::from(p.min_rtt_us)),
+            unacked_bytes: p.unacked_bytes(),
+            notsent_bytes: p.notsent_bytes as usize,
+        }
+    }
+}
+
 /// The in-flight bound of one connection.
 #[derive(Debug)]
 pub(crate) struct InflightCap {

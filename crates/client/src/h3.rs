@@ -74,10 +74,10 @@ pub(crate) async fn connect(
     {
         use std::os::fd::AsRawFd;
         let fd = socket.as_raw_fd();
-        let _ = crate::sock::set_buffer(fd, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, SOCKET_BUFFER);
-        let _ = crate::sock::set_buffer(fd, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, SOCKET_BUFFER);
+        let _ = sluice_sys::sock::size_buffer(fd, sluice_sys::sock::Buffer::Receive, SOCKET_BUFFER);
+        let _ = sluice_sys::sock::size_buffer(fd, sluice_sys::sock::Buffer::Send, SOCKET_BUFFER);
     }
-    let endpoint = quinn::Endpoint::new(crate::h3conn::endpoint_config(), None, socket, Arc::new(quinn::TokioRuntime))
+    let endpoint = quinn::Endpoint::new(crate::quic::endpoint_config(), None, socket, Arc::new(quinn::TokioRuntime))
         .map_err(|e| Failure::new(code::CONNECT, format!("cannot start QUIC: {e}")))?;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
         .map_err(|e| Failure::new(code::TLS, format!("TLS set-up for QUIC: {e}")))?;
@@ -88,7 +88,7 @@ pub(crate) async fn connect(
         .receive_window(VarInt::from_u32(CONN_WINDOW))
         .send_window(u64::from(CONN_WINDOW))
         .enable_segmentation_offload(true)
-        .mtu_discovery_config(Some(crate::h3conn::mtu_discovery(addr)));
+        .mtu_discovery_config(Some(crate::quic::mtu_discovery(addr)));
     cfg.transport_config(Arc::new(transport));
     let start = Instant::now();
     let connecting = endpoint

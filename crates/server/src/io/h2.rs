@@ -21,10 +21,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::dispatch::{Counters, State};
-use crate::http::{BodyError, Proto, RequestBody, CHUNK};
-use crate::pace::InflightCap;
-use crate::respond::{run_handler, to_request, ConnInfo};
+use crate::app::accesslog::Counters;
+use crate::app::http::{BodyError, Proto, RequestBody, CHUNK};
+use crate::app::respond::{run_handler, to_request, ConnInfo};
+use crate::io::pace::InflightCap;
+use crate::state::State;
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
 /// enough to keep a write full, small enough that priorities stay meaningful.
@@ -87,7 +88,7 @@ pub(crate) async fn serve<S>(
     let peer = info.peer;
     let mut cfg = state.h2.clone();
     // RFC 8336: the origin set of the certificate this connection's SNI picked.
-    cfg.origins = info.served.as_ref().and_then(crate::tls::Served::origins);
+    cfg.origins = info.served.as_ref().and_then(crate::io::tls::Served::origins);
     let mut conn = Connection::new(cfg, state.window_policy(), Instant::now());
     let info = Arc::new(info);
     if !prefix.is_empty() {
@@ -163,7 +164,7 @@ pub(crate) async fn serve<S>(
                     // Window tuning measures per RTT: refresh it now and then from TCP_INFO.
                     if now.saturating_duration_since(rtt_sampled) >= RTT_SAMPLE_EVERY {
                         rtt_sampled = now;
-                        if let Some(rtt) = crate::sock::path_info(fd).ok().and_then(|p| p.rtt()) {
+                        if let Some(rtt) = sluice_sys::sock::path_info(fd).ok().and_then(|p| p.rtt()) {
                             conn.handle_rtt(rtt);
                         }
                     }
@@ -227,13 +228,13 @@ struct Budget {
 /// least [`MIN_WRITE`] and at most [`MAX_WRITE`], and with `pace` no more than its in-flight
 /// bound leaves, except for urgent data (`busy`: the engine has data waiting).
 fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: Option<u8>, now: Instant) -> Budget {
-    let Ok(p) = crate::sock::path_info(fd) else {
+    let Ok(p) = sluice_sys::sock::path_info(fd) else {
         return Budget { urgent: 0, other: MAX_WRITE, retry: None };
     };
     let room = if p.cwnd > 0 { p.cwnd_room().clamp(MIN_WRITE, MAX_WRITE) } else { MAX_WRITE };
     let urgent = if urgency.is_some_and(|u| u <= URGENT) { room } else { 0 };
     let Some(pace) = pace else { return Budget { urgent, other: room, retry: None } };
-    let s = p.pace_sample();
+    let s = crate::io::pace::Sample::from_path(&p);
     pace.update(now, &s, busy);
     let budget = pace.budget(&s, room);
     tracing::trace!(
@@ -429,7 +430,7 @@ struct H2Sink {
     tx: mpsc::UnboundedSender<Cmd>,
 }
 
-impl crate::respond::Sink for H2Sink {
+impl crate::app::respond::Sink for H2Sink {
     fn priority(&self, value: Bytes) {
         let _ = self.tx.send(Cmd::Priority { id: self.id, value });
     }

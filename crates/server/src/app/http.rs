@@ -62,7 +62,7 @@ pub(crate) struct Request {
 pub(crate) struct RequestBody {
     inner: BodyRx,
     /// Bytes taken so far, shared with the access log.
-    seen: Option<Arc<crate::dispatch::Counters>>,
+    seen: Option<Arc<crate::app::accesslog::Counters>>,
     /// Largest body accepted; more is an error.
     limit: u64,
 }
@@ -117,7 +117,7 @@ impl RequestBody {
     }
 
     /// Count the bytes taken into `seen` and fail with [`BodyError::TooLarge`] past `limit`.
-    pub(crate) fn counting(mut self, seen: Arc<crate::dispatch::Counters>, limit: u64) -> Self {
+    pub(crate) fn counting(mut self, seen: Arc<crate::app::accesslog::Counters>, limit: u64) -> Self {
         self.seen = Some(seen);
         self.limit = limit;
         self
@@ -327,24 +327,10 @@ fn read_exact_at(f: &std::fs::File, off: u64, n: usize) -> io::Result<Bytes> {
     Ok(Bytes::from(buf))
 }
 
-/// Read up to `n` bytes at `off` only if they are in the page cache (preadv2 with RWF_NOWAIT);
-/// `None` when that would block or the kernel does not support it.
+/// Read up to `n` bytes at `off` only if they are in the page cache; `None` when that would
+/// block.
 fn read_cached(f: &std::fs::File, off: u64, n: usize) -> Option<io::Result<Bytes>> {
-    use std::os::fd::AsRawFd;
-    let mut buf = vec![0u8; n];
-    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: n };
-    let off = libc::off_t::try_from(off).ok()?;
-    // SAFETY: `iov` points into `buf`, which is live and `n` bytes long for the call; the
-    // descriptor is open for the lifetime of `f`.
-    let got = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, off, libc::RWF_NOWAIT) };
-    if got < 0 {
-        return None;
-    }
-    if got == 0 {
-        return Some(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being sent")));
-    }
-    buf.truncate(got as usize);
-    Some(Ok(Bytes::from(buf)))
+    sluice_sys::file::read_cached(f, off, n).map(|r| r.map(Bytes::from))
 }
 
 #[cfg(test)]

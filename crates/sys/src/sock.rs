@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 /// Set TCP_NOTSENT_LOWAT: the socket reports writable only when fewer than `bytes` unsent
 /// bytes remain queued, so data waits in the engine (where it can still be reordered) rather
 /// than in the kernel. 0 leaves the system default.
-pub(crate) fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
     if bytes == 0 {
         return Ok(());
     }
@@ -14,7 +14,7 @@ pub(crate) fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
 }
 
 /// Set the congestion control of one socket (TCP_CONGESTION), e.g. "bbr" or "cubic".
-pub(crate) fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
+pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     // SAFETY: `fd` is an open socket owned by the caller; the option value is `name`'s bytes,
     // live for the call, with their length.
     let rc = unsafe {
@@ -34,14 +34,14 @@ pub(crate) fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
 }
 
 /// Whether this kernel lets us use congestion control `name` (tried on a throwaway socket).
-pub(crate) fn congestion_available(name: &str) -> io::Result<()> {
+pub fn congestion_available(name: &str) -> io::Result<()> {
     let s = std::net::TcpListener::bind("127.0.0.1:0")?;
     use std::os::fd::AsRawFd;
     set_congestion(s.as_raw_fd(), name)
 }
 
 /// Set TCP_NODELAY (frames are written whole; Nagle only adds latency).
-pub(crate) fn set_nodelay(fd: RawFd) -> io::Result<()> {
+pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
     setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
 }
 
@@ -64,11 +64,40 @@ fn setsockopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_i
     }
 }
 
+/// Which socket buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    /// SO_RCVBUF (net.core.rmem_max bounds it).
+    Receive,
+    /// SO_SNDBUF (net.core.wmem_max bounds it).
+    Send,
+}
+
+impl Buffer {
+    /// The sysctl that bounds this buffer for unprivileged sockets.
+    pub fn sysctl(self) -> &'static str {
+        match self {
+            Self::Receive => "net.core.rmem_max",
+            Self::Send => "net.core.wmem_max",
+        }
+    }
+}
+
+/// Size a socket buffer to `want` bytes; if the kernel clamps it to its sysctl maximum, try the
+/// forcing option (SO_RCVBUFFORCE / SO_SNDBUFFORCE, allowed with CAP_NET_ADMIN). Returns the
+/// usable size obtained.
+pub fn size_buffer(fd: RawFd, which: Buffer, want: usize) -> io::Result<usize> {
+    match which {
+        Buffer::Receive => set_buffer(fd, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, want),
+        Buffer::Send => set_buffer(fd, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, want),
+    }
+}
+
 /// Set a socket buffer (`opt`: SO_RCVBUF or SO_SNDBUF) to `want` bytes; if the kernel clamps it
 /// to its sysctl maximum, try `force` (SO_RCVBUFFORCE / SO_SNDBUFFORCE, allowed with
 /// CAP_NET_ADMIN). Returns the size obtained (Linux reports twice the usable size; this
 /// returns the usable size).
-pub(crate) fn set_buffer(fd: RawFd, opt: libc::c_int, force: libc::c_int, want: usize) -> io::Result<usize> {
+fn set_buffer(fd: RawFd, opt: libc::c_int, force: libc::c_int, want: usize) -> io::Result<usize> {
     let get = || -> io::Result<usize> {
         let mut v: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -92,7 +121,7 @@ pub(crate) fn set_buffer(fd: RawFd, opt: libc::c_int, force: libc::c_int, want: 
 /// The MTU of the route to `peer`: the outgoing interface's, or a smaller path MTU the kernel
 /// has learned for that destination (IP_MTU / IPV6_MTU on a throwaway UDP socket connected to
 /// it; connecting a UDP socket sends nothing).
-pub(crate) fn route_mtu(peer: std::net::SocketAddr) -> io::Result<u32> {
+pub fn route_mtu(peer: std::net::SocketAddr) -> io::Result<u32> {
     use std::os::fd::AsRawFd;
     // A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; ask the IPv4 route for them.
     let peer = std::net::SocketAddr::new(peer.ip().to_canonical(), peer.port());
@@ -115,28 +144,28 @@ pub(crate) fn route_mtu(peer: std::net::SocketAddr) -> io::Result<u32> {
 
 /// What TCP_INFO tells about the path right now.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PathInfo {
+pub struct PathInfo {
     /// Smoothed RTT of what we sent, microseconds (0: no sample yet).
-    pub(crate) rtt_us: u32,
+    pub rtt_us: u32,
     /// The receiver-side RTT estimate, microseconds (0: none).
-    pub(crate) rcv_rtt_us: u32,
+    pub rcv_rtt_us: u32,
     /// The smallest RTT seen on the connection, microseconds (0: none): the path's RTT
     /// without queueing delay.
-    pub(crate) min_rtt_us: u32,
+    pub min_rtt_us: u32,
     /// Congestion window in segments.
-    pub(crate) cwnd: u32,
+    pub cwnd: u32,
     /// Segments sent and not yet acknowledged.
-    pub(crate) unacked: u32,
+    pub unacked: u32,
     /// Sender MSS in bytes.
-    pub(crate) mss: u32,
+    pub mss: u32,
     /// Bytes written and not yet sent.
-    pub(crate) notsent_bytes: u32,
+    pub notsent_bytes: u32,
     /// The latest delivery-rate sample, bytes per second (0: none).
-    pub(crate) delivery_rate: u64,
+    pub delivery_rate: u64,
     /// The rate the kernel paces at, bytes per second (BBR sets it from its bandwidth model).
-    pub(crate) pacing_rate: u64,
+    pub pacing_rate: u64,
     /// Bytes acknowledged by the peer so far.
-    pub(crate) bytes_acked: u64,
+    pub bytes_acked: u64,
 }
 
 impl PathInfo {
@@ -144,35 +173,24 @@ impl PathInfo {
     /// our frames, WINDOW_UPDATEs included, so it exists during uploads too), else the smoothed
     /// sender-side estimate, else the receiver-side one. Windows sized from the minimum keep a
     /// queue from inflating them (a sender filling a drop-tail buffer raises the smoothed RTT).
-    pub(crate) fn rtt(&self) -> Option<std::time::Duration> {
+    pub fn rtt(&self) -> Option<std::time::Duration> {
         let us = [self.min_rtt_us, self.rtt_us, self.rcv_rtt_us].into_iter().find(|&us| us > 0)?;
         Some(std::time::Duration::from_micros(u64::from(us)))
     }
 
     /// Bytes sent and not yet acknowledged.
-    pub(crate) fn unacked_bytes(&self) -> usize {
+    pub fn unacked_bytes(&self) -> usize {
         self.unacked as usize * self.mss.max(536) as usize
     }
 
-    /// What the in-flight bound needs from this reading.
-    pub(crate) fn pace_sample(&self) -> crate::pace::Sample {
-        crate::pace::Sample {
-            delivery_rate: self.delivery_rate,
-            acked: self.bytes_acked,
-            min_rtt: std::time::Duration::from_micros(u64::from(self.min_rtt_us)),
-            unacked_bytes: self.unacked_bytes(),
-            notsent_bytes: self.notsent_bytes as usize,
-        }
-    }
-
     /// Bytes the congestion window can take now.
-    pub(crate) fn cwnd_room(&self) -> usize {
+    pub fn cwnd_room(&self) -> usize {
         self.cwnd.saturating_sub(self.unacked) as usize * self.mss.max(536) as usize
     }
 }
 
 /// Read TCP_INFO.
-pub(crate) fn path_info(fd: RawFd) -> io::Result<PathInfo> {
+pub fn path_info(fd: RawFd) -> io::Result<PathInfo> {
     // SAFETY: tcp_info is plain old data; zeroed is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;

@@ -14,9 +14,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::dispatch::State;
-use crate::respond::ConnInfo;
-use crate::tls::{Served, ServedCert};
+use crate::app::respond::ConnInfo;
+use crate::io::tls::{Served, ServedCert};
+use crate::state::State;
 
 /// What a TLS listener needs per connection: the acceptor, the certificates (for the one SNI
 /// picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises.
@@ -75,12 +75,12 @@ async fn serve_connection(
     shutdown: watch::Receiver<bool>,
 ) {
     let fd = tcp.as_raw_fd();
-    let _ = crate::sock::set_nodelay(fd);
-    if let Err(e) = crate::sock::set_notsent_lowat(fd, state.cfg.tcp.notsent_lowat) {
+    let _ = sluice_sys::sock::set_nodelay(fd);
+    if let Err(e) = sluice_sys::sock::set_notsent_lowat(fd, state.cfg.tcp.notsent_lowat) {
         tracing::debug!(%e, "TCP_NOTSENT_LOWAT not available");
     }
     if let Some(cc) = &state.congestion {
-        if let Err(e) = crate::sock::set_congestion(fd, cc) {
+        if let Err(e) = sluice_sys::sock::set_congestion(fd, cc) {
             tracing::debug!(%e, cc, "TCP_CONGESTION failed");
         }
     }
@@ -100,9 +100,9 @@ async fn serve_connection(
         let served = Served::for_sni(&t.certs, stream.get_ref().1.server_name(), t.port);
         let info = ConnInfo { peer, tls: true, alt_svc: t.alt_svc.clone(), served };
         if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-            crate::h2conn::serve(stream, fd, Bytes::new(), info, state, shutdown).await;
+            crate::io::h2::serve(stream, fd, Bytes::new(), info, state, shutdown).await;
         } else {
-            crate::h1::serve(stream, info, state, shutdown).await;
+            crate::io::h1::serve(stream, info, state, shutdown).await;
         }
         return;
     }
@@ -128,11 +128,11 @@ async fn serve_connection(
     match classify(&prefix) {
         Some(Cleartext::H2) => {
             let info = ConnInfo { peer, tls: false, alt_svc: None, served: None };
-            crate::h2conn::serve(tcp, fd, prefix, info, state, shutdown).await
+            crate::io::h2::serve(tcp, fd, prefix, info, state, shutdown).await
         }
         Some(Cleartext::H1) => {
             let info = ConnInfo { peer, tls: false, alt_svc: None, served: None };
-            crate::h1::serve(Rewind { prefix, inner: tcp }, info, state, shutdown).await
+            crate::io::h1::serve(Rewind { prefix, inner: tcp }, info, state, shutdown).await
         }
         Some(Cleartext::Neither) | None => {
             tracing::debug!(%peer, "neither an HTTP/2 preface nor an HTTP/1.x request line: closing");

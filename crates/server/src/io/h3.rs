@@ -33,11 +33,12 @@ use sluice_h3::{Code, Connection, Event, Field, RequestHead, Transmit};
 use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::app::accesslog::Counters;
+use crate::app::http::{BodyError, Proto, RequestBody, CHUNK};
+use crate::app::respond::{run_handler, to_request, ConnInfo};
 use crate::config::{Config, QuicCongestion};
-use crate::dispatch::{Counters, State};
-use crate::http::{BodyError, Proto, RequestBody, CHUNK};
-use crate::respond::{run_handler, to_request, ConnInfo};
-use crate::tls::{Served, ServedCert};
+use crate::io::tls::{Served, ServedCert};
+use crate::state::State;
 
 /// Response bytes one stream may have queued in the engine and in flight to it (as HTTP/2).
 const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
@@ -52,42 +53,7 @@ const TUNE_EVERY: Duration = Duration::from_millis(2);
 /// room for reserved ones (RFC 9114 §6.2.3 grease).
 const MAX_UNI_STREAMS: u32 = 8;
 
-/// Largest UDP payload Sluice sends or accepts over QUIC. quinn hands the kernel up to ten
-/// datagrams per GSO call, and the kernel refuses a GSO send larger than one UDP datagram
-/// (65,507 bytes of payload over IPv4) with EMSGSIZE, which quinn-udp drops silently as it
-/// would a too-large MTU probe; ten of these stay below that.
-pub(crate) const MAX_UDP_PAYLOAD: u16 = 6_500;
-
-/// quinn's endpoint settings: datagrams up to [`MAX_UDP_PAYLOAD`] are accepted, and the
-/// `max_udp_payload_size` transport parameter (RFC 9000 §18.2) tells the peer so; quinn's
-/// default, 1,472, would cap the peer's MTU discovery at Ethernet's size on any path.
-/// quinn sizes each endpoint's receive buffer from it (GRO batches: 13 MB instead of 3).
-pub(crate) fn endpoint_config() -> quinn::EndpointConfig {
-    let mut ep = quinn::EndpointConfig::default();
-    // Invariant: MAX_UDP_PAYLOAD is within quinn's 1200..=65527.
-    let _ = ep.max_udp_payload_size(MAX_UDP_PAYLOAD);
-    ep
-}
-
-/// MTU discovery (quinn's DPLPMTUD, RFC 8899) up to what the route to `peer` can carry: its
-/// MTU less the IP and UDP headers, at most [`MAX_UDP_PAYLOAD`]. On loopback (MTU 65,536)
-/// this means 6,500-byte datagrams instead of quinn's default ceiling of 1,452: each datagram
-/// has a fixed cost (packet assembly, encryption set-up, ACK bookkeeping) that dominates at
-/// high rates. On an Ethernet route the ceiling is the Ethernet payload, so no probe is sent
-/// that the first hop cannot carry. A route the kernel will not describe keeps quinn's default.
-pub(crate) fn mtu_discovery(peer: SocketAddr) -> quinn::MtuDiscoveryConfig {
-    let mut mtud = quinn::MtuDiscoveryConfig::default();
-    if let Ok(mtu) = crate::sock::route_mtu(peer) {
-        // IPv4 header 20 bytes, IPv6 40, UDP 8.
-        let headers = if peer.ip().to_canonical().is_ipv4() { 28 } else { 48 };
-        let payload = mtu.saturating_sub(headers).min(u32::from(MAX_UDP_PAYLOAD));
-        // Below QUIC's minimum (RFC 9000 §14) there is nothing to discover.
-        if payload >= 1200 {
-            mtud.upper_bound(payload as u16);
-        }
-    }
-    mtud
-}
+use sluice_client::quic::{endpoint_config, mtu_discovery};
 
 /// A QUIC endpoint serving HTTP/3, and the server settings each connection starts from.
 pub(crate) struct Listener {
@@ -124,15 +90,13 @@ fn for_peer(server: &quinn::ServerConfig, cfg: &Config, peer: SocketAddr) -> qui
 fn size_buffers(socket: &std::net::UdpSocket, want: usize) {
     use std::os::fd::AsRawFd;
     let fd = socket.as_raw_fd();
-    for (what, opt, force, sysctl) in [
-        ("receive", libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, "net.core.rmem_max"),
-        ("send", libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, "net.core.wmem_max"),
-    ] {
-        match crate::sock::set_buffer(fd, opt, force, want) {
+    for (what, which) in [("receive", sluice_sys::sock::Buffer::Receive), ("send", sluice_sys::sock::Buffer::Send)] {
+        match sluice_sys::sock::size_buffer(fd, which, want) {
             Ok(got) if got < want => tracing::warn!(
                 asked = want,
                 got,
-                "the kernel clamped the UDP {what} buffer: raise {sysctl} (HTTP/3 may drop packets at high rates)"
+                "the kernel clamped the UDP {what} buffer: raise {} (HTTP/3 may drop packets at high rates)",
+                which.sysctl()
             ),
             Ok(got) => tracing::debug!(got, "UDP {what} buffer"),
             Err(e) => tracing::warn!(%e, "cannot size the UDP {what} buffer"),
@@ -897,7 +861,7 @@ struct H3Sink {
     tx: mpsc::UnboundedSender<Cmd>,
 }
 
-impl crate::respond::Sink for H3Sink {
+impl crate::app::respond::Sink for H3Sink {
     fn priority(&self, value: Bytes) {
         let _ = self.tx.send(Cmd::Priority { id: self.id, value });
     }

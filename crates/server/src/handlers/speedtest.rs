@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256};
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
 
+use crate::app::http::{Body, BodyError, Request, Response};
 use crate::config::Speedtest;
-use crate::http::{Body, BodyError, Request, Response};
 
 /// Download path.
 const DOWN: &str = "/__down";
@@ -149,7 +149,7 @@ pub(crate) fn upload_json(bytes: u64, seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{Proto, RequestBody};
+    use crate::app::http::{Proto, RequestBody};
     use bytes::Bytes;
 
     fn cfg() -> Speedtest {

@@ -10,8 +10,10 @@ use bytes::Bytes;
 use sluice_h2::{Field, RequestHead};
 use tokio::sync::Semaphore;
 
-use crate::dispatch::{dispatch, AccessLog, Counters, State};
-use crate::http::{Proto, Request, RequestBody, Response, CHUNK};
+use crate::app::accesslog::{AccessLog, Counters};
+use crate::app::http::{Proto, Request, RequestBody, Response, CHUNK};
+use crate::app::router::dispatch;
+use crate::state::State;
 
 /// What the handlers of one connection need to know about it.
 #[derive(Debug, Clone)]
@@ -21,7 +23,7 @@ pub(crate) struct ConnInfo {
     /// An `Alt-Svc` for responses: HTTP/3 on this listener's port (RFC 7838, RFC 9114 §3.1.1).
     pub(crate) alt_svc: Option<http::HeaderValue>,
     /// Over TLS: what the connection serves (421 for other authorities, the ORIGIN frame).
-    pub(crate) served: Option<crate::tls::Served>,
+    pub(crate) served: Option<crate::io::tls::Served>,
 }
 
 impl ConnInfo {

@@ -1,0 +1,117 @@
+//! The access log: one line per request on standard output. Lines are appended to a shared
+//! buffer (no system call, no thread wake-up per request) that a dedicated thread writes out
+//! every [`FLUSH_EVERY`]; [`flush`] writes the rest at shutdown.
+//!
+//! Line format: `unix-time.millis peer protocol method authority path status in=BYTES
+//! out=BYTES duration outcome`.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+use http::Method;
+
+use crate::app::http::Proto;
+
+/// Bytes buffered beyond this are dropped (and counted) rather than letting memory grow when
+/// standard output blocks.
+const MAX_BUFFERED: usize = 8 << 20;
+
+/// How long a line may wait in the buffer.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+static BUFFER: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+static STARTED: Once = Once::new();
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Queue one line (with its newline).
+pub(crate) fn write(line: &str) {
+    STARTED.call_once(start);
+    let mut b = BUFFER.lock().unwrap_or_else(|p| p.into_inner());
+    if b.len() + line.len() > MAX_BUFFERED {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    b.extend_from_slice(line.as_bytes());
+}
+
+/// Write out everything buffered.
+pub(crate) fn flush() {
+    let chunk = std::mem::take(&mut *BUFFER.lock().unwrap_or_else(|p| p.into_inner()));
+    if !chunk.is_empty() {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&chunk);
+        let _ = out.flush();
+    }
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    if dropped > 0 {
+        tracing::warn!(dropped, "access log could not keep up: lines dropped");
+    }
+}
+
+fn start() {
+    let spawned = std::thread::Builder::new().name("access-log".into()).spawn(|| loop {
+        std::thread::sleep(FLUSH_EVERY);
+        flush();
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(%e, "cannot start the access-log thread: lines are written at shutdown only");
+    }
+}
+
+/// What the protocol driver counts while a request runs, for its access-log line.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Request body bytes received.
+    pub(crate) bytes_in: AtomicU64,
+    /// Largest receive window granted to the request body (HTTP/2; 0: not applicable).
+    pub(crate) recv_window: AtomicU64,
+}
+
+/// One access-log line, written when the exchange ends (the guard is dropped).
+pub(crate) struct AccessLog {
+    pub(crate) enabled: bool,
+    pub(crate) proto: Proto,
+    pub(crate) peer: SocketAddr,
+    pub(crate) method: Method,
+    pub(crate) authority: String,
+    pub(crate) path: String,
+    pub(crate) status: u16,
+    pub(crate) start: Instant,
+    /// Request body bytes received, and the receive window granted (the driver counts them).
+    pub(crate) counters: Arc<Counters>,
+    /// Response body bytes handed to the connection.
+    pub(crate) bytes_out: u64,
+    /// How the exchange ended ("ok", "reset", ...).
+    pub(crate) outcome: &'static str,
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        if !self.enabled {
+            return;
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        write(&format!(
+            "{}.{:03} {} {} {} {} {} {} in={} out={}{} {:.1}ms {}\n",
+            now.as_secs(),
+            now.subsec_millis(),
+            self.peer,
+            self.proto,
+            self.method,
+            self.authority,
+            self.path,
+            self.status,
+            self.counters.bytes_in.load(Ordering::Relaxed),
+            self.bytes_out,
+            match self.counters.recv_window.load(Ordering::Relaxed) {
+                0 => String::new(),
+                w => format!(" win={w}"),
+            },
+            self.start.elapsed().as_secs_f64() * 1e3,
+            self.outcome
+        ));
+    }
+}

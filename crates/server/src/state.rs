@@ -1,0 +1,76 @@
+//! What every connection shares: the validated configuration and what is derived from it once
+//! (engine configurations, the receive-window memory budget, the congestion control to set).
+
+use crate::config::Config;
+
+/// What every connection shares.
+pub(crate) struct State {
+    /// The validated configuration.
+    pub(crate) cfg: Config,
+    /// The HTTP/2 engine configuration derived from it.
+    pub(crate) h2: sluice_h2::Config,
+    /// The HTTP/3 engine configuration derived from it.
+    pub(crate) h3: sluice_h3::Config,
+    /// The memory every connection's receive windows may grow into.
+    pub(crate) window_budget: std::sync::Arc<sluice_h2::tune::MemoryBudget>,
+    /// The congestion control set on accepted sockets, when the kernel offers the configured one.
+    pub(crate) congestion: Option<String>,
+}
+
+impl State {
+    pub(crate) fn new(cfg: Config) -> Self {
+        let l = &cfg.limits;
+        let h2 = sluice_h2::Config {
+            max_concurrent_streams: l.max_concurrent_streams,
+            max_header_list_size: l.max_header_list_size,
+            max_continuation_frames: l.max_continuation_frames,
+            header_table_size: l.header_table_size,
+            max_resets_per_window: l.max_resets_per_window,
+            max_pings_per_window: l.max_pings_per_window,
+            max_settings_per_window: l.max_settings_per_window,
+            flood_window: l.flood_window,
+            header_timeout: cfg.timeouts.header,
+            idle_timeout: cfg.timeouts.idle,
+            ..sluice_h2::Config::default()
+        };
+        let window_budget = sluice_h2::tune::MemoryBudget::new(cfg.flow.budget);
+        let congestion = cfg.tcp.congestion.clone().filter(|cc| match sluice_sys::sock::congestion_available(cc) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::info!(cc, %e, "congestion control not available here: accepted sockets keep the system default");
+                false
+            }
+        });
+        let h3 = sluice_h3::Config {
+            max_concurrent_streams: l.max_concurrent_streams as usize,
+            max_field_section_size: u64::from(l.max_header_list_size),
+            qpack_max_table_capacity: u64::from(l.header_table_size),
+            ..sluice_h3::Config::default()
+        };
+        Self { cfg, h2, h3, window_budget, congestion }
+    }
+
+    /// A receive-window policy for a new HTTP/2 connection.
+    pub(crate) fn window_policy(&self) -> Box<dyn sluice_h2::flow::WindowPolicy> {
+        use crate::config::FlowPolicy;
+        use sluice_h2::tune::{AutoTune, HyperBdp, Limits, QuicheRule, WriteupRule};
+        let f = &self.cfg.flow;
+        let limits = Limits {
+            initial_stream: f.initial_stream_window,
+            initial_connection: f.initial_connection_window,
+            max_stream: f.max_stream_window,
+            max_connection: f.max_connection_window,
+            budget: self.window_budget.clone(),
+        };
+        match f.policy {
+            FlowPolicy::Auto => Box::new(AutoTune::new(limits)),
+            FlowPolicy::Writeup => Box::new(WriteupRule::new(limits)),
+            FlowPolicy::Quiche => Box::new(QuicheRule::new(limits)),
+            FlowPolicy::Hyper => Box::new(HyperBdp::new(limits)),
+            FlowPolicy::Fixed => Box::new(sluice_h2::flow::FixedWindows {
+                stream: f.initial_stream_window,
+                connection: f.initial_connection_window,
+            }),
+        }
+    }
+}
