@@ -1,7 +1,7 @@
 //! Flow-control accounting (RFC 9113 §5.2, §6.9) and the window-policy seam.
 //!
-//! The send side tracks what the peer allows us ([`SendWindow`], which may go negative after a
-//! SETTINGS_INITIAL_WINDOW_SIZE change, §6.9.2). The receive side ([`RecvWindow`]) tracks what the
+//! The send side tracks what the peer allows us (`SendWindow`, which may go negative after a
+//! SETTINGS_INITIAL_WINDOW_SIZE change, §6.9.2). The receive side (`RecvWindow`) tracks what the
 //! peer may still send and the credit the application has consumed but not yet returned; it
 //! returns credit once about half of the target window has been consumed, never per frame.
 //! How large the target window is comes from a [`WindowPolicy`].

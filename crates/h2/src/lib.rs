@@ -4,6 +4,7 @@
 //! (`handle_*`), frames, events and deadlines come out (`poll_*`). See [`Connection`].
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod client;
 mod config;

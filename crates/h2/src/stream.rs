@@ -8,15 +8,23 @@ use crate::flow::{RecvWindow, SendWindow, TuneState};
 use crate::priority::Priority;
 use sluice_http::Field;
 
-/// The response head, from the handler's call until it is framed.
-#[derive(Debug)]
-pub(crate) enum HeadState {
-    /// Nothing sent yet.
+/// Where the final response head (status 200 or more) is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FinalHead {
+    /// Not given yet (interim heads may be).
     None,
-    /// Waiting to be framed (status, fields, end_stream).
-    Pending(u16, Vec<Field>, bool),
-    /// Framed.
+    /// Given, waiting in `Stream::heads` to be framed.
+    Queued,
+    /// Framed: body data, trailers or the end may follow.
     Sent,
+}
+
+/// One response head waiting to be framed: an interim (1xx) or the final one.
+#[derive(Debug)]
+pub(crate) struct PendingHead {
+    pub(crate) status: u16,
+    pub(crate) fields: Vec<Field>,
+    pub(crate) end_stream: bool,
 }
 
 /// One stream the peer opened.
@@ -26,7 +34,10 @@ pub(crate) struct Stream {
     pub(crate) recv_open: bool,
     /// We have not framed END_STREAM yet.
     pub(crate) send_open: bool,
-    pub(crate) head: HeadState,
+    /// Response heads given and not yet framed, in order: any number of interim (1xx)
+    /// heads, then at most one final head (RFC 9113 §8.1).
+    pub(crate) heads: VecDeque<PendingHead>,
+    pub(crate) final_head: FinalHead,
     /// Response body bytes waiting for the scheduler.
     pub(crate) queue: VecDeque<Bytes>,
     pub(crate) queued: usize,
@@ -61,7 +72,8 @@ impl Stream {
         Self {
             recv_open: true,
             send_open: true,
-            head: HeadState::None,
+            heads: VecDeque::new(),
+            final_head: FinalHead::None,
             queue: VecDeque::new(),
             queued: 0,
             end_queued: false,
@@ -81,10 +93,21 @@ impl Stream {
         }
     }
 
+    /// Queue a response head; returns whether the stream must join the connection's list of
+    /// streams with heads to frame (it had none waiting).
+    pub(crate) fn push_head(&mut self, status: u16, fields: Vec<Field>, end_stream: bool) -> bool {
+        let first = self.heads.is_empty();
+        if status >= 200 {
+            self.final_head = FinalHead::Queued;
+        }
+        self.heads.push_back(PendingHead { status, fields, end_stream });
+        first
+    }
+
     /// Whether the scheduler should consider this stream: its head is out and it has data it
     /// may send, or only END_STREAM (or trailers) left, which need no window.
     pub(crate) fn ready(&self) -> bool {
-        if !matches!(self.head, HeadState::Sent) || !self.send_open {
+        if self.final_head != FinalHead::Sent || !self.send_open {
             return false;
         }
         if self.queued > 0 {

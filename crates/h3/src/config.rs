@@ -1,6 +1,8 @@
 //! Engine configuration: what we advertise in SETTINGS and a budget for every quantity the peer
 //! controls.
 
+use std::time::Duration;
+
 /// Settings and limits of one HTTP/3 server connection.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -43,6 +45,18 @@ pub struct Config {
     /// ASCII serialised origin (RFC 6454 §6.2) such as `https://example.com`; entries longer
     /// than 65,535 bytes cannot be encoded and are left out.
     pub origins: Option<Vec<String>>,
+    /// Time a request stream has, from its first byte (or its opening), to complete its header
+    /// section, QPACK encoder-stream data included; then it is reset with
+    /// H3_REQUEST_INCOMPLETE and its reading stopped. As the HTTP/2 engine's `header_timeout`.
+    pub header_timeout: Duration,
+    /// Request streams the peer resets (RESET_STREAM, or STOP_SENDING before the response is
+    /// complete) plus request streams we reset for peer errors (malformed requests, header
+    /// timeouts), per `flood_window`; one more closes the connection with H3_EXCESSIVE_LOAD
+    /// (RFC 9114 §10.5; Rapid Reset, CVE-2023-44487; MadeYouReset, CVE-2025-8671). As the
+    /// HTTP/2 engine's `max_resets_per_window`.
+    pub max_resets_per_window: u32,
+    /// Window the reset budget is counted in.
+    pub flood_window: Duration,
     /// Send a reserved setting (RFC 9114 §7.2.4.1 recommends it, to keep peers ignoring
     /// unknown settings).
     pub grease: bool,
@@ -68,6 +82,11 @@ impl Default for Config {
             quantum: 16 * 1024,
             max_buffered_per_stream: 256 * 1024,
             origins: None,
+            // As the HTTP/2 engine's defaults: a header section takes a round trip or two, and
+            // browsers cancel a few streams per page, not hundreds per second.
+            header_timeout: Duration::from_secs(10),
+            max_resets_per_window: 200,
+            flood_window: Duration::from_secs(10),
             grease: true,
         }
     }

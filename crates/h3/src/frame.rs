@@ -1,71 +1,124 @@
 //! HTTP/3 frames (RFC 9114 §7): `Type (i), Length (i), Payload (..)`. Types, the payload codecs
 //! the server needs, and an incremental reader that takes stream bytes in pieces of any size.
 
+use std::collections::HashSet;
+
 use crate::error::{Code, Error};
 use crate::varint;
 
 /// Frame types (RFC 9114 §7.2, §11.2.1; RFC 9218 §7.2; RFC 9412 §2).
-pub(crate) mod kind {
-    pub(crate) const DATA: u64 = 0x00;
-    pub(crate) const HEADERS: u64 = 0x01;
-    pub(crate) const CANCEL_PUSH: u64 = 0x03;
-    pub(crate) const SETTINGS: u64 = 0x04;
-    pub(crate) const PUSH_PROMISE: u64 = 0x05;
-    pub(crate) const GOAWAY: u64 = 0x07;
-    pub(crate) const ORIGIN: u64 = 0x0c;
-    pub(crate) const MAX_PUSH_ID: u64 = 0x0d;
+pub mod kind {
+    /// DATA (RFC 9114 §7.2.1): request or response body bytes.
+    pub const DATA: u64 = 0x00;
+    /// HEADERS (RFC 9114 §7.2.2): a QPACK-encoded field section.
+    pub const HEADERS: u64 = 0x01;
+    /// CANCEL_PUSH (RFC 9114 §7.2.3), control stream.
+    pub const CANCEL_PUSH: u64 = 0x03;
+    /// SETTINGS (RFC 9114 §7.2.4), the first frame of each control stream.
+    pub const SETTINGS: u64 = 0x04;
+    /// PUSH_PROMISE (RFC 9114 §7.2.5), server to client on a request stream.
+    pub const PUSH_PROMISE: u64 = 0x05;
+    /// GOAWAY (RFC 9114 §7.2.6), control stream.
+    pub const GOAWAY: u64 = 0x07;
+    /// ORIGIN (RFC 9412 §2), server to client on the control stream.
+    pub const ORIGIN: u64 = 0x0c;
+    /// MAX_PUSH_ID (RFC 9114 §7.2.7), client to server on the control stream.
+    pub const MAX_PUSH_ID: u64 = 0x0d;
     /// PRIORITY_UPDATE for a request stream (RFC 9218 §7.2).
-    pub(crate) const PRIORITY_UPDATE_REQUEST: u64 = 0xf0700;
+    pub const PRIORITY_UPDATE_REQUEST: u64 = 0xf0700;
     /// PRIORITY_UPDATE for a push stream (RFC 9218 §7.2).
-    pub(crate) const PRIORITY_UPDATE_PUSH: u64 = 0xf0701;
+    pub const PRIORITY_UPDATE_PUSH: u64 = 0xf0701;
 
     /// Types HTTP/2 used with no HTTP/3 counterpart (PRIORITY, PING, WINDOW_UPDATE,
     /// CONTINUATION): receipt is H3_FRAME_UNEXPECTED (RFC 9114 §7.2.8).
-    pub(crate) fn is_h2_reserved(ty: u64) -> bool {
+    pub fn is_h2_reserved(ty: u64) -> bool {
         matches!(ty, 0x02 | 0x06 | 0x08 | 0x09)
+    }
+
+    /// Reserved types `0x1f * N + 0x21` (RFC 9114 §7.2.8): sent to exercise the rule that
+    /// unknown types are ignored, and ignored on receipt.
+    pub fn is_reserved(ty: u64) -> bool {
+        ty >= 0x21 && (ty - 0x21) % 0x1f == 0
     }
 }
 
-/// Unidirectional stream types (RFC 9114 §6.2, RFC 9204 §4.2).
-pub(crate) mod stream_type {
-    pub(crate) const CONTROL: u64 = 0x00;
-    pub(crate) const PUSH: u64 = 0x01;
-    pub(crate) const QPACK_ENCODER: u64 = 0x02;
-    pub(crate) const QPACK_DECODER: u64 = 0x03;
+/// Unidirectional stream types: the varint that starts each such stream (RFC 9114 §6.2,
+/// RFC 9204 §4.2). Reserved types `0x1f * N + 0x21` (§6.2.3) and unknown ones are ignored.
+pub mod stream_type {
+    /// The control stream (RFC 9114 §6.2.1): one per side, SETTINGS first.
+    pub const CONTROL: u64 = 0x00;
+    /// A push stream (RFC 9114 §6.2.2): server to client only.
+    pub const PUSH: u64 = 0x01;
+    /// The QPACK encoder stream (RFC 9204 §4.2).
+    pub const QPACK_ENCODER: u64 = 0x02;
+    /// The QPACK decoder stream (RFC 9204 §4.2).
+    pub const QPACK_DECODER: u64 = 0x03;
 }
 
 /// Setting identifiers (RFC 9114 §7.2.4.1, RFC 9204 §5).
-pub(crate) mod setting {
-    pub(crate) const QPACK_MAX_TABLE_CAPACITY: u64 = 0x01;
-    pub(crate) const MAX_FIELD_SECTION_SIZE: u64 = 0x06;
-    pub(crate) const QPACK_BLOCKED_STREAMS: u64 = 0x07;
+pub mod setting {
+    /// SETTINGS_QPACK_MAX_TABLE_CAPACITY (RFC 9204 §5), default 0.
+    pub const QPACK_MAX_TABLE_CAPACITY: u64 = 0x01;
+    /// SETTINGS_MAX_FIELD_SECTION_SIZE (RFC 9114 §7.2.4.1), default unlimited.
+    pub const MAX_FIELD_SECTION_SIZE: u64 = 0x06;
+    /// SETTINGS_QPACK_BLOCKED_STREAMS (RFC 9204 §5), default 0.
+    pub const QPACK_BLOCKED_STREAMS: u64 = 0x07;
     /// The reserved setting we send (RFC 9114 §7.2.4.1: ids `0x1f * N + 0x21` exercise the rule
     /// that unknown settings are ignored). N = 42 was picked arbitrarily.
-    pub(crate) const GREASE: u64 = 0x1f * 42 + 0x21;
+    pub const GREASE: u64 = 0x1f * 42 + 0x21;
     /// Value of the reserved setting: any value will do.
-    pub(crate) const GREASE_VALUE: u64 = 0x5c;
+    pub const GREASE_VALUE: u64 = 0x5c;
 
     /// Ids HTTP/2 defined with no HTTP/3 counterpart (ENABLE_PUSH, MAX_CONCURRENT_STREAMS,
     /// INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE): receipt is H3_SETTINGS_ERROR (RFC 9114 §7.2.4.1).
-    pub(crate) fn is_h2_reserved(id: u64) -> bool {
+    pub fn is_h2_reserved(id: u64) -> bool {
         matches!(id, 0x02..=0x05)
+    }
+}
+
+/// A frame header (RFC 9114 §7.1): `Type (i), Length (i)`, then `len` bytes of payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// The frame type (see [`kind`]).
+    pub ty: u64,
+    /// The payload length in bytes.
+    pub len: u64,
+}
+
+impl FrameHeader {
+    /// Decode a header from the start of `b`: the header and the bytes it took, or `None` if
+    /// `b` holds only part of it (read more and try again).
+    pub fn decode(b: &[u8]) -> Option<(Self, usize)> {
+        let (ty, n) = varint::decode(b)?;
+        let (len, m) = varint::decode(&b[n..])?;
+        Some((Self { ty, len }, n + m))
+    }
+
+    /// Append the header, each varint in its shortest form.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        varint::encode(self.ty, out);
+        varint::encode(self.len, out);
+    }
+
+    /// Bytes [`FrameHeader::encode`] appends.
+    pub fn encoded_len(&self) -> usize {
+        varint::len(self.ty) + varint::len(self.len)
     }
 }
 
 /// Append a frame header.
 pub(crate) fn encode_header(ty: u64, len: u64, out: &mut Vec<u8>) {
-    varint::encode(ty, out);
-    varint::encode(len, out);
+    FrameHeader { ty, len }.encode(out);
 }
 
-/// Append a whole frame.
-pub(crate) fn encode(ty: u64, payload: &[u8], out: &mut Vec<u8>) {
+/// Append a whole frame: its header, then `payload`.
+pub fn encode(ty: u64, payload: &[u8], out: &mut Vec<u8>) {
     encode_header(ty, payload.len() as u64, out);
     out.extend_from_slice(payload);
 }
 
-/// The SETTINGS payload: pairs of identifier and value (RFC 9114 §7.2.4).
-pub(crate) fn encode_settings(values: &[(u64, u64)], out: &mut Vec<u8>) {
+/// Append a SETTINGS frame: pairs of identifier and value (RFC 9114 §7.2.4).
+pub fn encode_settings(values: &[(u64, u64)], out: &mut Vec<u8>) {
     let mut payload = Vec::with_capacity(values.len() * 4);
     for &(id, v) in values {
         varint::encode(id, &mut payload);
@@ -74,8 +127,9 @@ pub(crate) fn encode_settings(values: &[(u64, u64)], out: &mut Vec<u8>) {
     encode(kind::SETTINGS, &payload, out);
 }
 
-/// The ORIGIN payload: `Origin-Len (16), ASCII-Origin (..)` per entry (RFC 9412 §2.1).
-pub(crate) fn encode_origin(origins: &[String], out: &mut Vec<u8>) {
+/// Append an ORIGIN frame: `Origin-Len (16), ASCII-Origin (..)` per entry (RFC 9412 §2,
+/// RFC 8336 §2). Entries longer than 65,535 bytes cannot be encoded and are left out.
+pub fn encode_origin(origins: &[String], out: &mut Vec<u8>) {
     let mut payload = Vec::new();
     for o in origins {
         let Ok(n) = u16::try_from(o.len()) else { continue };
@@ -85,10 +139,29 @@ pub(crate) fn encode_origin(origins: &[String], out: &mut Vec<u8>) {
     encode(kind::ORIGIN, &payload, out);
 }
 
+/// Parse an ORIGIN payload into its entries, as sent (ASCII serialised origins, e.g.
+/// `https://b.example:8443`; bytes that are not UTF-8 are replaced). An entry longer than
+/// what is left of the payload is H3_FRAME_ERROR (RFC 9114 §7.1: the layout must match).
+pub fn parse_origin(mut p: &[u8]) -> Result<Vec<String>, Error> {
+    let mut origins = Vec::new();
+    while !p.is_empty() {
+        let truncated = || Error::conn(Code::H3_FRAME_ERROR, "truncated ORIGIN entry");
+        let len = p.get(..2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]]))).ok_or_else(truncated)?;
+        let entry = p.get(2..2 + len).ok_or_else(truncated)?;
+        origins.push(String::from_utf8_lossy(entry).into_owned());
+        p = &p[2 + len..];
+    }
+    Ok(origins)
+}
+
 /// Parse a SETTINGS payload. Truncated pairs are H3_FRAME_ERROR (RFC 9114 §7.1); a duplicate
 /// id (§7.2.4 permits the error) or an HTTP/2-only id (§7.2.4.1) is H3_SETTINGS_ERROR.
-pub(crate) fn parse_settings(mut p: &[u8]) -> Result<Vec<(u64, u64)>, Error> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
+/// Linear in the payload: duplicates are found with a hash set, not by scanning what came
+/// before (a 64 KiB frame of distinct ids would otherwise cost some 10^8 comparisons).
+pub fn parse_settings(mut p: &[u8]) -> Result<Vec<(u64, u64)>, Error> {
+    // Each pair takes at least two bytes.
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(p.len() / 2);
+    let mut seen: HashSet<u64> = HashSet::with_capacity(p.len() / 2);
     while !p.is_empty() {
         let truncated = || Error::conn(Code::H3_FRAME_ERROR, "truncated SETTINGS");
         let (id, n) = varint::decode(p).ok_or_else(truncated)?;
@@ -97,8 +170,7 @@ pub(crate) fn parse_settings(mut p: &[u8]) -> Result<Vec<(u64, u64)>, Error> {
         if setting::is_h2_reserved(id) {
             return Err(Error::conn(Code::H3_SETTINGS_ERROR, "HTTP/2 setting in SETTINGS"));
         }
-        // The payload is bounded by max_frame_payload, so this scan is too.
-        if out.iter().any(|&(seen, _)| seen == id) {
+        if !seen.insert(id) {
             return Err(Error::conn(Code::H3_SETTINGS_ERROR, "duplicate setting"));
         }
         out.push((id, v));
@@ -179,12 +251,10 @@ impl FrameReader {
         loop {
             match &mut self.state {
                 State::Head => loop {
-                    if let Some((ty, n)) = varint::decode(&self.head[..self.head_len]) {
-                        if let Some((len, _)) = varint::decode(&self.head[n..self.head_len]) {
-                            self.head_len = 0;
-                            self.state = State::Undecided { ty, len };
-                            return Some(Read::Start { ty, len });
-                        }
+                    if let Some((FrameHeader { ty, len }, _)) = FrameHeader::decode(&self.head[..self.head_len]) {
+                        self.head_len = 0;
+                        self.state = State::Undecided { ty, len };
+                        return Some(Read::Start { ty, len });
                     }
                     let (&b, rest) = input.split_first()?;
                     // Invariant: both varints complete within 16 bytes, and the check above
@@ -351,6 +421,31 @@ mod tests {
         assert_eq!(parse_single_varint(&[0x05, 0x00], "x").unwrap_err().code, Code::H3_FRAME_ERROR);
         assert_eq!(parse_single_varint(&[0x40], "x").unwrap_err().code, Code::H3_FRAME_ERROR);
         assert_eq!(parse_single_varint(&[], "x").unwrap_err().code, Code::H3_FRAME_ERROR);
+    }
+
+    #[test]
+    fn frame_header_codec() {
+        let h = FrameHeader { ty: kind::PRIORITY_UPDATE_REQUEST, len: 300 };
+        let mut out = Vec::new();
+        h.encode(&mut out);
+        assert_eq!(out, [0x80, 0x0f, 0x07, 0x00, 0x41, 0x2c]);
+        assert_eq!(h.encoded_len(), 6);
+        out.push(0xaa);
+        assert_eq!(FrameHeader::decode(&out), Some((h, 6)), "payload bytes after it stay");
+        assert_eq!(FrameHeader::decode(&out[..5]), None);
+        assert_eq!(FrameHeader::decode(&[]), None);
+        assert!(kind::is_reserved(0x21) && kind::is_reserved(0x21 + 0x1f * 7) && !kind::is_reserved(0x22));
+        assert!(!kind::is_reserved(0x02));
+    }
+
+    #[test]
+    fn origin_parse() {
+        let mut out = Vec::new();
+        encode_origin(&["https://a.example".into(), String::new()], &mut out);
+        assert_eq!(parse_origin(&out[2..]).unwrap(), ["https://a.example", ""]);
+        assert_eq!(parse_origin(&[]).unwrap(), Vec::<String>::new());
+        assert_eq!(parse_origin(&[0x00]).unwrap_err().code, Code::H3_FRAME_ERROR);
+        assert_eq!(parse_origin(&[0x00, 0x03, b'a', b'b']).unwrap_err().code, Code::H3_FRAME_ERROR);
     }
 
     #[test]

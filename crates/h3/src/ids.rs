@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 /// What a stream id says about its stream: the two low bits are the initiator (bit 0: server)
 /// and the directionality (bit 1: unidirectional), RFC 9000 §2.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// 0x0: a client-initiated bidirectional stream, i.e. a request stream (RFC 9114 §6.1).
     Request,
     /// 0x2: a client-initiated unidirectional stream (RFC 9114 §6.2).
@@ -17,7 +17,8 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub(crate) fn of(id: u64) -> Self {
+    /// The kind of stream `id`.
+    pub fn of(id: u64) -> Self {
         match id & 0x3 {
             0x0 => Self::Request,
             0x2 => Self::ClientUni,
@@ -25,6 +26,16 @@ impl Kind {
             _ => Self::ServerUni,
         }
     }
+}
+
+/// Whether the client opened stream `id` (bit 0 clear, RFC 9000 §2.1).
+pub fn is_client_initiated(id: u64) -> bool {
+    id & 0x1 == 0
+}
+
+/// Whether stream `id` is unidirectional (bit 1 set, RFC 9000 §2.1).
+pub fn is_unidirectional(id: u64) -> bool {
+    id & 0x2 != 0
 }
 
 /// Stream ids we are done with, as ranges of stream sequence numbers (`id >> 2`), so that late
@@ -70,6 +81,14 @@ impl Retired {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn initiator_and_direction_bits() {
+        assert!(is_client_initiated(0) && !is_unidirectional(0));
+        assert!(is_client_initiated(2) && is_unidirectional(2));
+        assert!(!is_client_initiated(1) && !is_unidirectional(1));
+        assert!(!is_client_initiated(7) && is_unidirectional(7));
+    }
 
     #[test]
     fn kinds() {

@@ -2,6 +2,7 @@
 //! bounded queue.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use bytes::Bytes;
 use sluice_http::Priority;
@@ -86,6 +87,8 @@ pub(crate) struct Stream {
     pub(crate) scheduled: bool,
     /// The driver said the QUIC stream cannot take more now (flow control).
     pub(crate) blocked: bool,
+    /// When the header section must be complete; `None` once it is (or is not read).
+    pub(crate) header_deadline: Option<Instant>,
 }
 
 impl Stream {
@@ -117,6 +120,7 @@ impl Stream {
             priority_update,
             scheduled: false,
             blocked: false,
+            header_deadline: None,
         }
     }
 

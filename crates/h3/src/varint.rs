@@ -3,10 +3,10 @@
 //! length (1, 2, 4 or 8 bytes); the rest is the value, big-endian.
 
 /// Largest encodable value: 2^62 - 1 (RFC 9000 §16).
-pub(crate) const MAX: u64 = (1 << 62) - 1;
+pub const MAX: u64 = (1 << 62) - 1;
 
 /// Encoded length of `v` in its shortest form.
-pub(crate) fn len(v: u64) -> usize {
+pub fn len(v: u64) -> usize {
     match v {
         0..=0x3f => 1,
         0x40..=0x3fff => 2,
@@ -17,7 +17,7 @@ pub(crate) fn len(v: u64) -> usize {
 
 /// Append `v` in its shortest form. Values above [`MAX`] cannot be encoded; every caller passes
 /// a stream id, length or code, all of which QUIC bounds by [`MAX`], so they are clamped.
-pub(crate) fn encode(v: u64, out: &mut Vec<u8>) {
+pub fn encode(v: u64, out: &mut Vec<u8>) {
     let v = v.min(MAX);
     match len(v) {
         1 => out.push(v as u8),
@@ -29,7 +29,7 @@ pub(crate) fn encode(v: u64, out: &mut Vec<u8>) {
 
 /// Decode one integer from the start of `b`: the value and the bytes used, or `None` if `b`
 /// holds only part of it. Non-shortest encodings are accepted (RFC 9000 §16 allows them).
-pub(crate) fn decode(b: &[u8]) -> Option<(u64, usize)> {
+pub fn decode(b: &[u8]) -> Option<(u64, usize)> {
     let first = *b.first()?;
     let n = 1usize << (first >> 6);
     let bytes = b.get(..n)?;
@@ -40,16 +40,17 @@ pub(crate) fn decode(b: &[u8]) -> Option<(u64, usize)> {
     Some((v, n))
 }
 
-/// A varint arriving in pieces (a stream type split across reads).
+/// A varint arriving in pieces (a stream type split across reads): feed it bytes until it
+/// returns the value.
 #[derive(Debug, Default)]
-pub(crate) struct Partial {
+pub struct Partial {
     buf: [u8; 8],
     len: usize,
 }
 
 impl Partial {
     /// Take bytes from `input` until the integer is complete; `None` while it is not.
-    pub(crate) fn push(&mut self, input: &mut &[u8]) -> Option<u64> {
+    pub fn push(&mut self, input: &mut &[u8]) -> Option<u64> {
         loop {
             if let Some((v, _)) = decode(&self.buf[..self.len]) {
                 return Some(v);

@@ -1,15 +1,17 @@
 //! What the HTTP/2 and HTTP/3 engines share, sans-IO: header [`Field`]s, the [`RequestHead`]
 //! and its validation (RFC 9113 §8.2–§8.3, RFC 9114 §4.2–§4.3 say the same), RFC 9218
-//! [`Priority`](priority::Priority) and the [`Scheduler`](sched::Scheduler) that orders
-//! response data by it.
+//! [`Priority`] and the [`Scheduler`] that orders response data by it, and the [`Budget`] the
+//! flood defences count in.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod priority;
 pub mod request;
 pub mod sched;
 
+pub use budget::Budget;
 pub use priority::Priority;
 pub use request::{content_length, request_head, trailers, Field, RequestHead};
 pub use sched::Scheduler;

@@ -21,7 +21,7 @@ use crate::flow::{RecvWindow, SendWindow, WindowPolicy, DEFAULT_WINDOW};
 use crate::frame::{self, GoAway, Origin, RstStream, Setting, Settings, WindowUpdate};
 use crate::sched::Scheduler;
 use crate::stream::Stream;
-use sluice_http::{Field, RequestHead};
+use sluice_http::{Budget, Field, RequestHead};
 
 /// Something the application must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,8 +72,11 @@ pub enum Event {
 pub enum SendError {
     /// No such open stream (reset, finished, or never opened).
     UnknownStream,
-    /// The response head was already sent, or the body already ended.
+    /// Not allowed in the stream's state: a head after the final one, an interim head with
+    /// `end_stream`, body or trailers before the final head or after the end.
     InvalidState,
+    /// Not a status HTTP/2 can send: three digits (RFC 9110 §15), and not 101 (RFC 9113 §8.6).
+    InvalidStatus,
 }
 
 impl std::fmt::Display for SendError {
@@ -81,6 +84,7 @@ impl std::fmt::Display for SendError {
         f.write_str(match self {
             Self::UnknownStream => "no such open stream",
             Self::InvalidState => "not allowed in the stream's state",
+            Self::InvalidStatus => "status code not allowed",
         })
     }
 }
@@ -94,31 +98,6 @@ enum Preface {
     /// Magic seen, the first frame must be SETTINGS (RFC 9113 §3.4).
     Settings,
     Done,
-}
-
-/// A counter of peer actions per time window.
-#[derive(Debug)]
-struct Budget {
-    limit: u32,
-    count: u32,
-    start: Instant,
-    window: Duration,
-}
-
-impl Budget {
-    fn new(limit: u32, window: Duration, now: Instant) -> Self {
-        Self { limit, count: 0, start: now, window }
-    }
-
-    /// Count one; `true` when the budget is exceeded.
-    fn spend(&mut self, now: Instant) -> bool {
-        if now.saturating_duration_since(self.start) >= self.window {
-            self.start = now;
-            self.count = 0;
-        }
-        self.count += 1;
-        self.count > self.limit
-    }
 }
 
 /// A header block being assembled from HEADERS and CONTINUATION frames.
@@ -234,9 +213,9 @@ impl Connection {
             urgencies_seen: 0,
             sent_dirty: Vec::new(),
             events: VecDeque::new(),
-            resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window, now),
-            pings: Budget::new(cfg.max_pings_per_window, cfg.flood_window, now),
-            settings_budget: Budget::new(cfg.max_settings_per_window, cfg.flood_window, now),
+            resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window),
+            pings: Budget::new(cfg.max_pings_per_window, cfg.flood_window),
+            settings_budget: Budget::new(cfg.max_settings_per_window, cfg.flood_window),
             unacked_settings: 1,
             settings_deadline: Some(now + cfg.settings_timeout),
             header_deadline: Some(now + cfg.header_timeout),

@@ -11,7 +11,6 @@ use crate::frame::{
     Settings, WindowUpdate, PREFACE,
 };
 use crate::priority::Priority;
-use crate::stream::HeadState;
 use sluice_http::request;
 
 /// Largest frame we accept: our SETTINGS_MAX_FRAME_SIZE, left at the RFC 9113 §4.2 default.
@@ -275,7 +274,8 @@ impl Connection {
         if too_large {
             // §8.2.2 / RFC 6585: answer 431 and drop the body.
             s.discard = true;
-            s.head = HeadState::Pending(431, vec![request::Field::new("content-length", "0")], true);
+            s.end_queued = true;
+            s.push_head(431, vec![request::Field::new("content-length", "0")], true);
             self.streams.insert(id, s);
             self.heads.push_back(id);
             return Ok(());

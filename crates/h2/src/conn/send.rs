@@ -9,7 +9,7 @@ use super::{Connection, SendError};
 use crate::error::{Error, Initiator, Reason};
 use crate::frame::{kind, Data, Head, Headers, RstStream};
 use crate::priority::Priority;
-use crate::stream::HeadState;
+use crate::stream::FinalHead;
 use sluice_http::Field;
 
 /// Frames smaller than this are not worth cutting to fit the caller's byte budget; the pick
@@ -17,7 +17,13 @@ use sluice_http::Field;
 const MIN_FRAME: usize = 1024;
 
 impl Connection {
-    /// Queue the response head of `stream`. With `end_stream` the response has no body.
+    /// Queue a response head of `stream`: an interim response (1xx other than 101; any
+    /// number of them, RFC 9113 §8.1) or the final one (200 and up). With `end_stream` the
+    /// response has no body. Heads are framed in the order given, before any body data.
+    ///
+    /// Refused: a status outside 100..=999 or 101 (RFC 9113 §8.6: no Upgrade in HTTP/2) with
+    /// [`SendError::InvalidStatus`]; an interim head with `end_stream`, or any head after the
+    /// final one, with [`SendError::InvalidState`].
     pub fn send_response(
         &mut self,
         stream: u32,
@@ -26,14 +32,23 @@ impl Connection {
         end_stream: bool,
     ) -> Result<(), SendError> {
         let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
-        if !matches!(s.head, HeadState::None) {
+        if s.final_head != FinalHead::None {
             return Err(SendError::InvalidState);
         }
-        s.head = HeadState::Pending(status, fields, end_stream);
+        // RFC 9110 §15: three digits. RFC 9113 §8.6: 101 (Switching Protocols) is not allowed.
+        if !(100..=999).contains(&status) || status == 101 {
+            return Err(SendError::InvalidStatus);
+        }
+        if status < 200 && end_stream {
+            // RFC 9113 §8.1: an interim response never carries END_STREAM.
+            return Err(SendError::InvalidState);
+        }
         if end_stream {
             s.end_queued = true;
         }
-        self.heads.push_back(stream);
+        if s.push_head(status, fields, end_stream) {
+            self.heads.push_back(stream);
+        }
         Ok(())
     }
 
@@ -41,7 +56,7 @@ impl Connection {
     /// is given: the driver bounds it with [`Connection::buffered`] and [`Connection::drain_sent`].
     pub fn send_data(&mut self, stream: u32, data: Bytes, end_stream: bool) -> Result<(), SendError> {
         let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
-        if s.end_queued || matches!(s.head, HeadState::None) {
+        if s.end_queued || s.final_head == FinalHead::None {
             return Err(SendError::InvalidState);
         }
         if !data.is_empty() {
@@ -56,7 +71,7 @@ impl Connection {
     /// Queue trailers; they end the stream after the queued body.
     pub fn send_trailers(&mut self, stream: u32, fields: Vec<Field>) -> Result<(), SendError> {
         let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
-        if s.end_queued || matches!(s.head, HeadState::None) {
+        if s.end_queued || s.final_head == FinalHead::None {
             return Err(SendError::InvalidState);
         }
         s.trailers = Some(fields);
@@ -203,17 +218,22 @@ impl Connection {
         wrote
     }
 
+    /// Frame every head `id` has waiting, in order.
     fn write_head(&mut self, id: u32, out: &mut Vec<u8>) {
         let Some(s) = self.streams.get_mut(&id) else { return };
-        let HeadState::Pending(status, fields, end) = std::mem::replace(&mut s.head, HeadState::Sent) else { return };
-        let status = status.to_string();
-        let list = std::iter::once((&b":status"[..], status.as_bytes(), false))
-            .chain(fields.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name))));
-        let mut block = Vec::with_capacity(128);
-        self.encoder.encode(list, &mut block);
-        Headers::encode(id, &block, end, self.peer_max_frame, out);
-        if end {
-            s.send_open = false;
+        for head in std::mem::take(&mut s.heads) {
+            let status = head.status.to_string();
+            let list = std::iter::once((&b":status"[..], status.as_bytes(), false))
+                .chain(head.fields.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name))));
+            let mut block = Vec::with_capacity(128);
+            self.encoder.encode(list, &mut block);
+            Headers::encode(id, &block, head.end_stream, self.peer_max_frame, out);
+            if head.status >= 200 {
+                s.final_head = FinalHead::Sent;
+            }
+            if head.end_stream {
+                s.send_open = false;
+            }
         }
         self.update_ready(id);
     }

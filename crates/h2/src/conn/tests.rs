@@ -307,6 +307,20 @@ fn malformed_request_is_stream_error() {
 }
 
 #[test]
+fn method_that_is_not_a_token_is_stream_error() {
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "G ET"), (":scheme", "https"), (":authority", "x"), (":path", "/")]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1, &b);
+    // RFC 9110 §9.1: not a token, so malformed (RFC 9113 §8.1.1): RST_STREAM PROTOCOL_ERROR.
+    assert_eq!(c.output(), vec![F::Rst(1, Reason::PROTOCOL_ERROR)]);
+    assert!(c.events().is_empty(), "never a request event");
+    assert_eq!(c.conn.open_streams(), 0);
+    // The connection goes on.
+    c.request(3, "/", true);
+    assert!(matches!(&c.events()[..], [Event::Request { stream: 3, .. }]));
+}
+
+#[test]
 fn content_length_mismatch_is_stream_error() {
     let mut c = Client::new(Config::default());
     let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/"), ("content-length", "3")]);
@@ -687,4 +701,64 @@ fn origin_frame_follows_settings_and_a_client_origin_is_ignored() {
     c.request(3, "/", true);
     assert_eq!(goaway_reason(&c.output()), None);
     assert!(c.events().iter().any(|e| matches!(e, Event::Request { stream: 3, .. })));
+}
+
+fn status(code: &str) -> (String, String) {
+    (":status".into(), code.into())
+}
+
+#[test]
+fn interim_heads_then_final_head_body_and_trailers_in_order() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    let link = Field::new("link", "</a.css>; rel=preload");
+    c.conn.send_response(1, 103, vec![link], false).unwrap();
+    c.conn.send_response(1, 103, vec![], false).unwrap();
+    c.conn.send_response(1, 200, vec![Field::new("content-type", "text/html")], false).unwrap();
+    c.conn.send_data(1, Bytes::from_static(b"<html>"), false).unwrap();
+    c.conn.send_trailers(1, vec![Field::new("x-sum", "7")]).unwrap();
+    assert_eq!(
+        c.output(),
+        vec![
+            F::Headers(1, vec![status("103"), ("link".into(), "</a.css>; rel=preload".into())], false),
+            F::Headers(1, vec![status("103")], false),
+            F::Headers(1, vec![status("200"), ("content-type".into(), "text/html".into())], false),
+            F::Data(1, 6, false),
+            F::Headers(1, vec![("x-sum".into(), "7".into())], true),
+        ]
+    );
+    assert_eq!(c.conn.open_streams(), 0, "the trailers ended the stream");
+}
+
+#[test]
+fn interim_head_goes_out_before_the_final_head_is_known() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    c.conn.send_response(1, 100, vec![], false).unwrap();
+    assert_eq!(c.output(), vec![F::Headers(1, vec![status("100")], false)]);
+    assert!(!c.conn.wants_write(), "nothing but the interim head to send");
+    assert_eq!(c.conn.send_data(1, Bytes::from_static(b"x"), true), Err(SendError::InvalidState), "no final head");
+    assert_eq!(c.conn.send_trailers(1, vec![]), Err(SendError::InvalidState), "no final head");
+    c.conn.send_response(1, 204, vec![], true).unwrap();
+    assert_eq!(c.output(), vec![F::Headers(1, vec![status("204")], true)]);
+    assert_eq!(c.conn.open_streams(), 0);
+}
+
+#[test]
+fn invalid_heads_are_refused_and_nothing_is_framed() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    assert_eq!(c.conn.send_response(1, 103, vec![], true), Err(SendError::InvalidState), "1xx with END_STREAM");
+    assert_eq!(c.conn.send_response(1, 101, vec![], false), Err(SendError::InvalidStatus), "101, RFC 9113 §8.6");
+    assert_eq!(c.conn.send_response(1, 99, vec![], false), Err(SendError::InvalidStatus));
+    assert_eq!(c.conn.send_response(1, 1000, vec![], false), Err(SendError::InvalidStatus));
+    assert_eq!(c.conn.send_response(3, 200, vec![], false), Err(SendError::UnknownStream));
+    assert_eq!(c.output(), vec![], "refused heads leave nothing behind");
+    c.conn.send_response(1, 200, vec![], false).unwrap();
+    assert_eq!(c.conn.send_response(1, 103, vec![], false), Err(SendError::InvalidState), "1xx after the final head");
+    assert_eq!(c.conn.send_response(1, 200, vec![], false), Err(SendError::InvalidState), "a second final head");
+    let _ = c.output();
+    assert_eq!(c.conn.send_response(1, 103, vec![], false), Err(SendError::InvalidState), "after it was framed");
+    c.conn.send_data(1, Bytes::new(), true).unwrap();
+    assert_eq!(c.output(), vec![F::Data(1, 0, true)]);
 }

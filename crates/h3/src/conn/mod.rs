@@ -9,29 +9,40 @@
 //! no announcement: the first [`Connection::on_stream_data`] for an id opens it.
 //!
 //! # Call order
-//! Feed input with `on_stream_data`, `on_stream_reset` and `on_stop_sending`; then drain
+//! The contract is the HTTP/2 engine's: the current time is passed in with every input, and
+//! the engine reads no clock. Feed input with `on_stream_opened`, `on_stream_data`,
+//! `on_stream_reset` and `on_stop_sending` (each takes `now` first, as HTTP/2's
+//! `handle_input(now, ..)`) and expired timers with [`Connection::handle_timeout`]; then drain
 //! [`Connection::poll_event`] (requests, bodies, resets) and [`Connection::poll_transmit`]
-//! (writes, resets, STOP_SENDING, close). The handler side answers with `send_response`,
+//! (writes, resets, STOP_SENDING, close), and arm one timer at [`Connection::poll_timeout`]. The handler side answers with `send_response`,
 //! `send_data`, `send_trailers`, `reset` and `stop_reading`. Call `poll_transmit` only when the
 //! transport can take more: each write of body data is one scheduler pick of at most one
 //! quantum, so the order in which the driver pulls is the RFC 9218 priority order. The driver
 //! must accept every write whole (buffering what the QUIC stream does not take at once) and
 //! then report [`Connection::on_stream_blocked`] until the stream is writable again.
+//!
+//! # Timers and budgets
+//! A request stream must complete its header section within `Config::header_timeout` of being
+//! opened, or it is reset with H3_REQUEST_INCOMPLETE and its reading stopped. Request streams
+//! the peer resets (or stops before the response is complete) and streams we reset for its
+//! errors are counted against `Config::max_resets_per_window` per `Config::flood_window`; one
+//! more closes the connection with H3_EXCESSIVE_LOAD (RFC 9114 §10.5).
 
 mod control;
 mod request;
 mod send;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Instant;
 
 use bytes::Bytes;
 use sluice_http::Priority;
-use sluice_http::Scheduler;
+use sluice_http::{Budget, Scheduler};
 use sluice_http::{Field, RequestHead};
 use sluice_qpack as qpack;
 
 use crate::config::Config;
-use crate::error::{Code, Error, Scope};
+use crate::error::{Code, Error, Initiator, Scope};
 use crate::frame::{self, setting, stream_type, FrameReader};
 use crate::ids::{Kind, Retired};
 use crate::stream::Stream;
@@ -217,6 +228,12 @@ pub struct Connection {
     failed: bool,
     /// The CONNECTION_CLOSE to hand out after a failure.
     close: Option<Transmit>,
+    /// Header-section deadlines of request streams, earliest first (each also in its stream).
+    header_deadlines: BTreeSet<(Instant, u64)>,
+    /// Request streams reset by the peer or for its errors.
+    resets: Budget,
+    /// The time of the latest input or timer call: when what it causes happens.
+    now: Option<Instant>,
 }
 
 impl Connection {
@@ -282,6 +299,9 @@ impl Connection {
             goaway: None,
             failed: false,
             close: None,
+            header_deadlines: BTreeSet::new(),
+            resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window),
+            now: None,
             control_id: control,
             encoder_id: encoder,
             decoder_id: decoder,
@@ -289,18 +309,22 @@ impl Connection {
         }
     }
 
-    /// The client opened `id` (optional: the first data on a stream opens it too).
-    pub fn on_stream_opened(&mut self, id: u64) {
+    /// The client opened `id` at `now` (optional: the first data on a stream opens it too).
+    /// A request stream's header timer starts when it is opened.
+    pub fn on_stream_opened(&mut self, now: Instant, id: u64) {
         if !self.failed && Kind::of(id) == Kind::Request {
+            self.now = Some(now);
             self.open_request(id);
         }
     }
 
-    /// Bytes read from stream `id`, in order; `fin` when the stream ended cleanly after them.
-    pub fn on_stream_data(&mut self, id: u64, data: &[u8], fin: bool) {
+    /// Bytes read from stream `id` at `now`, in order; `fin` when the stream ended cleanly after
+    /// them.
+    pub fn on_stream_data(&mut self, now: Instant, id: u64, data: &[u8], fin: bool) {
         if self.failed {
             return;
         }
+        self.now = Some(now);
         match Kind::of(id) {
             Kind::Request => self.on_request_data(id, data, fin),
             Kind::ClientUni => self.on_uni_data(id, data, fin),
@@ -311,11 +335,13 @@ impl Connection {
         self.flush_decoder();
     }
 
-    /// The client reset its sending part of `id` (QUIC RESET_STREAM) with `code`.
-    pub fn on_stream_reset(&mut self, id: u64, code: u64) {
+    /// The client reset its sending part of `id` (QUIC RESET_STREAM) with `code`, seen at
+    /// `now`. A reset request stream counts against the reset budget.
+    pub fn on_stream_reset(&mut self, now: Instant, id: u64, code: u64) {
         if self.failed {
             return;
         }
+        self.now = Some(now);
         match Kind::of(id) {
             Kind::Request => self.on_request_reset(id, Code(code)),
             Kind::ClientUni => self.on_uni_reset(id),
@@ -324,11 +350,13 @@ impl Connection {
         self.flush_decoder();
     }
 
-    /// The client asked us to stop sending on `id` (QUIC STOP_SENDING) with `code`.
-    pub fn on_stop_sending(&mut self, id: u64, code: u64) {
+    /// The client asked us to stop sending on `id` (QUIC STOP_SENDING) with `code`, seen at
+    /// `now`. A request stream whose response was not complete counts against the reset budget.
+    pub fn on_stop_sending(&mut self, now: Instant, id: u64, code: u64) {
         if self.failed {
             return;
         }
+        self.now = Some(now);
         if [self.control_id, self.encoder_id, self.decoder_id].contains(&id) {
             // RFC 9114 §6.2.1 (the receiver MUST NOT ask to close the control stream) and
             // RFC 9204 §4.2 (closing a QPACK stream is a connection error).
@@ -338,6 +366,41 @@ impl Connection {
             self.on_request_stop_sending(id, Code(code));
             self.flush_decoder();
         }
+    }
+
+    /// Run the timers that expired at `now`: request streams whose header section is not
+    /// complete within `Config::header_timeout` are reset with H3_REQUEST_INCOMPLETE and their
+    /// reading stopped (RFC 9114 §4.1.1); each counts against the reset budget.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.failed {
+            return;
+        }
+        self.now = Some(now);
+        while let Some(&(deadline, id)) = self.header_deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.header_deadlines.pop_first();
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.header_deadline = None;
+            }
+            let code = Code::H3_REQUEST_INCOMPLETE;
+            let error = Error::stream(id, code, "request header timeout");
+            self.abort_stream(id, Some(code), Some(code), Some(error));
+            if self.spend_reset() {
+                break;
+            }
+        }
+        self.flush_decoder();
+    }
+
+    /// The next deadline, if any: when [`Connection::handle_timeout`] has work.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.failed {
+            return None;
+        }
+        self.header_deadlines.first().map(|&(deadline, _)| deadline)
     }
 
     /// The next event, if any.
@@ -400,6 +463,7 @@ impl Connection {
             self.events.push_back(Event::StreamReset { stream, error: e });
         }
         self.streams.clear();
+        self.header_deadlines.clear();
         self.sched = Scheduler::default();
         self.heads.clear();
         self.ops.clear();
@@ -409,8 +473,32 @@ impl Connection {
     /// Apply an error: a stream error resets that stream, a connection error closes.
     fn on_error(&mut self, e: Error) {
         match e.scope {
-            Scope::Stream(id) => self.abort_stream(id, Some(e.code), Some(e.code), Some(e)),
+            Scope::Stream(id) => {
+                self.abort_stream(id, Some(e.code), Some(e.code), Some(e));
+                if e.initiator == Initiator::Remote {
+                    self.spend_reset();
+                }
+            }
             Scope::Connection => self.fail(e),
+        }
+    }
+
+    /// Count one request stream reset by the peer or for its error; beyond the budget, close
+    /// the connection with H3_EXCESSIVE_LOAD (RFC 9114 §10.5). Returns whether it closed.
+    fn spend_reset(&mut self) -> bool {
+        // Invariant: every input and timer call sets `now` before anything it causes.
+        let Some(now) = self.now else { return false };
+        if self.resets.spend(now) {
+            self.fail(Error::conn(Code::H3_EXCESSIVE_LOAD, "too many stream resets"));
+            return true;
+        }
+        false
+    }
+
+    /// The header section of `id` is complete (or will not be read): its timer stops.
+    fn stop_header_timer(&mut self, id: u64) {
+        if let Some(deadline) = self.streams.get_mut(&id).and_then(|s| s.header_deadline.take()) {
+            self.header_deadlines.remove(&(deadline, id));
         }
     }
 
@@ -419,6 +507,9 @@ impl Connection {
     /// if it knows the stream, and forget it.
     fn abort_stream(&mut self, id: u64, reset: Option<Code>, stop: Option<Code>, event: Option<Error>) {
         let Some(s) = self.streams.remove(&id) else { return };
+        if let Some(deadline) = s.header_deadline {
+            self.header_deadlines.remove(&(deadline, id));
+        }
         if s.scheduled {
             self.sched.remove(sched_key(id), s.priority);
         }
@@ -467,7 +558,13 @@ impl Connection {
         }
         self.max_request_id = Some(self.max_request_id.map_or(id, |m| m.max(id)));
         let update = self.pending_priority.remove(&id);
-        self.streams.insert(id, Stream::new(update));
+        let mut stream = Stream::new(update);
+        if let Some(now) = self.now {
+            let deadline = now + self.cfg.header_timeout;
+            stream.header_deadline = Some(deadline);
+            self.header_deadlines.insert((deadline, id));
+        }
+        self.streams.insert(id, stream);
         true
     }
 

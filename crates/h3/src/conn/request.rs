@@ -57,6 +57,7 @@ impl Connection {
             self.ops.push_back(Transmit::Reset { stream: id, code: Code::H3_REQUEST_REJECTED });
             self.decoder.cancel_stream(id);
             self.retired.insert(id);
+            self.spend_reset();
             return;
         };
         if s.recv.done {
@@ -74,6 +75,8 @@ impl Connection {
         }
         self.decoder.cancel_stream(id);
         self.abort_stream(id, Some(ours), None, Some(error));
+        // Rapid Reset (CVE-2023-44487): streams opened and cancelled at once cost us work.
+        self.spend_reset();
     }
 
     /// The client does not want the response (QUIC STOP_SENDING).
@@ -87,6 +90,7 @@ impl Connection {
             self.ops.push_back(Transmit::StopSending { stream: id, code: Code::H3_REQUEST_REJECTED });
             self.decoder.cancel_stream(id);
             self.retired.insert(id);
+            self.spend_reset();
             return;
         };
         if s.send.done {
@@ -95,6 +99,7 @@ impl Connection {
         // RFC 9000 §3.5: answer with RESET_STREAM, copying the code; the request is abandoned.
         let error = Error { code, scope: Scope::Stream(id), initiator: Initiator::Remote, reason: "response stopped" };
         self.abort_stream(id, Some(code), Some(Code::H3_REQUEST_CANCELLED), Some(error));
+        self.spend_reset();
     }
 
     /// Keep input that arrived while the header section is blocked.
@@ -190,6 +195,7 @@ impl Connection {
 
     /// The header section is over our limit: stop reading and let the application answer 431.
     fn head_too_large(&mut self, id: u64) -> Step {
+        self.stop_header_timer(id);
         let Some(s) = self.streams.get_mut(&id) else { return Step::Stop };
         s.delivered = true;
         s.recv.done = true;
@@ -217,6 +223,7 @@ impl Connection {
         for f in head.fields.iter().filter(|f| f.name == "priority") {
             priority = Priority::parse(&f.value, priority);
         }
+        self.stop_header_timer(id);
         let Some(s) = self.streams.get_mut(&id) else { return Ok(Step::Stop) };
         if let Some(update) = s.priority_update.take() {
             // RFC 9218 §7: a PRIORITY_UPDATE that arrived first is applied after the request.

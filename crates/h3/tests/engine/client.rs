@@ -2,6 +2,7 @@
 //! engine's code), drives a server `Connection`, and parses everything it writes.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use bytes::Bytes;
 use sluice_h3::{Code, Config, Connection, Event, Transmit};
@@ -97,6 +98,8 @@ impl F {
 
 pub(crate) struct Client {
     pub(crate) conn: Connection,
+    /// The virtual time every input is given (tests move it forward by hand).
+    pub(crate) now: Instant,
     /// The client's QPACK encoder (requests) and decoder (responses).
     pub(crate) enc: Encoder,
     pub(crate) dec: Decoder,
@@ -116,6 +119,7 @@ impl Client {
     pub(crate) fn bare(cfg: Config) -> Self {
         Self {
             conn: Connection::new(cfg, S_CONTROL, S_ENCODER, S_DECODER),
+            now: Instant::now(),
             enc: Encoder::new(0, 0),
             dec: Decoder::new(4096, 16, u64::MAX),
             log: Vec::new(),
@@ -147,7 +151,7 @@ impl Client {
     }
 
     pub(crate) fn input(&mut self, stream: u64, data: &[u8], fin: bool) {
-        self.conn.on_stream_data(stream, data, fin);
+        self.conn.on_stream_data(self.now, stream, data, fin);
     }
 
     /// Bytes on the client's control stream (after its type byte).

@@ -150,7 +150,7 @@ fn closing_or_resetting_critical_streams() {
     closes_with(&mut c, Code(0x0104));
 
     let mut c = with_settings();
-    c.conn.on_stream_reset(C_CONTROL, 0x100);
+    c.conn.on_stream_reset(c.now, C_CONTROL, 0x100);
     closes_with(&mut c, Code(0x0104));
 
     for (id, ty) in [(C_ENCODER, 0x02), (C_DECODER, 0x03)] {
@@ -160,13 +160,13 @@ fn closing_or_resetting_critical_streams() {
         closes_with(&mut c, Code(0x0104));
         let mut c = with_settings();
         c.input(id, &[ty], false);
-        c.conn.on_stream_reset(id, 0x100);
+        c.conn.on_stream_reset(c.now, id, 0x100);
         closes_with(&mut c, Code(0x0104));
     }
 
     for ours in [S_CONTROL, S_ENCODER, S_DECODER] {
         let mut c = with_settings();
-        c.conn.on_stop_sending(ours, 0x100);
+        c.conn.on_stop_sending(c.now, ours, 0x100);
         closes_with(&mut c, Code(0x0104));
     }
 }
@@ -199,6 +199,40 @@ fn http2_settings_are_settings_errors() {
     let mut c = Client::bare(Config::default());
     let mut b = varint(0x00);
     b.extend(settings(&[(0x06, 1000), (0x06, 1000)]));
+    c.input(C_CONTROL, &b, false);
+    closes_with(&mut c, Code(0x0109));
+}
+
+/// A SETTINGS frame of 64 KiB less one byte (our `max_frame_payload` is 64 KiB): 13,107
+/// distinct unknown ids from 0x4000 (four-byte varints, reserved ones among them, none known)
+/// with one-byte values.
+fn huge_settings(duplicate_at_end: bool) -> Vec<u8> {
+    let mut values: Vec<(u64, u64)> = (0..13_107).map(|i| (0x4000 + i, 1)).collect();
+    if duplicate_at_end {
+        let last = values.len() - 1;
+        values[last] = values[0];
+    }
+    let f = settings(&values);
+    assert_eq!(f.len() - 1 - 4, 65_535, "type, four-byte length, payload");
+    f
+}
+
+#[test]
+fn a_64_kib_settings_frame_of_distinct_ids_is_accepted() {
+    let mut c = Client::bare(Config::default());
+    let mut b = varint(0x00);
+    b.extend(huge_settings(false));
+    c.input(C_CONTROL, &b, false);
+    assert_eq!(c.closed_with(), None);
+    c.get(0, "/", &[]);
+    assert!(matches!(c.events()[..], [Event::Request { stream: 0, .. }]));
+}
+
+#[test]
+fn a_64_kib_settings_frame_with_a_duplicate_at_the_very_end_is_a_settings_error() {
+    let mut c = Client::bare(Config::default());
+    let mut b = varint(0x00);
+    b.extend(huge_settings(true));
     c.input(C_CONTROL, &b, false);
     closes_with(&mut c, Code(0x0109));
 }
@@ -355,7 +389,7 @@ fn unknown_uni_stream_types_are_stopped_and_ignored() {
     assert_eq!(c.close, None);
     // A stream closed before its type arrived is tolerated (§6.2).
     c.input(22, &[0x40], true);
-    c.conn.on_stream_reset(26, 0);
+    c.conn.on_stream_reset(c.now, 26, 0);
     assert_eq!(c.closed_with(), None);
 }
 

@@ -6,3 +6,4 @@ mod control;
 mod priority;
 mod requests;
 mod streams;
+mod timers;

@@ -2,7 +2,7 @@
 //! messages, frame sequence errors, field section limits, and blocked QPACK sections.
 
 use bytes::Bytes;
-use sluice_h3::{Code, Config, Event, Field, SendError};
+use sluice_h3::{Code, Config, Event, Field, SendError, Transmit};
 
 use crate::client::*;
 
@@ -60,6 +60,38 @@ fn interim_then_final_response() {
     c.pump();
     let f = c.frames(0);
     assert_eq!(f.iter().map(F::status).collect::<Vec<_>>(), [Some("103"), Some("200"), None]);
+}
+
+#[test]
+fn early_hints_final_head_body_and_trailers_as_exact_frames() {
+    let mut c = Client::new(Config::default());
+    c.get(0, "/", &[]);
+    let _ = c.events();
+    c.conn.send_response(0, 103, vec![Field::new("link", "</a.css>; rel=preload")], false).unwrap();
+    c.conn.send_response(0, 200, vec![Field::new("content-type", "text/html")], false).unwrap();
+    c.conn.send_data(0, Bytes::from_static(b"<html>"), false).unwrap();
+    c.conn.send_trailers(0, vec![Field::new("x-sum", "7")]).unwrap();
+    let out = c.pump();
+    let s = |v: &str| (":status".to_string(), v.to_string());
+    assert_eq!(
+        c.frames(0),
+        [
+            F::Headers(vec![s("103"), ("link".into(), "</a.css>; rel=preload".into())]),
+            F::Headers(vec![s("200"), ("content-type".into(), "text/html".into())]),
+            F::Data(b"<html>".to_vec()),
+            F::Headers(vec![("x-sum".into(), "7".into())]),
+        ]
+    );
+    // The DATA frame's exact bytes (type 0x00, length 6) sit between the heads and the trailers.
+    let written = &c.written[&0];
+    let at = written.windows(8).position(|w| w == b"\x00\x06<html>").expect("DATA frame");
+    assert_eq!(written[at + 8], 0x01, "the trailer HEADERS frame follows the DATA frame");
+    // Both heads leave in one write, and FIN comes with the trailers: nothing after them.
+    let writes: Vec<_> = out.iter().filter(|t| matches!(t, Transmit::Write { stream: 0, .. })).collect();
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert!(matches!(writes[2], Transmit::Write { fin: true, data, .. } if data[0] == 0x01));
+    assert!(c.finished.contains(&0));
+    assert_eq!(c.conn.open_streams(), 0);
 }
 
 #[test]
@@ -199,6 +231,13 @@ fn malformed_requests_are_message_errors() {
         (":path", "/"),
         ("content-length", "x"),
     ]);
+}
+
+#[test]
+fn method_that_is_not_a_token_is_a_message_error() {
+    // RFC 9110 §9.1: a method is a token; "G ET" is malformed (RFC 9114 §4.1.2), reset with
+    // H3_MESSAGE_ERROR and never delivered.
+    rejected_as_malformed(&[(":method", "G ET"), (":scheme", "https"), (":authority", "a"), (":path", "/")]);
 }
 
 #[test]

@@ -136,7 +136,7 @@ fn client_reset_of_an_incomplete_request() {
     let mut c = Client::new(Config::default());
     c.request(0, &[(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/")], false);
     let _ = c.events();
-    c.conn.on_stream_reset(0, 0x010c);
+    c.conn.on_stream_reset(c.now, 0, 0x010c);
     let ev = c.events();
     assert!(
         matches!(&ev[..], [Event::StreamReset { stream: 0, error }] if error.code == Code(0x010c) && !error.is_connection_error()),
@@ -156,7 +156,7 @@ fn client_reset_of_an_incomplete_request() {
 fn client_reset_after_a_complete_request_keeps_the_response() {
     let mut c = Client::new(Config::default());
     c.get(0, "/", &[]);
-    c.conn.on_stream_reset(0, 0x0100);
+    c.conn.on_stream_reset(c.now, 0, 0x0100);
     assert!(matches!(c.events()[..], [Event::Request { .. }]));
     c.conn.send_response(0, 200, vec![], true).unwrap();
     c.pump();
@@ -166,7 +166,7 @@ fn client_reset_after_a_complete_request_keeps_the_response() {
 #[test]
 fn client_reset_before_any_data() {
     let mut c = Client::new(Config::default());
-    c.conn.on_stream_reset(8, 0x010c);
+    c.conn.on_stream_reset(c.now, 8, 0x010c);
     c.pump();
     assert_eq!(c.resets, [(8, Code(0x010b))], "nothing processed: rejected");
     c.input(8, &frame(DATA, b"x"), false);
@@ -179,7 +179,7 @@ fn stop_sending_resets_with_the_same_code() {
     c.request(0, &[(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/")], false);
     c.conn.send_response(0, 200, vec![], false).unwrap();
     c.conn.send_data(0, Bytes::from(vec![0; 100_000]), false).unwrap();
-    c.conn.on_stop_sending(0, 0x010c);
+    c.conn.on_stop_sending(c.now, 0, 0x010c);
     let ev = c.events();
     assert!(matches!(&ev[1], Event::StreamReset { stream: 0, error } if error.code == Code(0x010c)), "{ev:?}");
     let out = c.pump();

@@ -1,6 +1,9 @@
-//! Version-neutral request and response types shared by the HTTP/1.1 and HTTP/2 drivers and
-//! every handler. A handler sees a [`Request`] and returns a [`Response`] whose [`Body`] the
-//! protocol driver pulls chunk by chunk, so nothing above the driver commits bytes early.
+//! Version-neutral request and response types shared by the HTTP/1.1, HTTP/2 and HTTP/3
+//! drivers and every handler. A handler sees a [`Request`] (whose body yields data, then
+//! trailers) and returns a [`Response`] whose [`Body`] the protocol driver pulls chunk by chunk,
+//! so nothing above the driver commits bytes early. A body can be fed by another task
+//! ([`Body::stream`], what an upstream response will be) and end with trailers; interim (1xx)
+//! responses go out through the request's [`Interim`] before the final response.
 
 use std::fmt;
 use std::io;
@@ -56,16 +59,60 @@ pub(crate) struct Request {
     pub(crate) tls: bool,
     /// The body.
     pub(crate) body: RequestBody,
+    /// Where interim (1xx) responses go before the final one.
+    pub(crate) interim: Interim,
+    /// Why the request cannot be served as sent (a header field that does not parse): the
+    /// answer is 400, through the usual path (access log included).
+    pub(crate) malformed: Option<&'static str>,
 }
 
-/// A request body: chunks in order, then `None`. Dropping it discards the rest.
+/// Where a handler sends interim (1xx) responses (RFC 9110 §15.2), any number before the final
+/// response. Over HTTP/1.1 there is none: hyper's server sends no 1xx but its own 100
+/// (Continue), and browsers ignore 103 over HTTP/1.1.
+#[derive(Clone, Default)]
+pub(crate) struct Interim(Option<Arc<dyn crate::app::respond::Sink>>);
+
+impl Interim {
+    /// Interim responses go to `sink` (the stream's, on HTTP/2 and HTTP/3).
+    pub(crate) fn to(sink: Arc<dyn crate::app::respond::Sink>) -> Self {
+        Self(Some(sink))
+    }
+
+    /// Whether interim responses reach the client on this request's protocol.
+    pub(crate) fn available(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Send an interim response: `status` 100..=199 but 101 (which only HTTP/1.1 can carry,
+    /// and hyper handles). False when it cannot go out (no interim path, a bad status, or the
+    /// stream is gone).
+    pub(crate) fn send(&self, status: http::StatusCode, headers: &HeaderMap) -> bool {
+        let code = status.as_u16();
+        if !(100..200).contains(&code) || code == 101 {
+            return false;
+        }
+        match &self.0 {
+            Some(sink) => sink.head(code, crate::app::respond::response_fields(headers), false),
+            None => false,
+        }
+    }
+}
+
+/// A request body: chunks in order, then `None`, then [`RequestBody::trailers`]. Dropping it
+/// discards the rest.
 pub(crate) struct RequestBody {
     inner: BodyRx,
     /// Bytes taken so far, shared with the access log.
     seen: Option<Arc<crate::app::accesslog::Counters>>,
     /// Largest body accepted; more is an error.
     limit: u64,
+    /// The trailer section, once the body has ended (HTTP/2 and HTTP/3: set by the driver
+    /// before it closes the channel; HTTP/1.1: from hyper's last frame).
+    trailers: TrailerSlot,
 }
+
+/// Where a driver leaves a request's trailers for its handler.
+pub(crate) type TrailerSlot = Arc<std::sync::Mutex<Option<HeaderMap>>>;
 
 enum BodyRx {
     Empty,
@@ -99,21 +146,32 @@ impl std::error::Error for BodyError {}
 impl RequestBody {
     /// A body with no bytes.
     pub(crate) fn empty() -> Self {
-        Self { inner: BodyRx::Empty, seen: None, limit: u64::MAX }
+        Self { inner: BodyRx::Empty, seen: None, limit: u64::MAX, trailers: TrailerSlot::default() }
     }
 
-    /// A body fed by an HTTP/2 stream. `on_consumed(n)` runs each time the handler takes `n`
-    /// bytes, so the driver can hand flow-control credit back to the peer.
+    /// A body fed by an HTTP/2 or HTTP/3 stream. `on_consumed(n)` runs each time the handler
+    /// takes `n` bytes, so the driver can hand flow-control credit back to the peer.
     pub(crate) fn channel(
         rx: mpsc::UnboundedReceiver<Result<Bytes, BodyError>>,
         on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
     ) -> Self {
-        Self { inner: BodyRx::Channel(rx, on_consumed), seen: None, limit: u64::MAX }
+        Self { inner: BodyRx::Channel(rx, on_consumed), seen: None, limit: u64::MAX, trailers: TrailerSlot::default() }
+    }
+
+    /// The same, with the slot the driver leaves the trailers in.
+    pub(crate) fn with_trailers(mut self, slot: TrailerSlot) -> Self {
+        self.trailers = slot;
+        self
     }
 
     /// A body read by hyper's HTTP/1.1 connection.
     pub(crate) fn hyper(body: hyper::body::Incoming) -> Self {
-        Self { inner: BodyRx::Hyper(body), seen: None, limit: u64::MAX }
+        Self { inner: BodyRx::Hyper(body), seen: None, limit: u64::MAX, trailers: TrailerSlot::default() }
+    }
+
+    /// The request's trailer section, once [`RequestBody::chunk`] has returned `None`.
+    pub(crate) fn trailers(&self) -> Option<HeaderMap> {
+        self.trailers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Count the bytes taken into `seen` and fail with [`BodyError::TooLarge`] past `limit`.
@@ -150,12 +208,14 @@ impl RequestBody {
                 use http_body_util::BodyExt;
                 loop {
                     match body.frame().await? {
-                        Ok(frame) => {
-                            if let Ok(data) = frame.into_data() {
-                                return Some(Ok(data));
+                        Ok(frame) => match frame.into_data() {
+                            Ok(data) => return Some(Ok(data)),
+                            Err(frame) => {
+                                if let Ok(t) = frame.into_trailers() {
+                                    *self.trailers.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
+                                }
                             }
-                            // Trailers: ignored, keep reading until the end.
-                        }
+                        },
                         Err(e) => return Some(Err(BodyError::Other(e.to_string()))),
                     }
                 }
@@ -204,11 +264,57 @@ pub(crate) enum Body {
     },
     /// Several bodies one after another (multipart byte ranges).
     Concat(std::collections::VecDeque<Self>),
+    /// Chunks another task sends, then perhaps trailers ([`Body::stream`]).
+    Stream(StreamBody),
+    /// A body followed by a trailer section.
+    Trailed(Box<Self>, HeaderMap),
 }
+
+/// What a task feeding a [`Body::Stream`] sends.
+#[derive(Debug)]
+#[allow(dead_code)] // Fed by the reverse proxy's upstream responses (next); tests feed it today.
+pub(crate) enum Piece {
+    /// Body bytes.
+    Data(Bytes),
+    /// The trailer section; nothing follows it.
+    Trailers(HeaderMap),
+}
+
+/// The receiving end of a streamed body. The feeding task waits while the channel is full (a
+/// few chunks): it runs only as fast as the client takes the response.
+pub(crate) struct StreamBody {
+    rx: mpsc::Receiver<io::Result<Piece>>,
+    len: Option<u64>,
+    trailers: Option<HeaderMap>,
+    /// What is left of a chunk larger than the reader asked for.
+    rest: Bytes,
+}
+
+/// Chunks a streamed body's channel holds before its feeder waits.
+const STREAM_DEPTH: usize = 4;
 
 static ZEROS: [u8; CHUNK] = [0; CHUNK];
 
 impl Body {
+    /// A body fed by another task through the returned sender: [`Piece::Data`] chunks, then
+    /// optionally [`Piece::Trailers`]; an `Err` fails the response (the client's stream is
+    /// reset, or the HTTP/1.1 connection closed, so a truncated body never looks complete).
+    /// Dropping the sender ends the body. `len`, when known, becomes the `content-length`.
+    #[allow(dead_code)] // The reverse proxy's upstream responses; tests use it today.
+    pub(crate) fn stream(len: Option<u64>) -> (mpsc::Sender<io::Result<Piece>>, Self) {
+        let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+        (tx, Self::Stream(StreamBody { rx, len, trailers: None, rest: Bytes::new() }))
+    }
+
+    /// The trailer section, once [`Body::next_chunk`] has returned `None`.
+    pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
+        match self {
+            Self::Stream(s) => s.trailers.take(),
+            Self::Trailed(_, t) => Some(std::mem::take(t)).filter(|t| !t.is_empty()),
+            _ => None,
+        }
+    }
+
     /// Exact length when known.
     pub(crate) fn len(&self) -> Option<u64> {
         match self {
@@ -217,12 +323,20 @@ impl Body {
             Self::Zeros(n) => Some(*n),
             Self::File { len, .. } => Some(*len),
             Self::Concat(parts) => parts.iter().map(Self::len).sum(),
+            Self::Stream(s) => s.len,
+            Self::Trailed(b, _) => b.len(),
         }
+    }
+
+    /// Whether the body ends with trailers (known before it is sent: then even an empty body
+    /// is sent, so that the trailers can follow).
+    pub(crate) fn has_trailers(&self) -> bool {
+        matches!(self, Self::Trailed(..) | Self::Stream(_))
     }
 
     /// Whether the body is known to be empty.
     pub(crate) fn is_empty(&self) -> bool {
-        self.len() == Some(0)
+        self.len() == Some(0) && !self.has_trailers()
     }
 
     /// For bodies in memory, the next chunk without waiting (`Some(None)` at the end); `None`
@@ -242,7 +356,8 @@ impl Body {
                 *left -= n as u64;
                 Some(Some(Ok(Bytes::from_static(&ZEROS[..n]))))
             }
-            Self::File { .. } | Self::Concat(_) => None,
+            Self::Trailed(b, _) => b.next_ready(max),
+            Self::File { .. } | Self::Concat(_) | Self::Stream(_) => None,
         }
     }
 
@@ -305,6 +420,31 @@ impl Body {
                             parts.pop_front();
                         }
                     }
+                }
+                Self::Trailed(b, _) => return Box::pin(b.next_chunk(max)).await,
+                Self::Stream(s) => {
+                    if !s.rest.is_empty() {
+                        let n = s.rest.len().min(max);
+                        return Some(Ok(s.rest.split_to(n)));
+                    }
+                    if s.trailers.is_some() {
+                        return None;
+                    }
+                    return match s.rx.recv().await? {
+                        Ok(Piece::Data(b)) if b.is_empty() => continue,
+                        Ok(Piece::Data(mut b)) => {
+                            if b.len() > max {
+                                s.rest = b.split_off(max);
+                            }
+                            Some(Ok(b))
+                        }
+                        Ok(Piece::Trailers(t)) => {
+                            s.rx.close();
+                            s.trailers = Some(t);
+                            None
+                        }
+                        Err(e) => Some(Err(e)),
+                    };
                 }
             }
         }

@@ -1,18 +1,21 @@
-//! The handler side shared by the HTTP/2 and HTTP/3 drivers: a request head becomes a
-//! [`Request`], the handler runs, and its response streams back to the connection task through
-//! a [`Sink`], chunk by chunk, each chunk waiting for permits that the connection task returns
+//! The one path every request takes, whatever its protocol: a request head becomes a
+//! [`Request`], [`prepare`] answers it (400 for a malformed request, 421 for an authority the
+//! connection does not serve, 413 for a declared body over the limit, else the router's
+//! handler; then `Alt-Svc` and the access-log line), and the driver sends the prepared response.
+//! HTTP/1.1 hands it to hyper; HTTP/2 and HTTP/3 stream it through a [`Sink`] with
+//! [`send`], chunk by chunk, each chunk waiting for permits that the connection task returns
 //! only as its engine frames earlier bytes (the bounded queue between handler and socket).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sluice_h2::{Field, RequestHead};
+use http::{HeaderMap, StatusCode};
+use sluice_http::{Field, RequestHead};
 use tokio::sync::Semaphore;
 
 use crate::app::accesslog::{AccessLog, Counters};
-use crate::app::http::{Proto, Request, RequestBody, Response, CHUNK};
-use crate::app::router::dispatch;
+use crate::app::http::{Body, Interim, Proto, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
 
 /// What the handlers of one connection need to know about it.
@@ -36,63 +39,85 @@ impl ConnInfo {
         }
         tracing::debug!(peer = %self.peer, authority, "421: authority not served on this connection");
         Some(Response::text(
-            http::StatusCode::MISDIRECTED_REQUEST,
+            StatusCode::MISDIRECTED_REQUEST,
             "misdirected request: this connection does not serve that authority; open a new one\n",
         ))
     }
 }
 
-/// Where a handler's response goes: commands to the connection task of one stream. Each call
-/// returns false once the connection task is gone.
-pub(crate) trait Sink: Send + 'static {
+/// Where a response goes on HTTP/2 and HTTP/3: commands to the connection task of one stream.
+/// Each call returns false once the stream or the connection task is gone.
+pub(crate) trait Sink: Send + Sync + 'static {
     /// The handler set the response's priority (a `priority` response header, RFC 9218 §5).
     fn priority(&self, value: Bytes);
-    /// The response head; `end` when no body follows.
+    /// A response head: an interim one (1xx, any number, never `end`) or the final one; `end`
+    /// when nothing follows.
     fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool;
     /// Body bytes; `end` with the last.
     fn data(&self, data: Bytes, end: bool) -> bool;
-    /// The body failed half-way: reset the stream with an internal error.
+    /// The trailer section; it ends the response.
+    fn trailers(&self, fields: Vec<Field>) -> bool;
+    /// The body failed half-way: reset the stream with an internal error, so the truncated
+    /// response never looks complete.
     fn fail(&self);
 }
 
 /// A request from an engine's head: the target split into path and query, the authority from
-/// `:authority` or else `Host`, lower-cased.
-pub(crate) fn to_request(head: RequestHead, body: RequestBody, tls: bool, proto: Proto) -> Request {
+/// `:authority` or else `Host`, lower-cased. A field the `http` crate cannot hold (the engines
+/// already refuse names that are not tokens and values with NUL, CR or LF; this catches other
+/// control characters) makes the request malformed, answered 400, never silently dropped.
+pub(crate) fn to_request(head: RequestHead, body: RequestBody, interim: Interim, tls: bool, proto: Proto) -> Request {
+    // Invariant: the engines accept only token methods (sluice_http::request_head).
     let method = http::Method::from_bytes(&head.method).unwrap_or(http::Method::GET);
     let target = head.path.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
         None => (target, None),
     };
-    let mut headers = http::HeaderMap::new();
+    let mut headers = HeaderMap::with_capacity(head.fields.len());
+    let mut malformed = None;
     let mut authority = head.authority.as_deref().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
     for f in head.fields {
-        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value)) {
-            if authority.is_none() && n == http::header::HOST {
-                authority = v.to_str().ok().map(str::to_ascii_lowercase);
+        match (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value)) {
+            (Ok(n), Ok(v)) => {
+                if authority.is_none() && n == http::header::HOST {
+                    authority = v.to_str().ok().map(str::to_ascii_lowercase);
+                }
+                headers.append(n, v);
             }
-            headers.append(n, v);
+            _ => malformed = Some("a header field that does not parse"),
         }
     }
-    Request { proto, method, authority: authority.unwrap_or_default(), path, query, headers, tls, body }
+    Request {
+        proto,
+        method,
+        authority: authority.unwrap_or_default(),
+        path,
+        query,
+        headers,
+        tls,
+        body,
+        interim,
+        malformed,
+    }
 }
 
-/// Run the handler for `req` (or answer 421 when the connection does not serve its
-/// authority) and stream its response into `sink`. `permits` holds the room left in the
-/// stream's send queue; the connection's `alt_svc`, when set, is added to the response.
-pub(crate) async fn run_handler<S: Sink>(
-    sink: S,
-    req: Request,
-    permits: Arc<Semaphore>,
-    counters: Arc<Counters>,
-    state: Arc<State>,
-    conn: Arc<ConnInfo>,
-) {
-    let peer = conn.peer;
+/// A response ready to go out, with its access-log line.
+pub(crate) struct Prepared {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Body,
+    /// No body goes out (HEAD, 204, 304, or an empty body without trailers).
+    pub(crate) no_body: bool,
+    pub(crate) log: AccessLog,
+}
+
+/// Answer `req`, the same way on every protocol.
+pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State, conn: &ConnInfo) -> Prepared {
     let mut log = AccessLog {
         enabled: state.cfg.access_log,
         proto: req.proto,
-        peer,
+        peer: conn.peer,
         method: req.method.clone(),
         authority: req.authority.clone(),
         path: req.path.clone(),
@@ -103,36 +128,62 @@ pub(crate) async fn run_handler<S: Sink>(
         outcome: "reset",
     };
     let head_only = req.method == http::Method::HEAD;
-    let resp = match conn.misdirected(&req.authority) {
-        Some(r) => r,
-        None => dispatch(&state, req).await,
+    let declared =
+        req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let resp = if let Some(why) = req.malformed {
+        tracing::debug!(peer = %conn.peer, why, "400: malformed request");
+        Response::text(StatusCode::BAD_REQUEST, format!("bad request: {why}\n"))
+    } else if let Some(r) = conn.misdirected(&req.authority) {
+        r
+    } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {
+        Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n")
+    } else {
+        crate::app::router::dispatch(state, req).await
     };
-    let Response { status, mut headers, mut body } = resp;
-    log.status = status.as_u16();
+    let Response { status, mut headers, body } = resp;
     if let Some(v) = &conn.alt_svc {
         headers.insert(http::header::ALT_SVC, v.clone());
     }
-    let fields = response_fields(&headers);
-    if let Some(p) = headers.get("priority") {
-        sink.priority(Bytes::copy_from_slice(p.as_bytes()));
-    }
-    let no_body = head_only
-        || body.is_empty()
-        || status == http::StatusCode::NOT_MODIFIED
-        || status == http::StatusCode::NO_CONTENT;
-    if !sink.head(status.as_u16(), fields, no_body) {
-        return;
-    }
+    log.status = status.as_u16();
+    let no_body =
+        head_only || body.is_empty() || status == StatusCode::NOT_MODIFIED || status == StatusCode::NO_CONTENT;
     if no_body {
         log.outcome = "ok";
+    }
+    Prepared { status, headers, body, no_body, log }
+}
+
+/// Answer `req` and stream the response into `sink`. `permits` holds the room left in the
+/// stream's send queue.
+pub(crate) async fn run_handler<S: Sink>(
+    sink: S,
+    req: Request,
+    permits: Arc<Semaphore>,
+    counters: Arc<Counters>,
+    state: Arc<State>,
+    conn: Arc<ConnInfo>,
+) {
+    let prepared = prepare(req, counters, &state, &conn).await;
+    send(&sink, prepared, &permits).await;
+}
+
+/// Send a prepared response through `sink`: head, body chunks as permits allow, trailers.
+pub(crate) async fn send<S: Sink + ?Sized>(sink: &S, p: Prepared, permits: &Semaphore) {
+    let Prepared { status, headers, mut body, no_body, mut log } = p;
+    if let Some(v) = headers.get("priority") {
+        sink.priority(Bytes::copy_from_slice(v.as_bytes()));
+    }
+    if !sink.head(status.as_u16(), response_fields(&headers), no_body) || no_body {
         return;
     }
+    // With trailers to follow, no data chunk ends the stream.
+    let trailed = body.has_trailers();
     let mut left = body.len();
     while let Some(chunk) = body.next_chunk(CHUNK).await {
         let chunk = match chunk {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(%peer, %e, "response body failed");
+                tracing::warn!(peer = %log.peer, %e, "response body failed");
                 sink.fail();
                 log.outcome = "body error";
                 return;
@@ -140,13 +191,14 @@ pub(crate) async fn run_handler<S: Sink>(
         };
         let n = chunk.len();
         // Backpressure: wait until the engine has framed earlier bytes of this stream.
+        // Invariant: chunks are at most CHUNK bytes, far below u32::MAX and the queue's size.
         match permits.acquire_many(n as u32).await {
             Ok(p) => p.forget(),
             Err(_) => return,
         }
         log.bytes_out += n as u64;
         left = left.map(|l| l.saturating_sub(n as u64));
-        let end = left == Some(0);
+        let end = left == Some(0) && !trailed;
         if !sink.data(chunk, end) {
             return;
         }
@@ -155,13 +207,18 @@ pub(crate) async fn run_handler<S: Sink>(
             return;
         }
     }
-    let _ = sink.data(Bytes::new(), true);
-    log.outcome = "ok";
+    let sent = match body.take_trailers() {
+        Some(t) if !t.is_empty() => sink.trailers(response_fields(&t)),
+        _ => sink.data(Bytes::new(), true),
+    };
+    if sent {
+        log.outcome = "ok";
+    }
 }
 
 /// Response header fields for HTTP/2 and HTTP/3: lower-case names (the http crate's are),
 /// minus the connection-specific ones both forbid (RFC 9113 §8.2.2, RFC 9114 §4.2).
-pub(crate) fn response_fields(headers: &http::HeaderMap) -> Vec<Field> {
+pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
     headers
         .iter()
         .filter(|(n, _)| {

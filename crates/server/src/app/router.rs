@@ -1,40 +1,71 @@
-//! Routing a request to its handler.
+//! Routing a request to its handler: the site by host name (the default site for any other
+//! host), then the route with the longest matching path prefix, then the route's response
+//! header rules. The speed-test endpoints (`[speedtest]`) answer on every site before routing.
 
 use http::StatusCode;
 
 use crate::app::http::{Request, Response};
-use crate::config::SiteContent;
+use crate::config::{Config, Route, RouteHandler, Site};
 use crate::state::State;
-
-/// Paths of the speed-test endpoints.
-const SPEEDTEST_PATHS: &[&str] = &["/__down", "/__up", "/__ping"];
 
 /// Answer one request.
 pub(crate) async fn dispatch(state: &State, mut req: Request) -> Response {
-    if let Some(len) =
-        req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > state.cfg.limits.max_request_body {
-            return Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n");
-        }
-    }
-    if state.cfg.speedtest.enabled && SPEEDTEST_PATHS.contains(&req.path.as_str()) {
+    if crate::handlers::speedtest::claims(&state.cfg.speedtest, &req.path) {
         if let Some(resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, &mut req).await {
             return resp;
         }
-        return Response::text(StatusCode::NOT_FOUND, "not found\n");
     }
-    let host = host_of(&req.authority);
-    let site = state
-        .cfg
-        .sites
+    let Some(route) = route(&state.cfg, &req.authority, &req.path) else {
+        return Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
+    };
+    if !route.early_hints.is_empty() && req.method == http::Method::GET && req.interim.available() {
+        // RFC 8297: the hints go out before the handler starts on the final response.
+        let mut hints = http::HeaderMap::with_capacity(route.early_hints.len());
+        for v in &route.early_hints {
+            hints.append(http::header::LINK, v.clone());
+        }
+        req.interim.send(StatusCode::EARLY_HINTS, &hints);
+    }
+    let mut resp = call(state, route, req).await;
+    if !route.headers.is_empty() {
+        route.headers.apply(&mut resp.headers);
+    }
+    resp
+}
+
+/// Run a route's handler.
+async fn call(state: &State, route: &Route, mut req: Request) -> Response {
+    match &route.handler {
+        RouteHandler::Root(root) => crate::handlers::static_files::serve(root, &req).await,
+        RouteHandler::Builtin => crate::handlers::builtin::serve_builtin(&req),
+        RouteHandler::Speedtest => match crate::handlers::speedtest::endpoint(&req.path) {
+            Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, &mut req, ep).await,
+            None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
+        },
+    }
+}
+
+/// The site serving `authority`: the one naming its host, else the default site.
+pub(crate) fn site<'a>(cfg: &'a Config, authority: &str) -> Option<&'a Site> {
+    let host = host_of(authority);
+    cfg.sites
         .iter()
         .find(|s| s.hosts.iter().any(|h| h == host))
-        .or_else(|| state.cfg.sites.iter().find(|s| s.hosts.is_empty()));
-    match site.map(|s| &s.content) {
-        Some(SiteContent::Root(root)) => crate::handlers::static_files::serve(root, &req).await,
-        Some(SiteContent::Builtin) => crate::handlers::builtin::serve_builtin(&req),
-        None => Response::text(StatusCode::NOT_FOUND, "no site is configured for this host\n"),
+        .or_else(|| cfg.sites.iter().find(|s| s.hosts.is_empty()))
+}
+
+/// The route for `path` on the site serving `authority`: the longest prefix that matches
+/// (routes are kept longest first). A prefix ending in `/` matches what starts with it; one
+/// that does not also matches the same path with a `/` after it, never a longer name
+/// (`/api` matches `/api` and `/api/x`, not `/apis`).
+pub(crate) fn route<'a>(cfg: &'a Config, authority: &str, path: &str) -> Option<&'a Route> {
+    site(cfg, authority)?.routes.iter().find(|r| prefix_matches(&r.path, path))
+}
+
+fn prefix_matches(prefix: &str, path: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+        None => false,
     }
 }
 
@@ -62,5 +93,16 @@ mod tests {
         assert_eq!(host_of("[::1]:8443"), "::1");
         assert_eq!(host_of("[::1]"), "::1");
         assert_eq!(host_of("example.com.:443"), "example.com");
+    }
+
+    #[test]
+    fn prefixes() {
+        assert!(prefix_matches("/", "/anything"));
+        assert!(prefix_matches("/api/", "/api/x"));
+        assert!(!prefix_matches("/api/", "/api"));
+        assert!(prefix_matches("/api", "/api"));
+        assert!(prefix_matches("/api", "/api/x"));
+        assert!(!prefix_matches("/api", "/apis"));
+        assert!(!prefix_matches("/api", "/"));
     }
 }

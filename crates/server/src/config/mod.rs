@@ -13,8 +13,19 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use toml::Spanned;
+
+mod defaults;
+mod raw;
+mod site;
+
+use defaults::{
+    DEFAULT_MAX_DOWNLOAD, DEFAULT_PLAIN_PORT, DEFAULT_TLS_PORT, MAX_HEADER_TABLE_SIZE, MIN_HEADER_LIST_SIZE,
+};
+use raw::*;
+#[cfg(test)]
+pub(crate) use site::HeaderRules;
+pub(crate) use site::{Route, RouteHandler, Site};
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]
@@ -168,28 +179,10 @@ pub(crate) enum OriginSpec {
     List(Vec<(String, u16)>),
 }
 
-/// A site: host names mapped to content.
-#[derive(Debug, Clone)]
-pub(crate) struct Site {
-    /// Host names (lower case, no port); empty means "any host" (the default site).
-    pub(crate) hosts: Vec<String>,
-    /// What the site serves.
-    pub(crate) content: SiteContent,
-}
-
-/// Content of a site.
-#[derive(Debug, Clone)]
-pub(crate) enum SiteContent {
-    /// Files under a root directory.
-    Root(PathBuf),
-    /// The built-in demo site.
-    Builtin,
-}
-
 /// Speed-test endpoints (`/__down`, `/__up`, `/__ping`).
 #[derive(Debug, Clone)]
 pub(crate) struct Speedtest {
-    /// Whether the endpoints answer.
+    /// Whether the endpoints answer on every site (`/__down`, `/__up`, `/__ping`).
     pub(crate) enabled: bool,
     /// Largest `bytes=` a download may ask for.
     pub(crate) max_download_bytes: u64,
@@ -230,47 +223,6 @@ pub(crate) struct Timeouts {
     /// How long in-flight requests may finish after SIGTERM/SIGINT.
     pub(crate) drain: Duration,
 }
-
-impl Default for Speedtest {
-    fn default() -> Self {
-        Self { enabled: true, max_download_bytes: DEFAULT_MAX_DOWNLOAD }
-    }
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_concurrent_streams: 128,
-            max_header_list_size: 64 * 1024,
-            max_continuation_frames: 32,
-            header_table_size: 4096,
-            max_resets_per_window: 200,
-            max_pings_per_window: 50,
-            max_settings_per_window: 50,
-            flood_window: Duration::from_secs(10),
-            max_request_body: 10 * 1024 * 1024 * 1024,
-            max_connections: 10_000,
-        }
-    }
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self { header: Duration::from_secs(10), idle: Duration::from_secs(60), drain: Duration::from_secs(10) }
-    }
-}
-
-/// Default largest speed-test download: 10 GB, enough for a minute at 1 Gbit/s.
-const DEFAULT_MAX_DOWNLOAD: u64 = 10_000_000_000;
-/// Default HTTPS port.
-const DEFAULT_TLS_PORT: u16 = 8443;
-/// Default cleartext port.
-const DEFAULT_PLAIN_PORT: u16 = 8080;
-/// Largest SETTINGS_HEADER_TABLE_SIZE we accept to advertise: the HPACK dynamic table is per
-/// connection memory (RFC 7541 §4.2), 64 KiB is already 16 times the RFC 9113 §6.5.2 default.
-const MAX_HEADER_TABLE_SIZE: u32 = 65_536;
-/// Smallest useful header list limit; a plain browser request needs several hundred bytes.
-const MIN_HEADER_LIST_SIZE: u32 = 1024;
 
 /// A configuration error with its position in the file.
 #[derive(Debug)]
@@ -350,7 +302,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         data_dir,
         listeners: default_listeners(),
         certificates: vec![Certificate { cert: None, key: None, origins: None }],
-        sites: vec![Site { hosts: Vec::new(), content: SiteContent::Builtin }],
+        sites: vec![site::builtin_site()],
         speedtest: Speedtest::default(),
         limits: Limits::default(),
         timeouts: Timeouts::default(),
@@ -378,136 +330,27 @@ pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Raw layer: what the file may contain.
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    data_dir: Option<Spanned<String>>,
-    access_log: Option<bool>,
-    listener: Option<Spanned<Vec<Spanned<RawListener>>>>,
-    #[serde(default)]
-    certificate: Vec<RawCertificate>,
-    site: Option<Vec<Spanned<RawSite>>>,
-    #[serde(default)]
-    speedtest: RawSpeedtest,
-    #[serde(default)]
-    limits: RawLimits,
-    #[serde(default)]
-    timeouts: RawTimeouts,
-    #[serde(default)]
-    flow: RawFlow,
-    #[serde(default)]
-    tcp: RawTcp,
-    #[serde(default)]
-    quic: RawQuic,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawQuic {
-    enabled: Option<bool>,
-    congestion: Option<Spanned<String>>,
-    socket_buffer: Option<Spanned<usize>>,
-    stream_window: Option<Spanned<u32>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawTcp {
-    congestion: Option<Spanned<String>>,
-    notsent_lowat: Option<Spanned<u32>>,
-    limit_inflight: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawFlow {
-    policy: Option<Spanned<String>>,
-    initial_stream_window: Option<Spanned<u32>>,
-    initial_connection_window: Option<Spanned<u32>>,
-    max_stream_window: Option<Spanned<u32>>,
-    max_connection_window: Option<Spanned<u32>>,
-    budget: Option<Spanned<u64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawListener {
-    addr: Spanned<String>,
-    tls: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCertificate {
-    cert: Spanned<String>,
-    key: Spanned<String>,
-    /// `"from-certificate"` or `["https://a.example", ...]` (an untagged enum would lose the
-    /// spans, so the value is taken as it is and checked below).
-    origins: Option<Spanned<toml::Value>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSite {
-    hosts: Option<Spanned<Vec<Spanned<String>>>>,
-    root: Option<Spanned<String>>,
-    builtin: Option<Spanned<bool>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawSpeedtest {
-    enabled: Option<bool>,
-    max_download_bytes: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    max_concurrent_streams: Option<Spanned<u32>>,
-    max_header_list_size: Option<Spanned<u32>>,
-    max_continuation_frames: Option<u32>,
-    header_table_size: Option<Spanned<u32>>,
-    max_resets_per_window: Option<Spanned<u32>>,
-    max_pings_per_window: Option<Spanned<u32>>,
-    max_settings_per_window: Option<Spanned<u32>>,
-    flood_window_secs: Option<Spanned<u64>>,
-    max_request_body: Option<u64>,
-    max_connections: Option<Spanned<usize>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawTimeouts {
-    header_secs: Option<Spanned<u64>>,
-    idle_secs: Option<Spanned<u64>>,
-    drain_secs: Option<Spanned<u64>>,
-}
-
-// ---------------------------------------------------------------------------------------------
 // Validation: raw layer → Config.
 
 /// What error positions are computed against.
-struct Source<'a> {
-    text: &'a str,
+pub(super) struct Source<'a> {
+    pub(super) text: &'a str,
     file: &'a Path,
     base: &'a Path,
 }
 
 impl Source<'_> {
-    fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
+    pub(super) fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
         ConfigError { file: self.file.to_path_buf(), pos: Some(line_col(self.text, span.start)), msg: msg.into() }
     }
 
-    fn path(&self, p: &str) -> PathBuf {
+    pub(super) fn path(&self, p: &str) -> PathBuf {
         self.base.join(p)
     }
 }
 
 /// 1-based line and column (in characters) of byte offset `at`.
-fn line_col(text: &str, at: usize) -> (usize, usize) {
+pub(super) fn line_col(text: &str, at: usize) -> (usize, usize) {
     let at = at.min(text.len());
     // Round down to a char boundary so slicing cannot panic on a stray offset.
     let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
@@ -544,7 +387,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     if certificates.is_empty() && listeners.iter().any(|l| l.tls) {
         certificates.push(Certificate { cert: None, key: None, origins: None });
     }
-    let sites = sites(&src, raw.site.as_deref())?;
+    let sites = site::sites(&src, raw.site.as_deref())?;
     let speedtest = Speedtest {
         enabled: raw.speedtest.enabled.unwrap_or(true),
         max_download_bytes: raw.speedtest.max_download_bytes.unwrap_or(DEFAULT_MAX_DOWNLOAD),
@@ -774,7 +617,7 @@ pub(crate) fn parse_origin(s: &str) -> Result<(String, u16), String> {
 /// Validates a host name for `[[site]] hosts`: lower-cased, trailing dot removed, no port;
 /// IPv6 literals (with or without brackets) are stored without brackets, as the host part of
 /// an authority is matched without them.
-fn host_name(h: &str) -> Result<String, String> {
+pub(super) fn host_name(h: &str) -> Result<String, String> {
     let h = h.trim().trim_end_matches('.').to_ascii_lowercase();
     if h.is_empty() {
         return Err("empty host name".into());
@@ -790,65 +633,6 @@ fn host_name(h: &str) -> Result<String, String> {
         return Err(format!("`{h}` is not a host name (letters, digits, `-`, `.`; no wildcards)"));
     }
     Ok(h)
-}
-
-fn sites(src: &Source<'_>, raw: Option<&[Spanned<RawSite>]>) -> Result<Vec<Site>, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(vec![Site { hosts: Vec::new(), content: SiteContent::Builtin }]);
-    };
-    let mut out: Vec<Site> = Vec::new();
-    // (host, line of the site that claimed it)
-    let mut seen: Vec<(String, usize)> = Vec::new();
-    let mut default_line: Option<usize> = None;
-    for s in raw {
-        let site_line = line_col(src.text, s.span().start).0;
-        let r = s.get_ref();
-        let mut hosts = Vec::new();
-        match &r.hosts {
-            None => {
-                if let Some(line) = default_line {
-                    return Err(src.err(
-                        s.span(),
-                        format!("a second default site (no `hosts`); the site at line {line} already serves any host"),
-                    ));
-                }
-                default_line = Some(site_line);
-            }
-            Some(list) if list.get_ref().is_empty() => {
-                return Err(src.err(list.span(), "`hosts` is empty; omit it to make this the default site"));
-            }
-            Some(list) => {
-                for h in list.get_ref() {
-                    let name = host_name(h.get_ref()).map_err(|e| src.err(h.span(), e))?;
-                    if let Some((_, line)) = seen.iter().find(|(n, _)| *n == name) {
-                        return Err(
-                            src.err(h.span(), format!("host `{name}` is already served by the site at line {line}"))
-                        );
-                    }
-                    seen.push((name.clone(), site_line));
-                    hosts.push(name);
-                }
-            }
-        }
-        let builtin = r.builtin.as_ref().filter(|b| *b.get_ref());
-        let content = match (&r.root, builtin) {
-            (Some(root), Some(_)) => {
-                return Err(src.err(root.span(), "a site has either `root` or `builtin = true`, not both"))
-            }
-            (None, None) => return Err(src.err(s.span(), "a site needs `root = \"/path\"` or `builtin = true`")),
-            (None, Some(_)) => SiteContent::Builtin,
-            (Some(root), None) => {
-                let path = src.path(root.get_ref());
-                match fs::metadata(&path) {
-                    Ok(m) if m.is_dir() => SiteContent::Root(path),
-                    Ok(_) => return Err(src.err(root.span(), format!("root `{}` is not a directory", path.display()))),
-                    Err(e) => return Err(src.err(root.span(), format!("root directory `{}`: {e}", path.display()))),
-                }
-            }
-        };
-        out.push(Site { hosts, content });
-    }
-    Ok(out)
 }
 
 /// A number from the file, checked against `min..=max`, or `default` when absent.
@@ -1021,9 +805,9 @@ drain_secs = 0
         assert_eq!(cfg.certificates.len(), 1);
         assert_eq!(cfg.certificates[0].cert.as_deref(), Some(dir.path().join("certs/a.pem").as_path()));
         assert_eq!(cfg.sites[0].hosts, vec!["example.com", "www.example.com"]);
-        assert!(matches!(&cfg.sites[0].content, SiteContent::Root(p) if *p == dir.path().join("www")));
+        assert!(matches!(&cfg.sites[0].routes[0].handler, RouteHandler::Root(p) if *p == dir.path().join("www")));
         assert!(cfg.sites[1].hosts.is_empty());
-        assert!(matches!(cfg.sites[1].content, SiteContent::Builtin));
+        assert!(matches!(cfg.sites[1].routes[0].handler, RouteHandler::Builtin));
         assert!(!cfg.speedtest.enabled);
         assert_eq!(cfg.speedtest.max_download_bytes, 1000);
         assert_eq!(cfg.limits.max_concurrent_streams, 100);
@@ -1049,7 +833,7 @@ drain_secs = 0
         assert_eq!(cfg.certificates.len(), 1);
         assert!(cfg.certificates[0].cert.is_none());
         assert_eq!(cfg.sites.len(), 1);
-        assert!(matches!(cfg.sites[0].content, SiteContent::Builtin));
+        assert!(matches!(cfg.sites[0].routes[0].handler, RouteHandler::Builtin));
         assert!(cfg.speedtest.enabled);
         assert_eq!(cfg.speedtest.max_download_bytes, 10_000_000_000);
         assert_eq!(cfg.limits.max_concurrent_streams, 128);
@@ -1180,7 +964,7 @@ drain_secs = 0
         let p = dir.path().join("s.toml");
         fs::write(&p, "[[site]]\nroot = \"www\"\n").unwrap();
         let cfg = load(&p).unwrap();
-        assert!(matches!(&cfg.sites[0].content, SiteContent::Root(r) if *r == dir.path().join("www")));
+        assert!(matches!(&cfg.sites[0].routes[0].handler, RouteHandler::Root(r) if *r == dir.path().join("www")));
         fs::write(&p, "[[site]]\nroot = \"nope\"\n").unwrap();
         let e = load(&p).unwrap_err().to_string();
         assert!(e.starts_with(&format!("{}:2:8: root directory", p.display())), "{e}");
@@ -1228,5 +1012,100 @@ drain_secs = 0
         assert_eq!(line_col("ab\ncé\nx", 7), (3, 1));
         assert_eq!(line_col("ab\ncé\nx", 5), (2, 2), "inside a multi-byte char");
         assert_eq!(line_col("ab", 99), (1, 3));
+    }
+
+    #[test]
+    fn routes_longest_prefix_and_header_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["www", "docs", "docs-v2"] {
+            fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let text = r#"
+[[site]]
+hosts = ["a.test"]
+root = "www"
+headers = { set = { "x-frame-options" = "DENY" } }
+
+[[site.route]]
+path = "/docs/"
+root = "docs"
+headers = { set = { "Cache-Control" = "max-age=60" }, add = { "x-tag" = "docs" }, remove = ["server"] }
+
+[[site.route]]
+path = "/docs/v2/"
+root = "docs-v2"
+early_hints = ["</v2.css>; rel=preload; as=style"]
+
+[[site.route]]
+path = "/speed"
+speedtest = true
+
+[[site]]
+builtin = true
+"#;
+        let cfg = parse_in(dir.path(), text).unwrap();
+        let route = |host: &str, path: &str| crate::app::router::route(&cfg, host, path).map(|r| r.path.as_str());
+        assert_eq!(route("a.test", "/docs/v2/x.html"), Some("/docs/v2/"));
+        assert_eq!(route("a.test:8443", "/docs/v1/x.html"), Some("/docs/"));
+        assert_eq!(route("a.test", "/docs"), Some("/"), "`/docs/` does not match `/docs`");
+        assert_eq!(route("a.test", "/speed/__down"), Some("/speed"));
+        assert_eq!(route("a.test", "/speedy"), Some("/"));
+        assert_eq!(route("a.test", "/"), Some("/"));
+        // Another host: the default site's single route.
+        let other = crate::app::router::route(&cfg, "b.test", "/docs/x").unwrap();
+        assert_eq!((other.path.as_str(), &other.handler), ("/", &RouteHandler::Builtin));
+        let docs = crate::app::router::route(&cfg, "a.test", "/docs/a").unwrap();
+        assert_eq!(docs.handler, RouteHandler::Root(dir.path().join("docs")));
+        let v2 = crate::app::router::route(&cfg, "a.test", "/docs/v2/a").unwrap();
+        assert_eq!(v2.early_hints, vec![http::HeaderValue::from_static("</v2.css>; rel=preload; as=style")]);
+        assert!(v2.headers.is_empty());
+        let mut h = http::HeaderMap::new();
+        h.insert("server", http::HeaderValue::from_static("sluice"));
+        h.insert("cache-control", http::HeaderValue::from_static("no-cache"));
+        h.insert("x-tag", http::HeaderValue::from_static("file"));
+        docs.headers.apply(&mut h);
+        assert!(h.get("server").is_none());
+        assert_eq!(h.get("cache-control").unwrap(), "max-age=60");
+        let tags: Vec<_> = h.get_all("x-tag").iter().collect();
+        assert_eq!(tags, ["file", "docs"]);
+        let root = crate::app::router::route(&cfg, "a.test", "/x").unwrap();
+        let expect = HeaderRules {
+            set: vec![(http::HeaderName::from_static("x-frame-options"), http::HeaderValue::from_static("DENY"))],
+            ..HeaderRules::default()
+        };
+        assert_eq!(root.headers, expect);
+    }
+
+    #[test]
+    fn old_site_forms_are_a_single_route() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("www")).unwrap();
+        let cfg =
+            parse_in(dir.path(), "[[site]]\nhosts = [\"a.test\"]\nroot = \"www\"\n[[site]]\nbuiltin = true\n").unwrap();
+        assert_eq!(cfg.sites[0].routes.len(), 1);
+        assert_eq!(cfg.sites[0].routes[0].path, "/");
+        assert_eq!(cfg.sites[0].routes[0].handler, RouteHandler::Root(dir.path().join("www")));
+        assert!(cfg.sites[0].routes[0].headers.is_empty() && cfg.sites[0].routes[0].early_hints.is_empty());
+        assert_eq!(cfg.sites[1].routes[0].handler, RouteHandler::Builtin);
+    }
+
+    #[test]
+    fn route_errors_point_at_the_key() {
+        let cases: &[(&str, (usize, usize), &str)] = &[
+            ("[[site]]\nbuiltin = true\n[[site.route]]\npath = \"api\"\nbuiltin = true\n", (4, 8), "must start with"),
+            ("[[site]]\n[[site.route]]\npath = \"/a/\"\nbuiltin = true\n[[site.route]]\npath = \"/a/\"\nbuiltin = true\n", (6, 8), "line 2"),
+            ("[[site]]\nbuiltin = true\n[[site.route]]\npath = \"/\"\nbuiltin = true\n", (1, 1), "line 3"),
+            ("[[site]]\n[[site.route]]\npath = \"/a/\"\n", (2, 1), "needs `root"),
+            ("[[site]]\n[[site.route]]\npath = \"/a/\"\nbuiltin = true\nspeedtest = true\n", (2, 1), "not several"),
+            ("[[site]]\n[[site.route]]\npath = \"/a/\"\nbuiltin = true\nheaders = { set = { \"content-length\" = \"1\" } }\n", (5, 11), "managed by the server"),
+            ("[[site]]\n[[site.route]]\npath = \"/a/\"\nbuiltin = true\nearly_hints = [\"/a.css\"]\n", (5, 16), "Link value"),
+            ("[[site]]\nhosts = [\"a.test\"]\nheaders = { set = { \"a\" = \"b\" } }\n[[site.route]]\npath = \"/a/\"\nbuiltin = true\n", (3, 11), "put them in a route"),
+            ("[[site]]\nhosts = [\"a.test\"]\n", (1, 1), "needs `root"),
+        ];
+        for (text, pos, want) in cases {
+            let e = err(text);
+            assert_eq!(e.position(), Some(*pos), "{text}: {e}");
+            assert!(e.message().contains(want), "{text}: {e}");
+        }
     }
 }

@@ -107,6 +107,8 @@ mod tests {
             headers,
             tls: false,
             body: RequestBody::empty(),
+            interim: Default::default(),
+            malformed: None,
         }
     }
 

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
 
@@ -41,7 +42,20 @@ pub(crate) async fn handle(cfg: &Speedtest, req: &mut Request) -> Option<Respons
     if !claims(cfg, &req.path) {
         return None;
     }
-    let resp = match req.path.as_str() {
+    let endpoint = req.path.clone();
+    Some(serve(cfg, req, &endpoint).await)
+}
+
+/// The endpoint a path names under a `speedtest = true` route: its last segment (`/x/__down`
+/// is `/__down`), if it is one.
+pub(crate) fn endpoint(path: &str) -> Option<&'static str> {
+    let last = &path[path.rfind('/')?..];
+    [DOWN, UP, PING].into_iter().find(|e| *e == last)
+}
+
+/// Answer the speed-test `endpoint` ([`DOWN`], [`UP`] or [`PING`]).
+pub(crate) async fn serve(cfg: &Speedtest, req: &mut Request, endpoint: &str) -> Response {
+    let resp = match endpoint {
         DOWN => match req.method {
             Method::GET | Method::HEAD => download(cfg, req),
             _ => method_not_allowed("GET, HEAD"),
@@ -57,7 +71,7 @@ pub(crate) async fn handle(cfg: &Speedtest, req: &mut Request) -> Option<Respons
             _ => method_not_allowed("GET, HEAD"),
         },
     };
-    Some(no_store(resp))
+    no_store(resp)
 }
 
 fn no_store(mut r: Response) -> Response {
@@ -103,8 +117,17 @@ fn download(cfg: &Speedtest, req: &Request) -> Response {
 async fn upload(req: &mut Request) -> Response {
     let start = Instant::now();
     let mut bytes: u64 = 0;
-    // `?hash=sha256` also hashes the body (for integrity tests; it costs CPU per byte).
-    let mut hasher = req.query.as_deref().is_some_and(|q| q.split('&').any(|kv| kv == "hash=sha256")).then(Sha256::new);
+    // `?hash=sha256` also hashes the body (for integrity tests; it costs CPU per byte), and so
+    // does a request that carries or announces a `content-digest` (RFC 9530 §2), to check it.
+    let announces_digest = req.headers.contains_key(CONTENT_DIGEST)
+        || req
+            .headers
+            .get_all(header::TRAILER)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|n| n.trim().eq_ignore_ascii_case(CONTENT_DIGEST))));
+    let mut hasher = (announces_digest
+        || req.query.as_deref().is_some_and(|q| q.split('&').any(|kv| kv == "hash=sha256")))
+    .then(Sha256::new);
     while let Some(chunk) = req.body.chunk().await {
         match chunk {
             Ok(b) => {
@@ -121,15 +144,88 @@ async fn upload(req: &mut Request) -> Response {
     }
     let mut body = upload_json(bytes, start.elapsed().as_secs_f64());
     if let Some(h) = hasher {
-        let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let sum = h.finalize();
+        // The request's digest, from its head or (streamed uploads) its trailers.
+        let claimed =
+            req.headers.get(CONTENT_DIGEST).cloned().or_else(|| req.body.trailers()?.get(CONTENT_DIGEST).cloned());
+        let mut extra = String::new();
+        if let Some(claimed) = claimed {
+            match sha256_of(&claimed) {
+                Some(d) if d == sum.as_slice() => extra.push_str(",\"content_digest\":\"verified\""),
+                Some(_) => {
+                    return Response::text(
+                        StatusCode::BAD_REQUEST,
+                        "content-digest does not match the content received\n",
+                    )
+                }
+                None => {
+                    return Response::text(
+                        StatusCode::BAD_REQUEST,
+                        "content-digest carries no sha-256 (RFC 9530 §2; the only algorithm checked here)\n",
+                    )
+                }
+            }
+        }
+        let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
         // upload_json ends with `}`: append the digest as one more member.
         body.pop();
-        body.push_str(&format!(",\"sha256\":\"{hex}\"}}"));
+        body.push_str(&format!(",\"sha256\":\"{hex}\"{extra}}}"));
     }
     let mut headers = http::HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Response { status: StatusCode::OK, headers, body: Body::Full(body.into()) }
+    // RFC 9530 §4: a client that asks for a digest of the response (`Want-Content-Digest`)
+    // gets one, as a trailer: sent after the content, as a streamed response would.
+    let want = req.headers.get(WANT_CONTENT_DIGEST).and_then(|v| v.to_str().ok()).is_some_and(wants_sha256);
+    let content = Bytes::from(body);
+    let body = if want {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert(CONTENT_DIGEST, content_digest(&content));
+        Body::Trailed(Box::new(Body::Full(content)), trailers)
+    } else {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(content.len()));
+        Body::Full(content)
+    };
+    if want {
+        headers.insert(header::TRAILER, HeaderValue::from_static(CONTENT_DIGEST));
+    }
+    Response { status: StatusCode::OK, headers, body }
+}
+
+/// RFC 9530 §2: the digest of the content.
+const CONTENT_DIGEST: &str = "content-digest";
+/// RFC 9530 §4: which digest algorithms the sender would like, with preferences.
+const WANT_CONTENT_DIGEST: &str = "want-content-digest";
+
+/// Whether a `Want-Content-Digest` value (RFC 9530 §4: a dictionary of algorithm = preference
+/// 0–10, 0 meaning "not acceptable") accepts sha-256.
+fn wants_sha256(v: &str) -> bool {
+    v.split(',').any(|member| {
+        let (key, pref) = member.split_once('=').unwrap_or((member, "1"));
+        key.trim() == "sha-256" && pref.trim().parse::<u8>().is_ok_and(|p| p > 0)
+    })
+}
+
+/// `sha-256=:BASE64:` (RFC 9530 §2, a structured-field dictionary with a byte sequence).
+fn content_digest(content: &[u8]) -> HeaderValue {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(content));
+    // Invariant: base64 and the fixed text are visible ASCII.
+    HeaderValue::from_str(&format!("sha-256=:{b64}:")).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// The sha-256 member of a `Content-Digest` value, decoded; `None` when it has none or it does
+/// not decode.
+fn sha256_of(v: &HeaderValue) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let v = v.to_str().ok()?;
+    v.split(',').find_map(|member| {
+        let (key, value) = member.split_once('=')?;
+        if key.trim() != "sha-256" {
+            return None;
+        }
+        let b64 = value.trim().strip_prefix(':')?.strip_suffix(':')?;
+        base64::engine::general_purpose::STANDARD.decode(b64).ok()
+    })
 }
 
 /// The upload result: `{"bytes":N,"seconds":S,"mbps":M}`, seconds to the microsecond,
@@ -166,6 +262,8 @@ mod tests {
             headers: http::HeaderMap::new(),
             tls: true,
             body,
+            interim: Default::default(),
+            malformed: None,
         }
     }
 

@@ -847,6 +847,8 @@ mod tests {
             headers,
             tls: false,
             body: RequestBody::empty(),
+            interim: Default::default(),
+            malformed: None,
         }
     }
 

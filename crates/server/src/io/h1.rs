@@ -1,4 +1,5 @@
-//! HTTP/1.1 through hyper's server connection: keep-alive, chunked bodies, Expect: 100-continue.
+//! HTTP/1.1 through hyper's server connection (keep-alive, chunked bodies, Expect:
+//! 100-continue), answered by the same path as HTTP/2 and HTTP/3 (`app::respond::prepare`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,9 +14,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::app::accesslog::{AccessLog, Counters};
-use crate::app::http::{Body, Proto, Request, RequestBody, Response, CHUNK};
-use crate::app::respond::ConnInfo;
-use crate::app::router::dispatch;
+use crate::app::http::{Body, Interim, Proto, Request, RequestBody, CHUNK};
+use crate::app::respond::{prepare, ConnInfo, Prepared};
 use crate::state::State;
 
 /// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
@@ -51,7 +51,6 @@ where
 }
 
 async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {
-    let (peer, tls) = (info.peer, info.tls);
     let (parts, incoming) = req.into_parts();
     let authority = parts
         .uri
@@ -59,52 +58,28 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
         .map(|a| a.as_str().to_ascii_lowercase())
         .or_else(|| parts.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_ascii_lowercase))
         .unwrap_or_default();
-    let path = parts.uri.path().to_owned();
-    let query = parts.uri.query().map(str::to_owned);
     let counters = Arc::new(Counters::default());
-    let head_only = parts.method == http::Method::HEAD;
-    let log = AccessLog {
-        enabled: state.cfg.access_log,
-        proto: Proto::Http1,
-        peer,
-        method: parts.method.clone(),
-        authority: authority.clone(),
-        path: path.clone(),
-        status: 0,
-        start: std::time::Instant::now(),
-        counters: counters.clone(),
-        bytes_out: 0,
-        outcome: "reset",
-    };
-    let body = RequestBody::hyper(incoming).counting(counters, state.cfg.limits.max_request_body);
+    let body = RequestBody::hyper(incoming).counting(counters.clone(), state.cfg.limits.max_request_body);
     let req = Request {
         proto: Proto::Http1,
         method: parts.method,
         authority,
-        path,
-        query,
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
         headers: parts.headers,
-        tls,
+        tls: info.tls,
         body,
+        // hyper sends no 1xx but its own 100 (Continue); browsers ignore 103 over HTTP/1.1.
+        interim: Interim::default(),
+        malformed: None,
     };
-    let resp = match info.misdirected(&req.authority) {
-        Some(r) => r,
-        None => dispatch(&state, req).await,
-    };
-    let Response { status, headers, body } = resp;
-    let mut log = log;
-    log.status = status.as_u16();
-    let len = body.len();
-    if head_only || len == Some(0) {
-        log.outcome = "ok";
-    }
-    let body = if head_only { Body::Empty } else { body };
-    let mut resp = hyper::Response::new(H1Body { body: Some(body), pending: None, len, log: Some(log) });
+    let Prepared { status, headers, body, no_body, log } = prepare(req, counters, &state, info).await;
+    let body = if no_body { Body::Empty } else { body };
+    let len = if no_body { Some(0) } else { body.len() };
+    let mut resp =
+        hyper::Response::new(H1Body { body: Some(body), pending: None, len, trailers: None, log: Some(log) });
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
-    if let Some(v) = &info.alt_svc {
-        resp.headers_mut().insert(http::header::ALT_SVC, v.clone());
-    }
     resp
 }
 
@@ -115,6 +90,9 @@ pub(crate) struct H1Body {
     body: Option<Body>,
     pending: Option<ChunkFuture>,
     len: Option<u64>,
+    /// The body's trailer section, sent after its last chunk (chunked encoding; hyper sends
+    /// trailers only to clients that said `TE: trailers`).
+    trailers: Option<http::HeaderMap>,
     log: Option<AccessLog>,
 }
 
@@ -125,7 +103,9 @@ impl http_body::Body for H1Body {
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         if this.pending.is_none() {
-            let Some(mut body) = this.body.take() else { return Poll::Ready(None) };
+            let Some(mut body) = this.body.take() else {
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+            };
             // In-memory bodies answer without waiting: no future (and no allocation) per chunk.
             if let Some(ready) = body.next_ready(CHUNK) {
                 return Poll::Ready(this.deliver(body, ready));
@@ -147,7 +127,7 @@ impl http_body::Body for H1Body {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.pending.is_none() && self.body.as_ref().is_none_or(Body::is_empty)
+        self.pending.is_none() && self.trailers.is_none() && self.body.as_ref().is_none_or(Body::is_empty)
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -161,7 +141,7 @@ impl http_body::Body for H1Body {
 impl H1Body {
     fn deliver(
         &mut self,
-        body: Body,
+        mut body: Body,
         r: Option<std::io::Result<Bytes>>,
     ) -> Option<Result<Frame<Bytes>, std::io::Error>> {
         match r {
@@ -170,7 +150,7 @@ impl H1Body {
                     log.outcome = "ok";
                 }
                 self.log = None;
-                None
+                body.take_trailers().filter(|t| !t.is_empty()).map(|t| Ok(Frame::trailers(t)))
             }
             Some(Ok(chunk)) => {
                 if let Some(log) = &mut self.log {

@@ -2,34 +2,25 @@
 //!
 //! One task per connection owns the engine. Reads feed it; one write is in flight at a time,
 //! filled by `poll_transmit` with about what the congestion window can take now (TCP_INFO), so
-//! the engine's scheduler decides as late as possible. Each request runs in its own task and
-//! talks to the connection task through commands; its body chunks need permits from a per-stream
-//! semaphore that refills only as the engine frames bytes: the queue between handler and socket
-//! is bounded.
+//! the engine's scheduler decides as late as possible. Requests run through the stream layer
+//! shared with HTTP/3 (`io/stream.rs`): handlers talk to this task through commands, and their
+//! body chunks need permits that refill only as the engine frames bytes, so the queue between
+//! handler and socket is bounded.
 
-use std::collections::HashMap;
-use std::future::Future;
 use std::os::fd::RawFd;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use sluice_h2::{Connection, Event, Field, Reason, RequestHead};
+use sluice_h2::{Connection, Event, Field, Reason, SendError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, watch, Semaphore};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, watch};
 
-use crate::app::accesslog::Counters;
-use crate::app::http::{BodyError, Proto, RequestBody, CHUNK};
-use crate::app::respond::{run_handler, to_request, ConnInfo};
+use crate::app::http::Proto;
+use crate::app::respond::ConnInfo;
 use crate::io::pace::InflightCap;
+use crate::io::stream::{BodyVerdict, Cmd, Engine, Refused, Streams};
 use crate::state::State;
-
-/// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
-/// enough to keep a write full, small enough that priorities stay meaningful.
-const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
 
 /// How often the driver reads the RTT from TCP_INFO while input arrives.
 const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
@@ -38,39 +29,47 @@ const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5
 const MIN_WRITE: usize = 16 * 1024;
 const MAX_WRITE: usize = 1024 * 1024;
 
-enum Cmd {
-    Head {
-        id: u32,
-        status: u16,
-        fields: Vec<Field>,
-        end: bool,
-    },
-    Data {
-        id: u32,
-        data: Bytes,
-        end: bool,
-    },
-    Release {
-        id: u32,
-        n: usize,
-    },
-    Reset {
-        id: u32,
-        reason: Reason,
-    },
-    /// The handler set the response's priority (a `priority` response header, RFC 9218 §5).
-    Priority {
-        id: u32,
-        value: Bytes,
-    },
+fn refused(e: SendError) -> Refused {
+    match e {
+        SendError::UnknownStream => Refused::Gone,
+        _ => Refused::Invalid,
+    }
 }
 
-struct StreamCtx {
-    body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
-    permits: Arc<Semaphore>,
-    counters: Arc<Counters>,
-    /// The handler's task; `None` when it finished on its first poll.
-    task: Option<JoinHandle<()>>,
+/// HTTP/2 stream ids are 31 bits (RFC 9113 §5.1.1); the stream layer's ids are u64.
+fn h2_id(id: u64) -> u32 {
+    // Invariant: every id the stream layer holds came from this engine as a u32.
+    u32::try_from(id).unwrap_or(u32::MAX)
+}
+
+impl Engine for Connection {
+    fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused> {
+        self.send_response(h2_id(id), status, fields, end).map_err(refused)
+    }
+
+    fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused> {
+        Connection::send_data(self, h2_id(id), data, end).map_err(refused)
+    }
+
+    fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused> {
+        Connection::send_trailers(self, h2_id(id), fields).map_err(refused)
+    }
+
+    fn release(&mut self, id: u64, n: usize) {
+        Connection::release(self, Instant::now(), h2_id(id), n);
+    }
+
+    fn fail(&mut self, id: u64) {
+        self.reset(h2_id(id), Reason::INTERNAL_ERROR);
+    }
+
+    fn priority(&mut self, id: u64, value: &[u8]) {
+        self.apply_priority_field(h2_id(id), value);
+    }
+
+    fn buffered(&self, id: u64) -> Option<usize> {
+        Connection::buffered(self, h2_id(id))
+    }
 }
 
 /// Serve one HTTP/2 connection. `prefix` holds bytes already read (h2c sniffing).
@@ -94,12 +93,12 @@ pub(crate) async fn serve<S>(
     if !prefix.is_empty() {
         conn.handle_input(Instant::now(), &prefix);
     }
-    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Cmd>();
+    let (mut streams, mut cmd_rx) = Streams::new(state.clone(), info.clone(), Proto::Http2);
+    let mut sent: Vec<(u32, usize)> = Vec::new();
     // The writer: one buffer in flight, handed back when written.
     let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
     let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
     let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
-    let mut streams: HashMap<u32, StreamCtx> = HashMap::new();
     let mut rbuf = vec![0u8; 64 * 1024];
     let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(MAX_WRITE + 64 * 1024));
     let mut eof = false;
@@ -115,9 +114,9 @@ pub(crate) async fn serve<S>(
         drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
     }
     loop {
-        handle_events(&mut conn, &mut streams, &cmd_tx, &state, &info);
+        handle_events(&mut conn, &mut streams, &info);
         while let Ok(cmd) = cmd_rx.try_recv() {
-            apply(&mut conn, &mut streams, cmd);
+            streams.apply(&mut conn, cmd);
         }
         if let Some(mut buf) = spare.take() {
             buf.clear();
@@ -140,11 +139,10 @@ pub(crate) async fn serve<S>(
             } else {
                 spare = Some(buf);
             }
-            conn.drain_sent(|id, n| {
-                if let Some(s) = streams.get(&id) {
-                    s.permits.add_permits(n);
-                }
-            });
+            conn.drain_sent(|id, n| sent.push((id, n)));
+            for (id, n) in sent.drain(..) {
+                streams.sent(&mut conn, u64::from(id), n);
+            }
         }
         if spare.is_some() && conn.is_done() {
             break;
@@ -183,9 +181,9 @@ pub(crate) async fn serve<S>(
                 break;
             }
             Some(cmd) = cmd_rx.recv() => {
-                apply(&mut conn, &mut streams, cmd);
+                streams.apply(&mut conn, cmd);
                 while let Ok(cmd) = cmd_rx.try_recv() {
-                    apply(&mut conn, &mut streams, cmd);
+                    streams.apply(&mut conn, cmd);
                 }
             }
             _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
@@ -197,11 +195,7 @@ pub(crate) async fn serve<S>(
             _ = sleep_until_tokio(drain_deadline) => break,
         }
     }
-    for (_, s) in streams.drain() {
-        if let Some(t) = s.task {
-            t.abort();
-        }
-    }
+    streams.abort_all();
     drop(wq_tx);
     let _ = writer.await;
 }
@@ -289,85 +283,31 @@ async fn write_loop<W: AsyncWrite>(
     let _ = wr.shutdown().await;
 }
 
-fn apply(conn: &mut Connection, streams: &mut HashMap<u32, StreamCtx>, cmd: Cmd) {
-    match cmd {
-        Cmd::Head { id, status, fields, end } => {
-            let _ = conn.send_response(id, status, fields, end);
-        }
-        Cmd::Data { id, data, end } => {
-            if conn.send_data(id, data, end).is_err() {
-                // The stream is gone: wake the handler so it notices and stops.
-                if let Some(s) = streams.get(&id) {
-                    s.permits.close();
-                }
-            }
-        }
-        Cmd::Release { id, n } => conn.release(Instant::now(), id, n),
-        Cmd::Priority { id, value } => conn.apply_priority_field(id, &value),
-        Cmd::Reset { id, reason } => {
-            conn.reset(id, reason);
-            streams.remove(&id);
-        }
-    }
-}
-
-fn handle_events(
-    conn: &mut Connection,
-    streams: &mut HashMap<u32, StreamCtx>,
-    cmd_tx: &mpsc::UnboundedSender<Cmd>,
-    state: &Arc<State>,
-    info: &Arc<ConnInfo>,
-) {
+fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnInfo>) {
     let peer = info.peer;
     while let Some(ev) = conn.poll_event() {
         match ev {
             Event::Request { stream, head, end_stream } => {
                 tracing::trace!(stream, path = %String::from_utf8_lossy(head.path.as_deref().unwrap_or_default()), "request");
-                let ctx = start_request(stream, head, end_stream, cmd_tx, state, info);
-                streams.insert(stream, ctx);
+                // Request-body credit goes back to the peer as the handler consumes bytes.
+                let release = streams.commands();
+                let id = u64::from(stream);
+                let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| {
+                    let _ = release.send(Cmd::Release { id, n });
+                });
+                streams.start(id, head, end_stream, Some(on_consumed));
             }
             Event::Data { stream, data, end_stream } => {
-                let mut discard = false;
-                if let Some(s) = streams.get_mut(&stream) {
-                    let total = s.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
-                    if let Some(w) = conn.stream_window(stream) {
-                        s.counters.recv_window.fetch_max(u64::from(w), Ordering::Relaxed);
-                    }
-                    if let Some(tx) = &s.body_tx {
-                        if total > state.cfg.limits.max_request_body {
-                            let _ = tx.send(Err(BodyError::TooLarge));
-                            tracing::info!(%peer, stream, "request body over limits.max_request_body: stream cancelled");
-                            conn.reset(stream, Reason::CANCEL);
-                            s.body_tx = None;
-                            continue;
-                        }
-                        if !data.is_empty() && tx.send(Ok(data)).is_err() {
-                            discard = true;
-                        }
-                    }
-                    if end_stream || discard {
-                        s.body_tx = None;
-                    }
-                }
-                if discard {
-                    conn.discard_body(Instant::now(), stream);
+                let window = conn.stream_window(stream);
+                match streams.body(u64::from(stream), data, end_stream, window) {
+                    BodyVerdict::Taken => {}
+                    BodyVerdict::TooLarge => conn.reset(stream, Reason::CANCEL),
+                    BodyVerdict::Unwanted => conn.discard_body(Instant::now(), stream),
                 }
             }
-            Event::Trailers { stream, .. } => {
-                if let Some(s) = streams.get_mut(&stream) {
-                    s.body_tx = None;
-                }
-            }
+            Event::Trailers { stream, fields } => streams.trailers(u64::from(stream), fields),
             Event::Reset { stream, error } => {
-                if let Some(s) = streams.remove(&stream) {
-                    if let Some(tx) = &s.body_tx {
-                        let _ = tx.send(Err(BodyError::Reset));
-                    }
-                    s.permits.close();
-                    if let Some(t) = s.task {
-                        t.abort();
-                    }
-                }
+                streams.reset(u64::from(stream));
                 match &error {
                     // The peer's own RST_STREAM, or the connection going away: routine.
                     sluice_h2::Error::Stream {
@@ -390,60 +330,5 @@ fn handle_events(
             }
         }
     }
-    // Streams whose handler finished and whose engine stream is gone.
-    streams.retain(|&id, s| !(s.task.as_ref().is_none_or(JoinHandle::is_finished) && conn.buffered(id).is_none()));
-}
-
-fn start_request(
-    id: u32,
-    head: RequestHead,
-    end_stream: bool,
-    cmd_tx: &mpsc::UnboundedSender<Cmd>,
-    state: &Arc<State>,
-    info: &Arc<ConnInfo>,
-) -> StreamCtx {
-    let (body_tx, body_rx) = mpsc::unbounded_channel();
-    let release_tx = cmd_tx.clone();
-    let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| {
-        let _ = release_tx.send(Cmd::Release { id, n });
-    });
-    let body = if end_stream { RequestBody::empty() } else { RequestBody::channel(body_rx, Some(on_consumed)) };
-    let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
-    let counters = Arc::new(Counters::default());
-    let req = to_request(head, body, info.tls, Proto::Http2);
-    let sink = H2Sink { id, tx: cmd_tx.clone() };
-    let mut handler = Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), state.clone(), info.clone()));
-    // Poll once right here: most answers (speed test, built-in site, errors) are ready at once
-    // and need no task of their own. The rest continue in a task, which polls again with a
-    // real waker.
-    let mut cx = Context::from_waker(Waker::noop());
-    let task = match handler.as_mut().poll(&mut cx) {
-        Poll::Ready(()) => None,
-        Poll::Pending => Some(tokio::spawn(handler)),
-    };
-    StreamCtx { body_tx: (!end_stream).then_some(body_tx), permits, counters, task }
-}
-
-/// A handler's way back to the connection task.
-struct H2Sink {
-    id: u32,
-    tx: mpsc::UnboundedSender<Cmd>,
-}
-
-impl crate::app::respond::Sink for H2Sink {
-    fn priority(&self, value: Bytes) {
-        let _ = self.tx.send(Cmd::Priority { id: self.id, value });
-    }
-
-    fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool {
-        self.tx.send(Cmd::Head { id: self.id, status, fields, end }).is_ok()
-    }
-
-    fn data(&self, data: Bytes, end: bool) -> bool {
-        self.tx.send(Cmd::Data { id: self.id, data, end }).is_ok()
-    }
-
-    fn fail(&self) {
-        let _ = self.tx.send(Cmd::Reset { id: self.id, reason: Reason::INTERNAL_ERROR });
-    }
+    streams.sweep(conn);
 }

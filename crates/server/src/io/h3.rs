@@ -29,19 +29,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use quinn::{RecvStream, SendStream, VarInt};
 use sluice_h2::flow::{TuneState, WindowPolicy};
-use sluice_h3::{Code, Connection, Event, Field, RequestHead, Transmit};
+use sluice_h3::{Code, Connection, Event, Field, SendError, Transmit};
 use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
-use tokio::task::JoinHandle;
 
-use crate::app::accesslog::Counters;
-use crate::app::http::{BodyError, Proto, RequestBody, CHUNK};
-use crate::app::respond::{run_handler, to_request, ConnInfo};
+use crate::app::http::Proto;
+use crate::app::respond::ConnInfo;
 use crate::config::{Config, QuicCongestion};
+use crate::io::stream::{BodyVerdict, Engine, Refused, Streams};
 use crate::io::tls::{Served, ServedCert};
 use crate::state::State;
 
-/// Response bytes one stream may have queued in the engine and in flight to it (as HTTP/2).
-const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
 /// Request body bytes delivered to a handler and not yet consumed before the stream's reader
 /// stops reading (the QUIC stream window then holds the client back).
 const BODY_BUFFER: i64 = 1 << 20;
@@ -191,12 +188,45 @@ enum Input {
     Uni(RecvStream),
 }
 
-/// What a handler asks of the connection task.
-enum Cmd {
-    Head { id: u64, status: u16, fields: Vec<Field>, end: bool },
-    Data { id: u64, data: Bytes, end: bool },
-    Reset { id: u64, code: Code },
-    Priority { id: u64, value: Bytes },
+fn refused(e: SendError) -> Refused {
+    match e {
+        SendError::UnknownStream => Refused::Gone,
+        SendError::Full => Refused::Full,
+        _ => Refused::Invalid,
+    }
+}
+
+impl Engine for Connection {
+    fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused> {
+        self.send_response(id, status, fields, end).map_err(refused)
+    }
+
+    fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused> {
+        Connection::send_data(self, id, data, end).map_err(refused)
+    }
+
+    fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused> {
+        Connection::send_trailers(self, id, fields).map_err(refused)
+    }
+
+    fn release(&mut self, _id: u64, _n: usize) {
+        // QUIC returns stream credit as the reader task reads (see `Credit`).
+    }
+
+    fn fail(&mut self, id: u64) {
+        self.reset(id, Code::H3_INTERNAL_ERROR);
+    }
+
+    fn priority(&mut self, id: u64, value: &[u8]) {
+        // RFC 9218 §8: the handler's priority header, merged over the request's.
+        if let Some(current) = Connection::priority(self, id) {
+            self.set_priority(id, sluice_h3::Priority::parse(value, current));
+        }
+    }
+
+    fn buffered(&self, id: u64) -> Option<usize> {
+        Connection::buffered(self, id)
+    }
 }
 
 /// Request body bytes a handler holds and has not consumed; the stream's reader waits while
@@ -306,14 +336,6 @@ impl Out {
     }
 }
 
-struct StreamCtx {
-    body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
-    credit: Arc<Credit>,
-    permits: Arc<Semaphore>,
-    counters: Arc<Counters>,
-    task: Option<JoinHandle<()>>,
-}
-
 /// Everything one connection task works with.
 struct Driver {
     quic: quinn::Connection,
@@ -324,11 +346,12 @@ struct Driver {
     /// Readers to stop (STOP_SENDING with the code sent).
     stops: HashMap<u64, oneshot::Sender<u64>>,
     credits: HashMap<u64, Arc<Credit>>,
-    streams: HashMap<u64, StreamCtx>,
+    streams: Streams,
     woken: Arc<Mutex<Vec<u64>>>,
     notify: Arc<Notify>,
     in_tx: mpsc::Sender<Input>,
-    cmd_tx: mpsc::UnboundedSender<Cmd>,
+    /// Stream ids and bytes the engine framed, between `drain_sent` and the stream layer.
+    sent: Vec<(u64, usize)>,
     /// Finished request streams whose data quinn still delivers: each task holds its stream
     /// until the peer has acknowledged everything (a graceful end waits for them).
     finishing: tokio::task::JoinSet<()>,
@@ -337,7 +360,6 @@ struct Driver {
     /// Receive-window tuning of the whole connection (one "stream" for the tuner).
     tuner: sluice_h2::tune::AutoTune,
     tune: TuneState,
-    info: Arc<ConnInfo>,
     window: u32,
     closed: bool,
 }
@@ -392,7 +414,7 @@ async fn serve(
     let engine = Connection::new(cfg, ids[0], ids[1], ids[2]);
     let info = Arc::new(ConnInfo { peer, tls: true, alt_svc: None, served });
     let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
-    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<Cmd>();
+    let (streams, mut cmd_rx) = Streams::new(state.clone(), info, Proto::Http3);
     let f = &state.cfg.flow;
     let limits = sluice_h2::tune::Limits {
         initial_stream: f.initial_connection_window,
@@ -408,16 +430,15 @@ async fn serve(
         outs: HashMap::new(),
         stops: HashMap::new(),
         credits: HashMap::new(),
-        streams: HashMap::new(),
+        streams,
         woken: Arc::new(Mutex::new(Vec::new())),
         notify: Arc::new(Notify::new()),
         in_tx: in_tx.clone(),
-        cmd_tx,
+        sent: Vec::new(),
         finishing: tokio::task::JoinSet::new(),
         send_window: 0,
         tuner: sluice_h2::tune::AutoTune::new(limits),
         tune: TuneState { window: f.initial_connection_window, ..TuneState::default() },
-        info,
         window: f.initial_connection_window,
         closed: false,
         state: state.clone(),
@@ -441,7 +462,7 @@ async fn serve(
     loop {
         d.handle_events();
         while let Ok(cmd) = cmd_rx.try_recv() {
-            d.apply(cmd);
+            d.streams.apply(&mut d.engine, cmd);
         }
         if tuned.elapsed() >= TUNE_EVERY {
             tuned = Instant::now();
@@ -461,9 +482,13 @@ async fn serve(
                     d.input(input);
                 }
             }
-            Some(cmd) = cmd_rx.recv() => d.apply(cmd),
+            Some(cmd) = cmd_rx.recv() => d.streams.apply(&mut d.engine, cmd),
             _ = notify.notified() => d.on_woken(),
             _ = tokio::time::sleep(TUNE_EVERY * 5), if !d.streams.is_empty() => {}
+            // The engine's timers: header timeouts of request streams, the reset budget's window.
+            _ = sleep_until(d.engine.poll_timeout().map(tokio::time::Instant::from_std)) => {
+                d.engine.handle_timeout(Instant::now());
+            }
             _ = shutdown.changed(), if drain_deadline.is_none() => {
                 d.engine.go_away();
                 drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
@@ -488,11 +513,7 @@ async fn serve(
         black_holes = stats.path.black_holes_detected,
         "QUIC connection done"
     );
-    for (_, s) in d.streams.drain() {
-        if let Some(t) = s.task {
-            t.abort();
-        }
-    }
+    d.streams.abort_all();
     d.tuner.on_stream_closed(&mut d.tune);
     if !d.closed {
         // A graceful end: let quinn deliver what finished streams still hold (bounded by the
@@ -592,7 +613,7 @@ impl Driver {
                 let credit = Arc::new(Credit::default());
                 self.credits.insert(id, credit.clone());
                 self.add_reader(id, recv, Some(credit));
-                self.engine.on_stream_opened(id);
+                self.engine.on_stream_opened(Instant::now(), id);
             }
             Input::Uni(recv) => {
                 let id = u64::from(recv.id());
@@ -603,7 +624,7 @@ impl Driver {
                     // Request streams: what the receive-window tuner measures.
                     self.tune.received += data.len() as u64;
                 }
-                self.engine.on_stream_data(id, &data, fin);
+                self.engine.on_stream_data(Instant::now(), id, &data, fin);
                 if fin {
                     self.stops.remove(&id);
                 }
@@ -615,35 +636,7 @@ impl Driver {
             }
             Input::Reset { id, code } => {
                 self.stops.remove(&id);
-                self.engine.on_stream_reset(id, code);
-            }
-        }
-    }
-
-    fn apply(&mut self, cmd: Cmd) {
-        match cmd {
-            Cmd::Head { id, status, fields, end } => {
-                if let Err(e) = self.engine.send_response(id, status, fields, end) {
-                    tracing::debug!(peer = %self.peer, stream = id, %e, "response head not sent");
-                }
-            }
-            Cmd::Data { id, data, end } => {
-                if self.engine.send_data(id, data, end).is_err() {
-                    // The stream is gone: wake the handler so it notices and stops.
-                    if let Some(s) = self.streams.get(&id) {
-                        s.permits.close();
-                    }
-                }
-            }
-            Cmd::Priority { id, value } => {
-                // RFC 9218 §8: the handler's priority header, merged over the request's.
-                if let Some(current) = self.engine.priority(id) {
-                    self.engine.set_priority(id, sluice_h3::Priority::parse(&value, current));
-                }
-            }
-            Cmd::Reset { id, code } => {
-                self.engine.reset(id, code);
-                self.streams.remove(&id);
+                self.engine.on_stream_reset(Instant::now(), id, code);
             }
         }
     }
@@ -713,8 +706,8 @@ impl Driver {
             Flushed::Stopped(code) => {
                 self.outs.remove(&id);
                 match code {
-                    Some(code) => self.engine.on_stop_sending(id, code),
-                    None => self.engine.on_stream_reset(id, Code::H3_REQUEST_CANCELLED.0),
+                    Some(code) => self.engine.on_stop_sending(Instant::now(), id, code),
+                    None => self.engine.on_stream_reset(Instant::now(), id, Code::H3_REQUEST_CANCELLED.0),
                 }
             }
         }
@@ -744,12 +737,11 @@ impl Driver {
 
     /// Hand framed bytes back to the handlers as room in their queues.
     fn report_sent(&mut self) {
-        let streams = &self.streams;
-        self.engine.drain_sent(|id, n| {
-            if let Some(s) = streams.get(&id) {
-                s.permits.add_permits(n);
-            }
-        });
+        let sent = &mut self.sent;
+        self.engine.drain_sent(|id, n| sent.push((id, n)));
+        for (id, n) in self.sent.drain(..) {
+            self.streams.sent(&mut self.engine, id, n);
+        }
     }
 
     fn handle_events(&mut self) {
@@ -757,29 +749,20 @@ impl Driver {
         while let Some(ev) = self.engine.poll_event() {
             match ev {
                 Event::Request { stream, head, end_stream } => {
-                    let ctx = self.start_request(stream, head, end_stream);
-                    self.streams.insert(stream, ctx);
+                    // Request-body credit: the stream's reader waits while the handler holds
+                    // more than BODY_BUFFER unconsumed bytes.
+                    let credit = self.credits.get(&stream).cloned().unwrap_or_default();
+                    let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| credit.consumed(n));
+                    self.streams.start(stream, head, end_stream, Some(on_consumed));
                 }
                 Event::Data { stream, data, end_stream } => self.body(stream, data, end_stream),
-                Event::Trailers { stream, .. } => {
-                    if let Some(s) = self.streams.get_mut(&stream) {
-                        s.body_tx = None;
-                    }
-                }
+                Event::Trailers { stream, fields } => self.streams.trailers(stream, fields),
                 Event::HeaderTooLarge { stream } => {
                     // RFC 9114 §4.2.2: 431, and the engine has stopped reading the request.
                     let _ = self.engine.send_response(stream, 431, Vec::new(), true);
                 }
                 Event::StreamReset { stream, error } => {
-                    if let Some(s) = self.streams.remove(&stream) {
-                        if let Some(tx) = &s.body_tx {
-                            let _ = tx.send(Err(BodyError::Reset));
-                        }
-                        s.permits.close();
-                        if let Some(t) = s.task {
-                            t.abort();
-                        }
-                    }
+                    self.streams.reset(stream);
                     // The engine's Transmit::Reset that comes with it resets our side (dropping
                     // the stream here would finish it cleanly instead).
                     tracing::debug!(%peer, stream, %error, "HTTP/3 stream reset");
@@ -792,90 +775,32 @@ impl Driver {
             }
         }
         // A handler that dropped its request body: read no more of it.
-        for (&id, s) in &mut self.streams {
-            if s.body_tx.as_ref().is_some_and(mpsc::UnboundedSender::is_closed) {
-                s.body_tx = None;
-                self.engine.stop_reading(id);
-            }
+        for id in self.streams.take_unwanted() {
+            self.engine.stop_reading(id);
         }
-        let engine = &self.engine;
-        self.streams
-            .retain(|&id, s| !(s.task.as_ref().is_none_or(JoinHandle::is_finished) && engine.buffered(id).is_none()));
+        self.streams.sweep(&self.engine);
         // Credits live from the stream's arrival (before its request event) to its end.
-        let streams = &self.streams;
-        self.credits
-            .retain(|id, _| streams.contains_key(id) || engine.buffered(*id).is_some() || engine.wants_read(*id));
+        let (streams, engine) = (&self.streams, &self.engine);
+        self.credits.retain(|id, _| streams.contains(*id) || engine.buffered(*id).is_some() || engine.wants_read(*id));
     }
 
     fn body(&mut self, stream: u64, data: Bytes, end_stream: bool) {
-        let Some(s) = self.streams.get_mut(&stream) else { return };
-        let total = s.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
-        s.counters.recv_window.fetch_max(u64::from(self.window), Ordering::Relaxed);
-        let Some(tx) = &s.body_tx else { return };
-        if total > self.state.cfg.limits.max_request_body {
-            let _ = tx.send(Err(BodyError::TooLarge));
-            tracing::info!(peer = %self.peer, stream, "request body over limits.max_request_body: stream cancelled");
-            s.body_tx = None;
-            self.engine.reset(stream, Code::H3_REQUEST_CANCELLED);
-            return;
+        let credit = self.credits.get(&stream).cloned();
+        let n = data.len();
+        let delivered = !data.is_empty() && self.streams.contains(stream) && !self.streams.body_unwanted(stream);
+        if let (true, Some(c)) = (delivered, &credit) {
+            c.held.fetch_add(n as i64, Ordering::AcqRel);
         }
-        if !data.is_empty() {
-            s.credit.held.fetch_add(data.len() as i64, Ordering::AcqRel);
-            if tx.send(Ok(data)).is_err() {
-                // The handler dropped the body: read no more of it.
-                s.body_tx = None;
+        match self.streams.body(stream, data, end_stream, Some(self.window)) {
+            BodyVerdict::Taken => {}
+            BodyVerdict::TooLarge => self.engine.reset(stream, Code::H3_REQUEST_CANCELLED),
+            BodyVerdict::Unwanted => {
+                if let (true, Some(c)) = (delivered, &credit) {
+                    c.consumed(n);
+                }
                 self.engine.stop_reading(stream);
-                return;
             }
         }
-        if end_stream {
-            s.body_tx = None;
-        }
-    }
-
-    fn start_request(&mut self, id: u64, head: RequestHead, end_stream: bool) -> StreamCtx {
-        let (body_tx, body_rx) = mpsc::unbounded_channel();
-        let credit = self.credits.get(&id).cloned().unwrap_or_default();
-        let consumed = credit.clone();
-        let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| consumed.consumed(n));
-        let body = if end_stream { RequestBody::empty() } else { RequestBody::channel(body_rx, Some(on_consumed)) };
-        let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
-        let counters = Arc::new(Counters::default());
-        let req = to_request(head, body, true, Proto::Http3);
-        let sink = H3Sink { id, tx: self.cmd_tx.clone() };
-        let mut handler =
-            Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), self.state.clone(), self.info.clone()));
-        // As in HTTP/2: most answers are ready at once and need no task of their own.
-        let mut cx = Context::from_waker(Waker::noop());
-        let task = match handler.as_mut().poll(&mut cx) {
-            Poll::Ready(()) => None,
-            Poll::Pending => Some(tokio::spawn(handler)),
-        };
-        StreamCtx { body_tx: (!end_stream).then_some(body_tx), credit, permits, counters, task }
-    }
-}
-
-/// A handler's way back to the connection task.
-struct H3Sink {
-    id: u64,
-    tx: mpsc::UnboundedSender<Cmd>,
-}
-
-impl crate::app::respond::Sink for H3Sink {
-    fn priority(&self, value: Bytes) {
-        let _ = self.tx.send(Cmd::Priority { id: self.id, value });
-    }
-
-    fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool {
-        self.tx.send(Cmd::Head { id: self.id, status, fields, end }).is_ok()
-    }
-
-    fn data(&self, data: Bytes, end: bool) -> bool {
-        self.tx.send(Cmd::Data { id: self.id, data, end }).is_ok()
-    }
-
-    fn fail(&self) {
-        let _ = self.tx.send(Cmd::Reset { id: self.id, code: Code::H3_INTERNAL_ERROR });
     }
 }
 

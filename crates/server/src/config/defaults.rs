@@ -1,0 +1,58 @@
+//! Defaults. The limits a protocol engine enforces take their defaults from the engine's own
+//! `Config::default()` (one source: `sluice_h2::Config`), so the file, the docs and the engines
+//! cannot drift apart.
+
+use std::time::Duration;
+
+use super::{Limits, Speedtest, Timeouts};
+
+impl Default for Speedtest {
+    fn default() -> Self {
+        Self { enabled: true, max_download_bytes: DEFAULT_MAX_DOWNLOAD }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let e = sluice_h2::Config::default();
+        Self {
+            max_concurrent_streams: e.max_concurrent_streams,
+            max_header_list_size: e.max_header_list_size,
+            max_continuation_frames: e.max_continuation_frames,
+            header_table_size: e.header_table_size,
+            max_resets_per_window: e.max_resets_per_window,
+            max_pings_per_window: e.max_pings_per_window,
+            max_settings_per_window: e.max_settings_per_window,
+            flood_window: e.flood_window,
+            max_request_body: DEFAULT_MAX_REQUEST_BODY,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        let e = sluice_h2::Config::default();
+        Self { header: e.header_timeout, idle: e.idle_timeout, drain: DEFAULT_DRAIN }
+    }
+}
+
+/// Default largest request body: 10 GiB (uploads through the speed test and the proxy stream;
+/// nothing is buffered whole).
+const DEFAULT_MAX_REQUEST_BODY: u64 = 10 * 1024 * 1024 * 1024;
+/// Default connections per listener.
+const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Default time running requests get to finish after SIGTERM/SIGINT.
+const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+
+/// Default largest speed-test download: 10 GB, enough for a minute at 1 Gbit/s.
+pub(super) const DEFAULT_MAX_DOWNLOAD: u64 = 10_000_000_000;
+/// Default HTTPS port.
+pub(crate) const DEFAULT_TLS_PORT: u16 = 8443;
+/// Default cleartext port.
+pub(crate) const DEFAULT_PLAIN_PORT: u16 = 8080;
+/// Largest SETTINGS_HEADER_TABLE_SIZE we accept to advertise: the HPACK dynamic table is per
+/// connection memory (RFC 7541 §4.2), 64 KiB is already 16 times the RFC 9113 §6.5.2 default.
+pub(super) const MAX_HEADER_TABLE_SIZE: u32 = 65_536;
+/// Smallest useful header list limit; a plain browser request needs several hundred bytes.
+pub(super) const MIN_HEADER_LIST_SIZE: u32 = 1024;

@@ -1,0 +1,591 @@
+//! The stream layer the HTTP/2 and HTTP/3 drivers share: between one connection task (which
+//! owns the engine) and the handler tasks of its streams.
+//!
+//! - **Commands**: a handler talks to the connection task through a [`StreamSink`], which
+//!   sends [`Cmd`]s (heads, interim heads included; data; trailers; failure; priority) on one
+//!   channel per connection. The driver applies them to its engine through [`Engine`].
+//! - **Send permits**: each stream's handler may have at most [`STREAM_SEND_BUFFER`] bytes
+//!   queued in the engine; [`Streams::sent`] returns permits as the engine frames bytes, so a
+//!   handler blocks while its queue is full and resumes as frames go out.
+//! - **Request-body credit**: request body chunks go to the handler through an unbounded
+//!   channel whose size the protocol's flow control bounds; the driver's `on_consumed` callback
+//!   runs as the handler takes each chunk (HTTP/2: a release command, so WINDOW_UPDATE follows
+//!   consumption; HTTP/3: the stream's reader resumes).
+//! - **Reset cleanup**: a reset stream's body reader gets an error, its permits close (waking a
+//!   blocked handler) and its task is aborted.
+//!
+//! A first poll of each handler runs inline (most answers are ready at once: speed test,
+//! built-in site, cached files, errors) and needs no task of its own.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use sluice_http::{Field, RequestHead};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::app::accesslog::Counters;
+use crate::app::http::{BodyError, Interim, Proto, RequestBody, TrailerSlot, CHUNK};
+use crate::app::respond::{run_handler, to_request, ConnInfo, Sink};
+use crate::state::State;
+
+/// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
+/// enough to keep a write full, small enough that priorities stay meaningful.
+pub(crate) const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
+
+/// What a handler asks of the connection task. Stream ids are the engine's (HTTP/2's u32
+/// widened).
+#[derive(Debug)]
+pub(crate) enum Cmd {
+    /// A response head: interim (1xx) or final.
+    Head { id: u64, status: u16, fields: Vec<Field>, end: bool },
+    /// Body bytes.
+    Data { id: u64, data: Bytes, end: bool },
+    /// The trailer section, ending the response.
+    Trailers { id: u64, fields: Vec<Field> },
+    /// Request body bytes the handler consumed (HTTP/2: credit to hand back).
+    Release { id: u64, n: usize },
+    /// The response failed half-way: reset the stream.
+    Fail { id: u64 },
+    /// The handler set the response's priority (RFC 9218 §5).
+    Priority { id: u64, value: Bytes },
+}
+
+/// Why an engine did not take a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The stream is gone (reset, finished): the handler should stop.
+    Gone,
+    /// The stream's send buffer is full: keep the bytes and offer them again after progress.
+    Full,
+    /// Not allowed now (a head after the final head, a bad status): a handler bug.
+    Invalid,
+}
+
+/// What the stream layer needs of an engine.
+pub(crate) trait Engine {
+    fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused>;
+    fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused>;
+    fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused>;
+    /// Hand `n` bytes of request-body credit back (HTTP/2); nothing for engines whose
+    /// transport returns credit as it is read.
+    fn release(&mut self, id: u64, n: usize);
+    /// Reset the stream: the server failed (INTERNAL_ERROR / H3_INTERNAL_ERROR).
+    fn fail(&mut self, id: u64);
+    /// Apply a `priority` response field (RFC 9218 §8: merged over the request's).
+    fn priority(&mut self, id: u64, value: &[u8]);
+    /// Response bytes still queued in the engine; `None` once the stream is gone from it.
+    fn buffered(&self, id: u64) -> Option<usize>;
+}
+
+/// A handler's way back to the connection task.
+#[derive(Clone)]
+pub(crate) struct StreamSink {
+    id: u64,
+    tx: mpsc::UnboundedSender<Cmd>,
+}
+
+impl Sink for StreamSink {
+    fn priority(&self, value: Bytes) {
+        let _ = self.tx.send(Cmd::Priority { id: self.id, value });
+    }
+
+    fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool {
+        self.tx.send(Cmd::Head { id: self.id, status, fields, end }).is_ok()
+    }
+
+    fn data(&self, data: Bytes, end: bool) -> bool {
+        self.tx.send(Cmd::Data { id: self.id, data, end }).is_ok()
+    }
+
+    fn trailers(&self, fields: Vec<Field>) -> bool {
+        self.tx.send(Cmd::Trailers { id: self.id, fields }).is_ok()
+    }
+
+    fn fail(&self) {
+        let _ = self.tx.send(Cmd::Fail { id: self.id });
+    }
+}
+
+/// What the driver does with a request body chunk ([`Streams::body`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyVerdict {
+    /// Delivered (or nothing to deliver to).
+    Taken,
+    /// Over `limits.max_request_body`: the handler got an error; reset the stream.
+    TooLarge,
+    /// The handler dropped its body: read no more of it.
+    Unwanted,
+}
+
+struct StreamCtx {
+    body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
+    trailers: TrailerSlot,
+    permits: Arc<Semaphore>,
+    counters: Arc<Counters>,
+    /// The handler's task; `None` when it finished on its first poll.
+    task: Option<JoinHandle<()>>,
+    /// Data the engine refused as [`Refused::Full`], offered again after progress.
+    held: VecDeque<(Bytes, bool)>,
+    /// Trailers waiting behind `held`.
+    held_trailers: Option<Vec<Field>>,
+}
+
+/// The streams of one connection and their handlers.
+pub(crate) struct Streams {
+    map: HashMap<u64, StreamCtx>,
+    tx: mpsc::UnboundedSender<Cmd>,
+    state: Arc<State>,
+    info: Arc<ConnInfo>,
+    proto: Proto,
+}
+
+impl Streams {
+    /// The streams of a new connection, and the receiving end of its command channel.
+    pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, mpsc::UnboundedReceiver<Cmd>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { map: HashMap::new(), tx, state, info, proto }, rx)
+    }
+
+    /// A sender of commands (HTTP/2's credit release uses it).
+    pub(crate) fn commands(&self) -> mpsc::UnboundedSender<Cmd> {
+        self.tx.clone()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        self.map.contains_key(&id)
+    }
+
+    /// Start the handler of a new request. `on_consumed(n)` runs as the handler takes `n`
+    /// request body bytes.
+    pub(crate) fn start(
+        &mut self,
+        id: u64,
+        head: RequestHead,
+        end_stream: bool,
+        on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
+    ) {
+        let (body_tx, body_rx) = mpsc::unbounded_channel();
+        let trailers = TrailerSlot::default();
+        let body = if end_stream {
+            RequestBody::empty()
+        } else {
+            RequestBody::channel(body_rx, on_consumed).with_trailers(trailers.clone())
+        };
+        let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
+        let counters = Arc::new(Counters::default());
+        let sink = StreamSink { id, tx: self.tx.clone() };
+        let interim = Interim::to(Arc::new(sink.clone()));
+        let req = to_request(head, body, interim, self.info.tls, self.proto);
+        let mut handler =
+            Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), self.state.clone(), self.info.clone()));
+        // Poll once right here: most answers are ready at once. The rest continue in a task,
+        // which polls again with a real waker.
+        let mut cx = Context::from_waker(Waker::noop());
+        let task = match handler.as_mut().poll(&mut cx) {
+            Poll::Ready(()) => None,
+            Poll::Pending => Some(tokio::spawn(handler)),
+        };
+        let ctx = StreamCtx {
+            body_tx: (!end_stream).then_some(body_tx),
+            trailers,
+            permits,
+            counters,
+            task,
+            held: VecDeque::new(),
+            held_trailers: None,
+        };
+        self.map.insert(id, ctx);
+    }
+
+    /// A request body chunk arrived. `window` is the receive window granted so far (for the
+    /// access log).
+    pub(crate) fn body(&mut self, id: u64, data: Bytes, end_stream: bool, window: Option<u32>) -> BodyVerdict {
+        let Some(s) = self.map.get_mut(&id) else { return BodyVerdict::Taken };
+        let total = s.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+        if let Some(w) = window {
+            s.counters.recv_window.fetch_max(u64::from(w), Ordering::Relaxed);
+        }
+        let Some(tx) = &s.body_tx else { return BodyVerdict::Taken };
+        if total > self.state.cfg.limits.max_request_body {
+            let _ = tx.send(Err(BodyError::TooLarge));
+            tracing::info!(peer = %self.info.peer, stream = id, "request body over limits.max_request_body: stream cancelled");
+            s.body_tx = None;
+            return BodyVerdict::TooLarge;
+        }
+        if !data.is_empty() && tx.send(Ok(data)).is_err() {
+            s.body_tx = None;
+            return BodyVerdict::Unwanted;
+        }
+        if end_stream {
+            s.body_tx = None;
+        }
+        BodyVerdict::Taken
+    }
+
+    /// The request's trailer section arrived: it ends the body. A field the `http` crate
+    /// cannot hold fails the body.
+    pub(crate) fn trailers(&mut self, id: u64, fields: Vec<Field>) {
+        let Some(s) = self.map.get_mut(&id) else { return };
+        let mut map = http::HeaderMap::with_capacity(fields.len());
+        for f in fields {
+            match (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value)) {
+                (Ok(n), Ok(v)) => {
+                    map.append(n, v);
+                }
+                _ => {
+                    if let Some(tx) = s.body_tx.take() {
+                        let _ = tx.send(Err(BodyError::Other("a trailer field that does not parse".into())));
+                    }
+                    return;
+                }
+            }
+        }
+        *s.trailers.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map);
+        // Closing the channel after the slot is set: the handler sees the end, then the trailers.
+        s.body_tx = None;
+    }
+
+    /// Whether the handler of `id` dropped its request body while the body was still open.
+    pub(crate) fn body_unwanted(&self, id: u64) -> bool {
+        self.map.get(&id).and_then(|s| s.body_tx.as_ref()).is_some_and(mpsc::UnboundedSender::is_closed)
+    }
+
+    /// Streams whose handler dropped its body while the body was open; each is reported once.
+    pub(crate) fn take_unwanted(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (&id, s) in &mut self.map {
+            if s.body_tx.as_ref().is_some_and(mpsc::UnboundedSender::is_closed) {
+                s.body_tx = None;
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// The stream was reset (by the peer or by the engine): fail its body, wake and stop its
+    /// handler.
+    pub(crate) fn reset(&mut self, id: u64) {
+        if let Some(s) = self.map.remove(&id) {
+            if let Some(tx) = &s.body_tx {
+                let _ = tx.send(Err(BodyError::Reset));
+            }
+            s.permits.close();
+            if let Some(t) = s.task {
+                t.abort();
+            }
+        }
+    }
+
+    /// Apply one handler command to the engine.
+    pub(crate) fn apply<E: Engine>(&mut self, engine: &mut E, cmd: Cmd) {
+        match cmd {
+            Cmd::Head { id, status, fields, end } => {
+                if let Err(e) = engine.send_head(id, status, fields, end) {
+                    tracing::debug!(peer = %self.info.peer, stream = id, status, ?e, "response head not sent");
+                    if e == Refused::Invalid {
+                        // A final head that cannot go out leaves a client waiting: fail it.
+                        if status >= 200 {
+                            engine.fail(id);
+                        }
+                    }
+                }
+            }
+            Cmd::Data { id, data, end } => {
+                let Some(s) = self.map.get_mut(&id) else {
+                    let _ = engine.send_data(id, data, end);
+                    return;
+                };
+                if !s.held.is_empty() {
+                    s.held.push_back((data, end));
+                    return;
+                }
+                match engine.send_data(id, data.clone(), end) {
+                    Ok(()) => {}
+                    Err(Refused::Full) => s.held.push_back((data, end)),
+                    Err(Refused::Gone | Refused::Invalid) => s.permits.close(),
+                }
+            }
+            Cmd::Trailers { id, fields } => {
+                if let Some(s) = self.map.get_mut(&id) {
+                    if !s.held.is_empty() {
+                        s.held_trailers = Some(fields);
+                        return;
+                    }
+                }
+                if engine.send_trailers(id, fields).is_err() {
+                    if let Some(s) = self.map.get(&id) {
+                        s.permits.close();
+                    }
+                }
+            }
+            Cmd::Release { id, n } => engine.release(id, n),
+            Cmd::Priority { id, value } => engine.priority(id, &value),
+            Cmd::Fail { id } => {
+                engine.fail(id);
+                self.reset(id);
+            }
+        }
+    }
+
+    /// The engine framed `n` more bytes of `id`: room in its queue for the handler, and for
+    /// what the engine refused earlier.
+    pub(crate) fn sent<E: Engine>(&mut self, engine: &mut E, id: u64, n: usize) {
+        let Some(s) = self.map.get_mut(&id) else { return };
+        s.permits.add_permits(n);
+        while let Some((data, end)) = s.held.pop_front() {
+            match engine.send_data(id, data.clone(), end) {
+                Ok(()) => {}
+                Err(Refused::Full) => {
+                    s.held.push_front((data, end));
+                    return;
+                }
+                Err(_) => {
+                    s.permits.close();
+                    s.held.clear();
+                    return;
+                }
+            }
+        }
+        if let Some(fields) = s.held_trailers.take() {
+            if engine.send_trailers(id, fields).is_err() {
+                s.permits.close();
+            }
+        }
+    }
+
+    /// Forget streams whose handler finished and whose engine stream is gone.
+    pub(crate) fn sweep<E: Engine>(&mut self, engine: &E) {
+        self.map.retain(|&id, s| {
+            !(s.task.as_ref().is_none_or(JoinHandle::is_finished) && s.held.is_empty() && engine.buffered(id).is_none())
+        });
+    }
+
+    /// The connection ends: stop every handler.
+    pub(crate) fn abort_all(&mut self) {
+        for (_, s) in self.map.drain() {
+            if let Some(t) = s.task {
+                t.abort();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// An engine that records what the stream layer hands it, with a settable send-buffer
+    /// bound (as HTTP/3's `max_buffered_per_stream`) and streams that can vanish.
+    #[derive(Default)]
+    struct Recorder {
+        heads: Vec<(u64, u16, bool)>,
+        data: HashMap<u64, Vec<u8>>,
+        ended: HashMap<u64, bool>,
+        trailers: HashMap<u64, Vec<Field>>,
+        released: usize,
+        failed: Vec<u64>,
+        /// Bytes queued per stream and not yet "framed".
+        queued: HashMap<u64, usize>,
+        /// `send_data` refuses with Full beyond this many queued bytes.
+        bound: Option<usize>,
+        gone: Vec<u64>,
+    }
+
+    impl Engine for Recorder {
+        fn send_head(&mut self, id: u64, status: u16, _fields: Vec<Field>, end: bool) -> Result<(), Refused> {
+            if self.gone.contains(&id) {
+                return Err(Refused::Gone);
+            }
+            self.heads.push((id, status, end));
+            self.queued.entry(id).or_default();
+            Ok(())
+        }
+
+        fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused> {
+            if self.gone.contains(&id) {
+                return Err(Refused::Gone);
+            }
+            let q = self.queued.entry(id).or_default();
+            if self.bound.is_some_and(|b| *q >= b) {
+                return Err(Refused::Full);
+            }
+            *q += data.len();
+            self.data.entry(id).or_default().extend_from_slice(&data);
+            if end {
+                self.ended.insert(id, true);
+            }
+            Ok(())
+        }
+
+        fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused> {
+            self.trailers.insert(id, fields);
+            self.ended.insert(id, true);
+            Ok(())
+        }
+
+        fn release(&mut self, _id: u64, n: usize) {
+            self.released += n;
+        }
+
+        fn fail(&mut self, id: u64) {
+            self.failed.push(id);
+        }
+
+        fn priority(&mut self, _id: u64, _value: &[u8]) {}
+
+        fn buffered(&self, id: u64) -> Option<usize> {
+            if self.gone.contains(&id) || self.ended.get(&id).copied().unwrap_or(false) {
+                return None;
+            }
+            self.queued.get(&id).copied()
+        }
+    }
+
+    fn streams() -> (Streams, mpsc::UnboundedReceiver<Cmd>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::config::default_config(dir.path().to_path_buf());
+        cfg.access_log = false;
+        let state = Arc::new(State::new(cfg));
+        let info = Arc::new(ConnInfo { peer: "127.0.0.1:1".parse().unwrap(), tls: false, alt_svc: None, served: None });
+        let (s, rx) = Streams::new(state, info, Proto::Http2);
+        (s, rx, dir)
+    }
+
+    fn head(method: &'static str, path: &'static str) -> RequestHead {
+        sluice_http::request_head(vec![
+            (Bytes::from_static(b":method"), Bytes::from_static(method.as_bytes())),
+            (Bytes::from_static(b":scheme"), Bytes::from_static(b"http")),
+            (Bytes::from_static(b":authority"), Bytes::from_static(b"localhost")),
+            (Bytes::from_static(b":path"), Bytes::from_static(path.as_bytes())),
+        ])
+        .unwrap()
+    }
+
+    /// Apply every command that arrives within `wait`.
+    async fn pump(s: &mut Streams, rx: &mut mpsc::UnboundedReceiver<Cmd>, e: &mut Recorder, wait: Duration) {
+        while let Ok(Some(cmd)) = tokio::time::timeout(wait, rx.recv()).await {
+            s.apply(e, cmd);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_blocks_on_a_full_queue_and_resumes_as_frames_go_out() {
+        let (mut s, mut rx, _dir) = streams();
+        let mut e = Recorder::default();
+        let total = 1_000_000;
+        s.start(1, head("GET", "/__down?bytes=1000000"), true, None);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
+        assert_eq!(e.heads, vec![(1, 200, false)]);
+        // The handler stopped at the stream's send buffer: not one byte more.
+        assert_eq!(e.data[&1].len(), STREAM_SEND_BUFFER);
+        assert!(!e.ended.contains_key(&1));
+        // Frames go out: room comes back and the handler goes on, one buffer at a time.
+        let mut rounds = 0;
+        while !e.ended.contains_key(&1) {
+            rounds += 1;
+            assert!(rounds < 100, "the handler did not finish");
+            let framed = e.queued.insert(1, 0).unwrap_or(0);
+            s.sent(&mut e, 1, framed);
+            pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
+            assert!(e.queued[&1] <= STREAM_SEND_BUFFER, "{} queued", e.queued[&1]);
+        }
+        assert_eq!(e.data[&1].len(), total);
+        assert!(rounds >= total / STREAM_SEND_BUFFER - 1, "{rounds} rounds");
+    }
+
+    #[tokio::test]
+    async fn data_the_engine_refuses_as_full_is_held_and_sent_after_progress() {
+        let (mut s, mut rx, _dir) = streams();
+        // An engine that takes one chunk at a time.
+        let mut e = Recorder { bound: Some(1), ..Recorder::default() };
+        s.start(1, head("GET", "/__down?bytes=200000"), true, None);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
+        assert_eq!(e.data[&1].len(), CHUNK, "one chunk taken, the rest held");
+        while !e.ended.contains_key(&1) {
+            let framed = e.queued.insert(1, 0).unwrap_or(0);
+            assert!(framed > 0, "no progress");
+            s.sent(&mut e, 1, framed);
+            pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+        }
+        // Nothing lost, nothing reordered: 200,000 zero bytes, the last one ending the stream.
+        assert_eq!(e.data[&1].len(), 200_000);
+        assert!(e.data[&1].iter().all(|&b| b == 0));
+    }
+
+    #[tokio::test]
+    async fn request_body_credit_is_returned_only_as_the_handler_consumes() {
+        let (mut s, mut rx, _dir) = streams();
+        let mut e = Recorder::default();
+        let consumed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = consumed.clone();
+        let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| {
+            c.fetch_add(n, Ordering::SeqCst);
+        });
+        // A body with no handler reading it yet: credit stays with the handler's queue.
+        s.start(3, head("POST", "/__up"), false, Some(on_consumed));
+        assert_eq!(consumed.load(Ordering::SeqCst), 0);
+        for _ in 0..10 {
+            assert_eq!(s.body(3, Bytes::from(vec![7u8; 1000]), false, Some(65_535)), BodyVerdict::Taken);
+        }
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
+        // The speed test consumes as it goes: every byte delivered so far is credited, once.
+        assert_eq!(consumed.load(Ordering::SeqCst), 10_000);
+        s.trailers(3, vec![Field::new("x-done", "1")]);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
+        assert_eq!(consumed.load(Ordering::SeqCst), 10_000);
+        assert_eq!(e.heads, vec![(3, 200, false)]);
+        let body = String::from_utf8(e.data[&3].clone()).unwrap();
+        assert!(body.contains("\"bytes\":10000"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_reset_stream_fails_its_body_and_stops_its_handler() {
+        let (mut s, mut rx, _dir) = streams();
+        let mut e = Recorder::default();
+        s.start(5, head("POST", "/__up"), false, None);
+        assert_eq!(s.body(5, Bytes::from_static(b"abc"), false, None), BodyVerdict::Taken);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+        assert!(s.contains(5));
+        s.reset(5);
+        assert!(!s.contains(5));
+        // The upload handler saw the reset as a failed body; whatever it answers is refused by
+        // the engine (the stream is gone), and nothing is left behind.
+        e.gone.push(5);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
+        assert!(e.data.get(&5).is_none_or(Vec::is_empty));
+        s.sweep(&e);
+        assert!(s.is_empty());
+        // A stream whose handler is blocked on permits wakes when reset, and ends.
+        s.start(7, head("GET", "/__down?bytes=10000000"), true, None);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
+        assert_eq!(e.data[&7].len(), STREAM_SEND_BUFFER);
+        s.reset(7);
+        e.gone.push(7);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
+        assert_eq!(e.data[&7].len(), STREAM_SEND_BUFFER);
+        assert!(rx.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::config::default_config(dir.path().to_path_buf());
+        cfg.access_log = false;
+        cfg.limits.max_request_body = 1500;
+        let info = Arc::new(ConnInfo { peer: "127.0.0.1:1".parse().unwrap(), tls: false, alt_svc: None, served: None });
+        let (mut s, _rx) = Streams::new(Arc::new(State::new(cfg)), info, Proto::Http3);
+        s.start(1, head("POST", "/__up"), false, None);
+        assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::Taken);
+        assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::TooLarge);
+    }
+}
