@@ -9,14 +9,18 @@ Usage:
 All URLs must be https:// and share one host:port. The client opens ONE QUIC connection
 (ALPN "h3") and sends every request concurrently on it, each on its own stream. For each
 request it prints one JSON line to stdout, in the order the URLs were given:
-  {"url", "status", "headers": [[name, value], ...], "body_len", "body_sha256", "seconds"}
+  {"url", "status", "headers": [[name, value], ...], "interim": [[status, [[name, value], ...]], ...],
+   "trailers": [[name, value], ...], "body_len", "body_sha256", "body", "seconds"}
 "headers" are the final (non-1xx) response headers, pseudo-headers included, in wire order;
-"seconds" runs from sending the request to the end of its response.
+"interim" the 1xx responses before it, in order; "trailers" the trailer section (empty when
+none came); "body" the body as text when it is at most 4 KiB (else null); "seconds" runs from
+sending the request to the end of its response.
 
   --insecure       do not verify the server certificate (self-signed test certs)
   --cafile F       verify the server certificate against the CA(s) in PEM file F
   --method M       request method (default GET); --data-file F sends F's bytes as the body
   --header H       extra request header 'name: value' (repeatable; names are lowercased)
+  --trailer H      request trailer 'name: value' sent after the body (repeatable)
   --out F          also write the response body to F (only with a single URL)
   --json           JSON-lines output; it is the only format and the default (accepted for
                    compatibility)
@@ -51,6 +55,7 @@ class Response:
     def __init__(self, url, out):
         self.url, self.out = url, out
         self.status, self.headers = None, []
+        self.interim, self.trailers, self.small = [], [], bytearray()
         self.sha, self.length = hashlib.sha256(), 0
         self.started = time.monotonic()
         self.seconds = None
@@ -77,7 +82,7 @@ class H3Client(QuicConnectionProtocol):
         self.h3 = H3Connection(self._quic)
         self.responses = {}  # stream id -> Response
 
-    def request(self, method, url, headers, body, out):
+    def request(self, method, url, headers, body, out, trailers=()):
         parts = urlsplit(url)
         path = parts.path or "/"
         if parts.query:
@@ -87,9 +92,11 @@ class H3Client(QuicConnectionProtocol):
         self.h3.send_headers(sid, [(b":method", method.encode()), (b":scheme", b"https"),
                                    (b":authority", parts.netloc.encode()),
                                    (b":path", path.encode())] + headers,
-                             end_stream=body is None)
+                             end_stream=body is None and not trailers)
         if body is not None:
-            self.h3.send_data(sid, body, end_stream=True)
+            self.h3.send_data(sid, body, end_stream=not trailers)
+        if trailers:
+            self.h3.send_headers(sid, list(trailers), end_stream=True)
         self.transmit()
         return resp
 
@@ -109,20 +116,27 @@ class H3Client(QuicConnectionProtocol):
                 continue
             if isinstance(ev, HeadersReceived):
                 status = dict(ev.headers).get(b":status", b"")
-                if resp.status is None and not status.startswith(b"1"):
+                fields = [[n.decode(errors="replace"), v.decode(errors="replace")]
+                          for n, v in ev.headers]
+                if resp.status is None and status.startswith(b"1"):
+                    resp.interim.append([int(status) if status.isdigit() else None, fields])
+                elif resp.status is None:
                     resp.status = int(status) if status.isdigit() else None
-                    resp.headers = [[n.decode(errors="replace"), v.decode(errors="replace")]
-                                    for n, v in ev.headers]
+                    resp.headers = fields
+                else:
+                    resp.trailers = fields
             elif isinstance(ev, DataReceived):
                 resp.sha.update(ev.data)
                 resp.length += len(ev.data)
+                if len(resp.small) <= 4096:
+                    resp.small += ev.data
                 if resp.out is not None:
                     resp.out.write(ev.data)
             if ev.stream_ended:
                 resp.finish()
 
 
-async def run(args, headers, body):
+async def run(args, headers, body, trailers=()):
     # aioquic leaves a failed handshake waiter unretrieved after a timeout: not worth a warning.
     asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: None)
     first = urlsplit(args.urls[0])
@@ -145,7 +159,7 @@ async def run(args, headers, body):
                 create_protocol=H3Client)), args.timeout)
         except asyncio.TimeoutError:
             return [f"timed out connecting after {args.timeout:g}s"]
-        resps = [client.request(args.method, u, headers, body, out) for u in args.urls]
+        resps = [client.request(args.method, u, headers, body, out, trailers) for u in args.urls]
         await asyncio.wait([r.done for r in resps], timeout=max(0.0, deadline - loop.time()))
         errors = []
         for resp in resps:  # report before closing the connection settles what is pending
@@ -154,8 +168,11 @@ async def run(args, headers, body):
             elif resp.done.exception() is not None:
                 errors.append(f"{resp.url}: {resp.done.exception()}")
             else:
+                small = bytes(resp.small) if len(resp.small) <= 4096 else None
                 print(json.dumps({"url": resp.url, "status": resp.status,
-                                  "headers": resp.headers, "body_len": resp.length,
+                                  "headers": resp.headers, "interim": resp.interim,
+                                  "trailers": resp.trailers, "body_len": resp.length,
+                                  "body": small.decode(errors="replace") if small is not None else None,
                                   "body_sha256": resp.sha.hexdigest(),
                                   "seconds": resp.seconds}), flush=True)
     return errors
@@ -167,6 +184,7 @@ def main():
     p.add_argument("--method", default="GET", choices=["GET", "PUT", "POST", "DELETE"])
     p.add_argument("--data-file")
     p.add_argument("--header", action="append", default=[])
+    p.add_argument("--trailer", action="append", default=[])
     p.add_argument("--out")
     p.add_argument("--json", action="store_true")
     p.add_argument("--timeout", type=float, default=30.0)
@@ -182,16 +200,20 @@ def main():
         p.error("all URLs must share one host:port")
     if args.out and len(args.urls) != 1:
         p.error("--out needs exactly one URL")
-    headers = []
-    for h in args.header:
-        name, sep, value = h.partition(":")
-        if not sep or not name.strip():
-            p.error(f"bad --header {h!r}; want 'name: value'")
-        headers.append((name.strip().lower().encode(), value.strip().encode()))
+    def fields(items, what):
+        out = []
+        for h in items:
+            name, sep, value = h.partition(":")
+            if not sep or not name.strip():
+                p.error(f"bad --{what} {h!r}; want 'name: value'")
+            out.append((name.strip().lower().encode(), value.strip().encode()))
+        return out
+    headers = fields(args.header, "header")
+    trailers = fields(args.trailer, "trailer")
     body = open(args.data_file, "rb").read() if args.data_file else None
     try:
         # backstop: run() keeps to --timeout itself, plus a few seconds to close the connection
-        errors = asyncio.run(asyncio.wait_for(run(args, headers, body), args.timeout + 5))
+        errors = asyncio.run(asyncio.wait_for(run(args, headers, body, trailers), args.timeout + 5))
     except asyncio.TimeoutError:
         errors = [f"timed out after {args.timeout:g}s (closing the connection)"]
     except Exception as exc:  # connect/handshake/TLS failures

@@ -43,7 +43,7 @@ impl H2Conn {
     pub(crate) async fn handshake(io: Box<TlsStream<TcpStream>>, timeout: Duration) -> Result<Self, Failure> {
         let mut c = Self {
             io,
-            engine: Client::new(ClientConfig::default()),
+            engine: Client::new(ClientConfig::default(), Instant::now()),
             buf: vec![0; READ_BUF],
             origins: Vec::new(),
             origin_seen: false,
@@ -168,7 +168,10 @@ impl H2Conn {
                 return Err(Failure::new(code::RECV, format!("reading from the server failed: {e}")));
             }
         };
-        if let Err(e) = self.engine.handle_input(&self.buf[..n]) {
+        // The engine's timers (an unacknowledged SETTINGS) are checked as input arrives; the
+        // command's own time limit bounds a server that sends nothing at all.
+        let now = Instant::now();
+        if let Err(e) = self.engine.handle_input(now, &self.buf[..n]).and_then(|()| self.engine.handle_timeout(now)) {
             self.broken = true;
             // Tell the server why (the GOAWAY the engine queued), as far as it goes.
             let _ = self.flush().await;

@@ -45,6 +45,10 @@ impl State {
             max_concurrent_streams: l.max_concurrent_streams as usize,
             max_field_section_size: u64::from(l.max_header_list_size),
             qpack_max_table_capacity: u64::from(l.header_table_size),
+            // The same budgets as HTTP/2 (README "Limits": every limit holds for both).
+            header_timeout: cfg.timeouts.header,
+            max_resets_per_window: l.max_resets_per_window,
+            flood_window: l.flood_window,
             ..sluice_h3::Config::default()
         };
         Self { cfg, h2, h3, window_budget, congestion }

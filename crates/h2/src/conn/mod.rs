@@ -67,13 +67,14 @@ pub enum Event {
     ConnectionError(Error),
 }
 
-/// A call the engine could not honour.
+/// A call the engine (server or [client](crate::client::Client)) could not honour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendError {
     /// No such open stream (reset, finished, or never opened).
     UnknownStream,
     /// Not allowed in the stream's state: a head after the final one, an interim head with
-    /// `end_stream`, body or trailers before the final head or after the end.
+    /// `end_stream`, body or trailers before the final head or after the end. (From the
+    /// client: the request was sent without a body, or its body has ended.)
     InvalidState,
     /// Not a status HTTP/2 can send: three digits (RFC 9110 §15), and not 101 (RFC 9113 §8.6).
     InvalidStatus,

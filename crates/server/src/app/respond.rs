@@ -130,20 +130,28 @@ pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State
     let head_only = req.method == http::Method::HEAD;
     let declared =
         req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let resp = if let Some(why) = req.malformed {
+    // Answers the router does not give get `Alt-Svc` here; routed ones get it from the router,
+    // before the route's header rules.
+    let unrouted = if let Some(why) = req.malformed {
         tracing::debug!(peer = %conn.peer, why, "400: malformed request");
-        Response::text(StatusCode::BAD_REQUEST, format!("bad request: {why}\n"))
+        Some(Response::text(StatusCode::BAD_REQUEST, format!("bad request: {why}\n")))
     } else if let Some(r) = conn.misdirected(&req.authority) {
-        r
+        Some(r)
     } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {
-        Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n")
+        Some(Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n"))
     } else {
-        crate::app::router::dispatch(state, req).await
+        None
     };
-    let Response { status, mut headers, body } = resp;
-    if let Some(v) = &conn.alt_svc {
-        headers.insert(http::header::ALT_SVC, v.clone());
-    }
+    let resp = match unrouted {
+        Some(mut r) => {
+            if let Some(v) = &conn.alt_svc {
+                r.headers.insert(http::header::ALT_SVC, v.clone());
+            }
+            r
+        }
+        None => crate::app::router::dispatch(state, req, conn.alt_svc.as_ref()).await,
+    };
+    let Response { status, headers, body } = resp;
     log.status = status.as_u16();
     let no_body =
         head_only || body.is_empty() || status == StatusCode::NOT_MODIFIED || status == StatusCode::NO_CONTENT;

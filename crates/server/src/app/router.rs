@@ -8,15 +8,23 @@ use crate::app::http::{Request, Response};
 use crate::config::{Config, Route, RouteHandler, Site};
 use crate::state::State;
 
-/// Answer one request.
-pub(crate) async fn dispatch(state: &State, mut req: Request) -> Response {
+/// Answer one request. `alt_svc` goes into the response before the route's header rules, so a
+/// rule can change or remove it.
+pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&http::HeaderValue>) -> Response {
     if crate::handlers::speedtest::claims(&state.cfg.speedtest, &req.path) {
-        if let Some(resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, &mut req).await {
+        if let Some(mut resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, &mut req).await {
+            if let Some(v) = alt_svc {
+                resp.headers.insert(http::header::ALT_SVC, v.clone());
+            }
             return resp;
         }
     }
     let Some(route) = route(&state.cfg, &req.authority, &req.path) else {
-        return Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
+        let mut resp = Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
+        if let Some(v) = alt_svc {
+            resp.headers.insert(http::header::ALT_SVC, v.clone());
+        }
+        return resp;
     };
     if !route.early_hints.is_empty() && req.method == http::Method::GET && req.interim.available() {
         // RFC 8297: the hints go out before the handler starts on the final response.
@@ -27,6 +35,9 @@ pub(crate) async fn dispatch(state: &State, mut req: Request) -> Response {
         req.interim.send(StatusCode::EARLY_HINTS, &hints);
     }
     let mut resp = call(state, route, req).await;
+    if let Some(v) = alt_svc {
+        resp.headers.insert(http::header::ALT_SVC, v.clone());
+    }
     if !route.headers.is_empty() {
         route.headers.apply(&mut resp.headers);
     }

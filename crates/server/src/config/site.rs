@@ -224,7 +224,7 @@ fn routes(src: &Source<'_>, s: &Spanned<RawSite>) -> Result<Vec<Route>, ConfigEr
         return Err(src.err(s.span(), "a site needs `root = \"/path\"`, `builtin = true`, or `[[site.route]]` tables"));
     }
     let mut routes: Vec<Route> = out.into_iter().map(|(r, _)| r).collect();
-    routes.sort_by(|a, b| b.path.len().cmp(&a.path.len()));
+    routes.sort_by_key(|r| std::cmp::Reverse(r.path.len()));
     Ok(routes)
 }
 

@@ -143,6 +143,14 @@ async fn upload(req: &mut Request) -> Response {
         }
     }
     let mut body = upload_json(bytes, start.elapsed().as_secs_f64());
+    if hasher.is_none() && req.body.trailers().is_some_and(|t| t.contains_key(CONTENT_DIGEST)) {
+        // RFC 9110 §6.6.2: a sender should announce trailer fields (`Trailer`); this one came
+        // unannounced, after a body that was not hashed, and cannot be checked.
+        return Response::text(
+            StatusCode::BAD_REQUEST,
+            "a content-digest trailer that no `Trailer: content-digest` field announced cannot be checked\n",
+        );
+    }
     if let Some(h) = hasher {
         let sum = h.finalize();
         // The request's digest, from its head or (streamed uploads) its trailers.

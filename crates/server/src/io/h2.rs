@@ -48,15 +48,15 @@ impl Engine for Connection {
     }
 
     fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused> {
-        Connection::send_data(self, h2_id(id), data, end).map_err(refused)
+        Self::send_data(self, h2_id(id), data, end).map_err(refused)
     }
 
     fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused> {
-        Connection::send_trailers(self, h2_id(id), fields).map_err(refused)
+        Self::send_trailers(self, h2_id(id), fields).map_err(refused)
     }
 
     fn release(&mut self, id: u64, n: usize) {
-        Connection::release(self, Instant::now(), h2_id(id), n);
+        Self::release(self, Instant::now(), h2_id(id), n);
     }
 
     fn fail(&mut self, id: u64) {
@@ -68,7 +68,7 @@ impl Engine for Connection {
     }
 
     fn buffered(&self, id: u64) -> Option<usize> {
-        Connection::buffered(self, h2_id(id))
+        Self::buffered(self, h2_id(id))
     }
 }
 

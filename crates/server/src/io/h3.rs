@@ -202,11 +202,11 @@ impl Engine for Connection {
     }
 
     fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused> {
-        Connection::send_data(self, id, data, end).map_err(refused)
+        Self::send_data(self, id, data, end).map_err(refused)
     }
 
     fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused> {
-        Connection::send_trailers(self, id, fields).map_err(refused)
+        Self::send_trailers(self, id, fields).map_err(refused)
     }
 
     fn release(&mut self, _id: u64, _n: usize) {
@@ -219,13 +219,13 @@ impl Engine for Connection {
 
     fn priority(&mut self, id: u64, value: &[u8]) {
         // RFC 9218 §8: the handler's priority header, merged over the request's.
-        if let Some(current) = Connection::priority(self, id) {
+        if let Some(current) = Self::priority(self, id) {
             self.set_priority(id, sluice_h3::Priority::parse(value, current));
         }
     }
 
     fn buffered(&self, id: u64) -> Option<usize> {
-        Connection::buffered(self, id)
+        Self::buffered(self, id)
     }
 }
 
