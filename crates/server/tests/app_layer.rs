@@ -74,6 +74,17 @@ fn trailers_both_ways_over_http2() {
     // Without Want-Content-Digest, no trailer.
     let out = nghttp(&srv, &["-d", file.to_str().unwrap()], "/__up");
     assert!(!out.stdout.contains("content-digest: sha-256"), "{}", out.stdout);
+
+    // HTTP/1.1: a response with trailers goes out chunked, its body whole.
+    if support::have("curl") {
+        let at = format!("@{}", file.display());
+        let extra = ["--data-binary", at.as_str(), "-H", "want-content-digest: sha-256=1", "-H", "TE: trailers"];
+        let r = curl(&srv, Proto::H1Tls, "/__up", &extra);
+        assert_eq!(r.status, 200, "{}", r.headers);
+        assert!(r.header("content-length").is_none(), "{}", r.headers);
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(body.starts_with("{\"bytes\":300000") && body.ends_with('}'), "{body}");
+    }
 }
 
 #[test]

@@ -75,7 +75,15 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
     };
     let Prepared { status, headers, body, no_body, log } = prepare(req, counters, &state, info).await;
     let body = if no_body { Body::Empty } else { body };
-    let len = if no_body { Some(0) } else { body.len() };
+    // A body with trailers goes out chunked (its trailers after the last chunk, to clients that
+    // accept them): no length for hyper to frame it by.
+    let len = if no_body {
+        Some(0)
+    } else if body.has_trailers() {
+        None
+    } else {
+        body.len()
+    };
     let mut resp =
         hyper::Response::new(H1Body { body: Some(body), pending: None, len, trailers: None, log: Some(log) });
     *resp.status_mut() = status;
