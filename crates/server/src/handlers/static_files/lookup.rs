@@ -1,0 +1,145 @@
+//! File-system lookup (blocking system calls on local metadata; see `serve`): opening a file
+//! beneath the root, and the small-file cache.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+pub(super) enum Lookup {
+    /// The open file, its metadata, whether it is a directory's `index.html`, and its whole
+    /// content when it is small (read here, on the blocking pool, to save a second trip).
+    File(File, Metadata, bool, Option<Bytes>),
+    AddSlash,
+    NotFound,
+    Forbidden,
+    Error(String),
+}
+
+pub(super) fn classify(kind: io::ErrorKind) -> Lookup {
+    match kind {
+        io::ErrorKind::PermissionDenied => Lookup::Forbidden,
+        _ => Lookup::NotFound,
+    }
+}
+
+/// Finds and opens the file for `segments` under `root`, refusing anything whose canonical
+/// path leaves the canonical root.
+pub(super) fn open_beneath(root: &Path, segments: &[String], trailing_slash: bool) -> Lookup {
+    let root = match root.canonicalize() {
+        Ok(r) => r,
+        Err(e) => return Lookup::Error(format!("site root `{}`: {e}", root.display())),
+    };
+    let mut candidate = root.clone();
+    candidate.extend(segments);
+    let mut path = match inside(&root, &candidate) {
+        Ok(p) => p,
+        Err(kind) => return classify(kind),
+    };
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) => return classify(e.kind()),
+    };
+    let is_index = meta.is_dir();
+    if is_index {
+        if !trailing_slash {
+            return Lookup::AddSlash;
+        }
+        path = match inside(&root, &path.join("index.html")) {
+            Ok(p) => p,
+            Err(kind) => return classify(kind),
+        };
+    } else if trailing_slash {
+        // `/file.txt/` names a directory that does not exist.
+        return Lookup::NotFound;
+    }
+    let file =
+        match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path) {
+            Ok(f) => f,
+            Err(e) => return classify(e.kind()),
+        };
+    match file.metadata() {
+        Ok(m) if m.is_file() => {
+            let small = (m.len() <= SMALL_FILE).then(|| read_whole(&file, m.len())).flatten();
+            Lookup::File(file, m, is_index, small)
+        }
+        Ok(_) => Lookup::NotFound,
+        Err(e) => Lookup::Error(format!("fstat `{}`: {e}", path.display())),
+    }
+}
+
+/// Files up to this size are read at lookup and answered from memory: one chunk of the
+/// response body.
+pub(super) const SMALL_FILE: u64 = crate::app::http::CHUNK as u64;
+
+/// The small-file cache: path → content and metadata, trusted for `TTL` (a file changed on disk
+/// is served at most that long in its old version, as with nginx's open_file_cache_valid).
+pub(super) mod cache {
+    use std::collections::HashMap;
+    use std::fs::Metadata;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+
+    /// How long a cached lookup is trusted.
+    const TTL: Duration = Duration::from_secs(1);
+    /// Entries kept at most (64 KiB each at most: 256 MiB worst case); at the limit the cache
+    /// starts over.
+    const MAX_ENTRIES: usize = 4096;
+
+    pub(crate) struct Entry {
+        pub(crate) content: Bytes,
+        pub(crate) meta: Metadata,
+        pub(crate) ctype: &'static str,
+    }
+
+    /// Key (root and request path) → when it was looked up, and what was found.
+    type Map = HashMap<String, (Instant, Arc<Entry>)>;
+
+    static CACHE: Mutex<Option<Map>> = Mutex::new(None);
+
+    pub(crate) fn get(key: &str) -> Option<Arc<Entry>> {
+        let guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, e) = guard.as_ref()?.get(key)?;
+        (at.elapsed() < TTL).then(|| e.clone())
+    }
+
+    pub(crate) fn put(key: String, e: Entry) {
+        let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        let map = guard.get_or_insert_with(HashMap::new);
+        if map.len() >= MAX_ENTRIES {
+            map.clear();
+        }
+        map.insert(key, (Instant::now(), Arc::new(e)));
+    }
+}
+
+/// The first `len` bytes of `file`, if it has exactly that many.
+pub(super) fn read_whole(file: &File, len: u64) -> Option<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; usize::try_from(len).ok()?];
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => return None,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(Bytes::from(buf))
+}
+
+/// Canonicalizes `path` and checks it is `root` or below it; a path leading outside reports
+/// `NotFound`, like a missing file.
+pub(super) fn inside(root: &Path, path: &Path) -> Result<PathBuf, io::ErrorKind> {
+    let canon = path.canonicalize().map_err(|e| e.kind())?;
+    if canon.starts_with(root) {
+        Ok(canon)
+    } else {
+        Err(io::ErrorKind::NotFound)
+    }
+}
