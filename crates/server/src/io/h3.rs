@@ -44,7 +44,10 @@ use crate::state::State;
 const BODY_BUFFER: i64 = 1 << 20;
 /// Largest read from a stream at once.
 const READ_CHUNK: usize = 64 * 1024;
-/// How often the driver refreshes quinn's send window and the receive-window tuner.
+/// How often at most the driver refreshes quinn's send window and the receive-window tuner: on
+/// each pass of its loop at least this long after the last. No timer drives it: while data
+/// moves, quinn's stream wakers and the readers' input bring the loop round; while nothing
+/// moves, there is nothing to tune.
 const TUNE_EVERY: Duration = Duration::from_millis(2);
 /// Unidirectional streams a client may open at once: control and the two QPACK streams, and
 /// room for reserved ones (RFC 9114 §6.2.3 grease).
@@ -484,7 +487,6 @@ async fn serve(
             }
             Some(cmd) = cmd_rx.recv() => d.streams.apply(&mut d.engine, cmd),
             _ = notify.notified() => d.on_woken(),
-            _ = tokio::time::sleep(TUNE_EVERY * 5), if !d.streams.is_empty() => {}
             // The engine's timers: header timeouts of request streams, the reset budget's window.
             _ = sleep_until(d.engine.poll_timeout().map(tokio::time::Instant::from_std)) => {
                 d.engine.handle_timeout(Instant::now());

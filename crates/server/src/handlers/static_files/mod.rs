@@ -280,9 +280,9 @@ fn multipart(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
     use crate::app::http::{Proto, RequestBody};
     use std::fs;
+    use std::path::PathBuf;
 
     fn req(method: Method, path: &str, hdrs: &[(&str, &str)]) -> Request {
         let mut headers = HeaderMap::new();
