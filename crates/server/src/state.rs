@@ -54,6 +54,12 @@ impl State {
         Self { cfg, h2, h3, window_budget, congestion }
     }
 
+    /// The minimum-progress rule for a connection's writes and an HTTP/1.1 request body's
+    /// reads: `limits.min_rate` over windows of `timeouts.header` (0: never enforced).
+    pub(crate) fn write_rule(&self) -> crate::io::progress::Rule {
+        crate::io::progress::Rule::new(self.cfg.limits.min_rate, self.cfg.timeouts.header)
+    }
+
     /// A receive-window policy for a new HTTP/2 connection.
     pub(crate) fn window_policy(&self) -> Box<dyn sluice_h2::flow::WindowPolicy> {
         use crate::config::FlowPolicy;

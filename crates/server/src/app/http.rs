@@ -109,6 +109,19 @@ pub(crate) struct RequestBody {
     /// The trailer section, once the body has ended (HTTP/2 and HTTP/3: set by the driver
     /// before it closes the channel; HTTP/1.1: from hyper's last frame).
     trailers: TrailerSlot,
+    /// HTTP/1.1: the minimum rate the client must send at while the handler waits for body
+    /// bytes (HTTP/2 and HTTP/3 bound a stalled stream with their own timers).
+    pace: Option<Pace>,
+}
+
+/// The progress an HTTP/1.1 request body owes: at least `rule.min_bytes` per `rule.window`
+/// of the handler waiting for it.
+struct Pace {
+    rule: crate::io::progress::Rule,
+    /// End of the current window (from the first wait).
+    window_end: Option<tokio::time::Instant>,
+    /// Bytes received in the current window.
+    moved: u64,
 }
 
 /// Where a driver leaves a request's trailers for its handler.
@@ -127,6 +140,8 @@ pub(crate) enum BodyError {
     Reset,
     /// The body exceeded the configured limit.
     TooLarge,
+    /// The client sent the body slower than `limits.min_rate` (HTTP/1.1).
+    TooSlow,
     /// Any other I/O or protocol error.
     Other(String),
 }
@@ -136,6 +151,7 @@ impl fmt::Display for BodyError {
         match self {
             Self::Reset => f.write_str("request body reset by peer"),
             Self::TooLarge => f.write_str("request body too large"),
+            Self::TooSlow => f.write_str("request body sent slower than limits.min_rate"),
             Self::Other(s) => f.write_str(s),
         }
     }
@@ -146,7 +162,7 @@ impl std::error::Error for BodyError {}
 impl RequestBody {
     /// A body with no bytes.
     pub(crate) fn empty() -> Self {
-        Self { inner: BodyRx::Empty, seen: None, limit: u64::MAX, trailers: TrailerSlot::default() }
+        Self { inner: BodyRx::Empty, seen: None, limit: u64::MAX, trailers: TrailerSlot::default(), pace: None }
     }
 
     /// A body fed by an HTTP/2 or HTTP/3 stream. `on_consumed(n)` runs each time the handler
@@ -155,7 +171,13 @@ impl RequestBody {
         rx: mpsc::UnboundedReceiver<Result<Bytes, BodyError>>,
         on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
     ) -> Self {
-        Self { inner: BodyRx::Channel(rx, on_consumed), seen: None, limit: u64::MAX, trailers: TrailerSlot::default() }
+        Self {
+            inner: BodyRx::Channel(rx, on_consumed),
+            seen: None,
+            limit: u64::MAX,
+            trailers: TrailerSlot::default(),
+            pace: None,
+        }
     }
 
     /// The same, with the slot the driver leaves the trailers in.
@@ -164,9 +186,16 @@ impl RequestBody {
         self
     }
 
-    /// A body read by hyper's HTTP/1.1 connection.
-    pub(crate) fn hyper(body: hyper::body::Incoming) -> Self {
-        Self { inner: BodyRx::Hyper(body), seen: None, limit: u64::MAX, trailers: TrailerSlot::default() }
+    /// A body read by hyper's HTTP/1.1 connection, which must arrive at `rule`'s pace while the
+    /// handler waits for it (a slowloris body fails with [`BodyError::TooSlow`]).
+    pub(crate) fn hyper(body: hyper::body::Incoming, rule: crate::io::progress::Rule) -> Self {
+        Self {
+            inner: BodyRx::Hyper(body),
+            seen: None,
+            limit: u64::MAX,
+            trailers: TrailerSlot::default(),
+            pace: Some(Pace { rule, window_end: None, moved: 0 }),
+        }
     }
 
     /// The request's trailer section, once [`RequestBody::chunk`] has returned `None`.
@@ -207,7 +236,30 @@ impl RequestBody {
             BodyRx::Hyper(body) => {
                 use http_body_util::BodyExt;
                 loop {
-                    match body.frame().await? {
+                    let frame = match &mut self.pace {
+                        Some(p) => {
+                            let now = tokio::time::Instant::now();
+                            let end = *p.window_end.get_or_insert(now + p.rule.window);
+                            match tokio::time::timeout_at(end, body.frame()).await {
+                                Ok(f) => f,
+                                Err(_) => {
+                                    if p.moved < p.rule.min_bytes {
+                                        return Some(Err(BodyError::TooSlow));
+                                    }
+                                    p.moved = 0;
+                                    p.window_end = Some(tokio::time::Instant::now() + p.rule.window);
+                                    continue;
+                                }
+                            }
+                        }
+                        None => body.frame().await,
+                    };
+                    if let (Some(Ok(f)), Some(p)) = (&frame, &mut self.pace) {
+                        if let Some(d) = f.data_ref() {
+                            p.moved += d.len() as u64;
+                        }
+                    }
+                    match frame? {
                         Ok(frame) => match frame.into_data() {
                             Ok(data) => return Some(Ok(data)),
                             Err(frame) => {

@@ -26,6 +26,7 @@ impl Default for Limits {
             flood_window: e.flood_window,
             max_request_body: DEFAULT_MAX_REQUEST_BODY,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            min_rate: DEFAULT_MIN_RATE,
         }
     }
 }
@@ -40,6 +41,10 @@ impl Default for Timeouts {
 /// Default largest request body: 10 GiB (uploads through the speed test and the proxy stream;
 /// nothing is buffered whole).
 const DEFAULT_MAX_REQUEST_BODY: u64 = 10 * 1024 * 1024 * 1024;
+/// Default floor on a peer's transfer rate while the server waits on it: 500 bytes per second
+/// (Apache's mod_reqtimeout uses the same floor for request bodies). A slowloris trickle of one
+/// byte every few seconds falls far below it; a phone on a poor link stays far above.
+const DEFAULT_MIN_RATE: u64 = 500;
 /// Default connections per listener.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Default time running requests get to finish after SIGTERM/SIGINT.

@@ -130,6 +130,7 @@ pub(super) struct RawLimits {
     pub(super) flood_window_secs: Option<Spanned<u64>>,
     pub(super) max_request_body: Option<u64>,
     pub(super) max_connections: Option<Spanned<usize>>,
+    pub(super) min_rate: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize, Default)]

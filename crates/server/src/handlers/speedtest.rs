@@ -139,6 +139,11 @@ async fn upload(req: &mut Request) -> Response {
             Err(BodyError::TooLarge) => {
                 return Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
             }
+            Err(BodyError::TooSlow) => {
+                let mut r = Response::text(StatusCode::REQUEST_TIMEOUT, "request body too slow\n");
+                r.headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return r;
+            }
             Err(e) => return Response::text(StatusCode::BAD_REQUEST, format!("upload failed: {e}\n")),
         }
     }

@@ -59,7 +59,8 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
         .or_else(|| parts.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_ascii_lowercase))
         .unwrap_or_default();
     let counters = Arc::new(Counters::default());
-    let body = RequestBody::hyper(incoming).counting(counters.clone(), state.cfg.limits.max_request_body);
+    let body =
+        RequestBody::hyper(incoming, state.write_rule()).counting(counters.clone(), state.cfg.limits.max_request_body);
     let req = Request {
         proto: Proto::Http1,
         method: parts.method,

@@ -109,6 +109,8 @@ pub(crate) async fn serve<S>(
     let mut drain_deadline: Option<tokio::time::Instant> = None;
     let mut pace = state.cfg.tcp.limit_inflight.then(InflightCap::new);
     let mut retry_at: Option<tokio::time::Instant> = None;
+    // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
+    let mut stuck = false;
     if *shutdown.borrow() {
         conn.go_away();
         drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
@@ -178,6 +180,7 @@ pub(crate) async fn serve<S>(
             },
             _ = sleep_until_tokio(write_deadline) => {
                 tracing::info!(%peer, "peer stopped reading: write timed out, closing");
+                stuck = true;
                 break;
             }
             Some(cmd) = cmd_rx.recv() => {
@@ -197,7 +200,45 @@ pub(crate) async fn serve<S>(
     }
     streams.abort_all();
     drop(wq_tx);
-    let _ = writer.await;
+    close(writer, rd, stuck, eof, state.cfg.timeouts.drain).await;
+}
+
+/// Most input read and discarded after our last frame, and for how long: enough for the
+/// peer's frames in flight to arrive before the socket closes.
+const LINGER_BYTES: usize = 1 << 20;
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// End the connection. The writer gets at most `drain` to finish what it holds (and shut the
+/// write side down, sending FIN); a writer stuck on a full socket is aborted, so a peer that
+/// stops reading cannot keep the socket, its descriptor and its connection slot. After a
+/// clean finish the read side is drained briefly: closing a socket with unread input makes the
+/// kernel send RST, which can destroy our last frames (a GOAWAY saying why) before the peer
+/// reads them.
+async fn close<R: AsyncRead + Unpin>(
+    mut writer: tokio::task::JoinHandle<()>,
+    mut rd: R,
+    stuck: bool,
+    eof: bool,
+    drain: std::time::Duration,
+) {
+    if stuck || tokio::time::timeout(drain, &mut writer).await.is_err() {
+        writer.abort();
+        return;
+    }
+    if eof {
+        return;
+    }
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut left = LINGER_BYTES;
+    let _ = tokio::time::timeout(LINGER, async {
+        while left > 0 {
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
 }
 
 /// The most urgent class (RFC 9218 §4.1 urgencies 0 and 1: what browsers give documents,

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::app::respond::ConnInfo;
+use crate::io::progress::WriteProgress;
 use crate::io::tls::{Served, ServedCert};
 use crate::state::State;
 
@@ -85,6 +86,9 @@ async fn serve_connection(
         }
     }
     let header_timeout = state.cfg.timeouts.header;
+    // Every connection's writes must keep up with the minimum rate (a peer that stops reading
+    // is cut off, its slot freed): below TLS, so handshakes are covered too.
+    let tcp = WriteProgress::new(tcp, state.write_rule());
     if let Some(t) = tls {
         let stream = match tokio::time::timeout(header_timeout, t.acceptor.accept(tcp)).await {
             Ok(Ok(s)) => s,

@@ -7,5 +7,6 @@ pub(crate) mod h2;
 pub(crate) mod h3;
 pub(crate) mod listen;
 pub(crate) mod pace;
+pub(crate) mod progress;
 pub(crate) mod stream;
 pub(crate) mod tls;

@@ -1,0 +1,176 @@
+//! The abuse suite: clients that behave as attackers do, each asserting the server's reaction
+//! by counts and codes (connection closed, status, a normal client served meanwhile), never by
+//! how fast. Every scenario runs against its own server with short windows, so that a run
+//! stays within seconds; every loop is bounded in count and time.
+
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::{require_tool, run, Options, Server};
+
+/// A server whose progress rules act within seconds: 2 s windows (`header_secs`), at least
+/// 500 bytes per second, and few connection slots, so that stuck clients would lock it.
+fn strict(slots: usize) -> Server {
+    let extra = format!("header_secs = 2\nidle_secs = 30\n\n[limits]\nmax_connections = {slots}\nmin_rate = 500\n");
+    Server::start_with(&Options { extra, ..Options::default() })
+}
+
+/// A client connection whose reads time out (so draining it is bounded).
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("read timeout");
+    s
+}
+
+/// Reads until EOF or an error; the bytes read. Bounded by `limit`.
+fn drain(s: &mut TcpStream, limit: Duration) -> (u64, bool) {
+    let deadline = Instant::now() + limit;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => return (total, true),
+            Ok(n) => total += n as u64,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            // A reset after the server closed with our unread data: closed all the same.
+            Err(_) => return (total, true),
+        }
+    }
+    (total, false)
+}
+
+/// curl can get a page through the cleartext port within `limit`.
+fn normal_client_served(srv: &Server, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let out = run(
+            Command::new("curl")
+                .args(["-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}"])
+                .arg(srv.http("/hello.txt")),
+            Duration::from_secs(10),
+        );
+        if out.stdout.trim() == "200" {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+/// HTTP/2 frames by hand: a request for a download the client will never read, with every
+/// window opened wide so the server writes until the socket is full.
+fn h2_greedy_request(path: &str) -> Vec<u8> {
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    let frame = |out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+        out.push(kind);
+        out.push(flags);
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(payload);
+    };
+    // SETTINGS: INITIAL_WINDOW_SIZE (0x4) = 2^31 - 1 (RFC 9113 §6.5.2).
+    frame(&mut out, 0x4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]);
+    // WINDOW_UPDATE on the connection: as far as it goes.
+    frame(&mut out, 0x8, 0, 0, &0x7fff_0000u32.to_be_bytes());
+    // HEADERS (END_STREAM | END_HEADERS): :method GET, :scheme http (static 2, 6), :path and
+    // :authority as literals without indexing naming static entries 4 and 1 (RFC 7541 §6.2.2).
+    let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+    block.extend_from_slice(path.as_bytes());
+    block.extend_from_slice(&[0x01, 9]);
+    block.extend_from_slice(b"localhost");
+    frame(&mut out, 0x1, 0x5, 1, &block);
+    out
+}
+
+#[test]
+fn w1_http2_clients_that_stop_reading_are_closed_and_free_their_slots() {
+    require_tool!("curl", "w1_http2_clients_that_stop_reading_are_closed_and_free_their_slots");
+    let slots = 4;
+    let srv = strict(slots);
+    let mut stuck = Vec::new();
+    for _ in 0..slots {
+        let mut s = connect(srv.plain_port);
+        s.write_all(&h2_greedy_request("/__down?bytes=2000000000")).unwrap();
+        stuck.push(s);
+    }
+    // Every slot is held by a client that reads nothing; the server must cut them off and a
+    // normal client must get through (before: never, the slots stayed taken).
+    assert!(normal_client_served(&srv, Duration::from_secs(30)), "no slot came free:\n{}", srv.log());
+    // Each stuck connection was closed by the server: reading now drains what the kernel holds,
+    // then ends, far short of the 2 GB asked for.
+    for mut s in stuck {
+        let (got, closed) = drain(&mut s, Duration::from_secs(20));
+        assert!(closed && got < 200_000_000, "closed {closed}, {got} bytes");
+    }
+}
+
+#[test]
+fn w2_http1_clients_that_stop_reading_are_closed_and_free_their_slots() {
+    require_tool!("curl", "w2_http1_clients_that_stop_reading_are_closed_and_free_their_slots");
+    let slots = 4;
+    let srv = strict(slots);
+    let mut stuck = Vec::new();
+    for _ in 0..slots {
+        let mut s = connect(srv.plain_port);
+        s.write_all(b"GET /__down?bytes=2000000000 HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        stuck.push(s);
+    }
+    assert!(normal_client_served(&srv, Duration::from_secs(30)), "no slot came free:\n{}", srv.log());
+    for mut s in stuck {
+        let (got, closed) = drain(&mut s, Duration::from_secs(20));
+        assert!(closed && got < 200_000_000, "closed {closed}, {got} bytes");
+    }
+}
+
+#[test]
+fn w2_http1_slow_request_bodies_are_answered_408_and_closed() {
+    require_tool!("curl", "w2_http1_slow_request_bodies_are_answered_408_and_closed");
+    let slots = 4;
+    let srv = strict(slots);
+    let mut slow = Vec::new();
+    for _ in 0..slots {
+        let mut s = TcpStream::connect(("127.0.0.1", srv.plain_port)).unwrap();
+        s.write_all(b"POST /__up HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n").unwrap();
+        slow.push(s);
+    }
+    // One byte every 300 ms from each: about 7 bytes per 2 s window, far below 1,000.
+    let mut answered = vec![String::new(); slots];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut open = slots;
+    while open > 0 && Instant::now() < deadline {
+        for (i, s) in slow.iter_mut().enumerate() {
+            if answered[i].contains("\r\n\r\n") {
+                continue;
+            }
+            if s.write_all(b"x").is_err() {
+                answered[i].push_str("(closed)\r\n\r\n");
+                open -= 1;
+                continue;
+            }
+            s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+            let mut buf = [0u8; 512];
+            if let Ok(n) = s.read(&mut buf) {
+                answered[i].push_str(&String::from_utf8_lossy(&buf[..n]));
+                if n == 0 || answered[i].contains("\r\n\r\n") {
+                    open -= 1;
+                }
+            }
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+    for a in &answered {
+        assert!(a.starts_with("HTTP/1.1 408"), "answered: {a:?}");
+    }
+    // Then the connections close, and a normal client is served.
+    for s in &mut slow {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (_, closed) = drain(s, Duration::from_secs(10));
+        assert!(closed);
+    }
+    assert!(normal_client_served(&srv, Duration::from_secs(10)));
+}
