@@ -70,12 +70,13 @@ pub(crate) struct Request {
 /// response. Over HTTP/1.1 there is none: hyper's server sends no 1xx but its own 100
 /// (Continue), and browsers ignore 103 over HTTP/1.1.
 #[derive(Clone, Default)]
-pub(crate) struct Interim(Option<Arc<dyn crate::app::respond::Sink>>);
+pub(crate) struct Interim(Option<(u64, Arc<dyn crate::app::respond::Interims>)>);
 
 impl Interim {
-    /// Interim responses go to `sink` (the stream's, on HTTP/2 and HTTP/3).
-    pub(crate) fn to(sink: Arc<dyn crate::app::respond::Sink>) -> Self {
-        Self(Some(sink))
+    /// Interim responses go to stream `id` through its connection's `sink` (HTTP/2, HTTP/3).
+    /// One sink per connection: nothing is allocated per request.
+    pub(crate) fn to(id: u64, sink: Arc<dyn crate::app::respond::Interims>) -> Self {
+        Self(Some((id, sink)))
     }
 
     /// Whether interim responses reach the client on this request's protocol.
@@ -92,7 +93,7 @@ impl Interim {
             return false;
         }
         match &self.0 {
-            Some(sink) => sink.head(code, crate::app::respond::response_fields(headers), false),
+            Some((id, sink)) => sink.interim(*id, code, crate::app::respond::response_fields(headers)),
             None => false,
         }
     }
@@ -108,7 +109,7 @@ pub(crate) struct RequestBody {
     limit: u64,
     /// The trailer section, once the body has ended (HTTP/2 and HTTP/3: set by the driver
     /// before it closes the channel; HTTP/1.1: from hyper's last frame).
-    trailers: TrailerSlot,
+    trailers: Trailers,
     /// HTTP/1.1: the minimum rate the client must send at while the handler waits for body
     /// bytes (HTTP/2 and HTTP/3 bound a stalled stream with their own timers).
     pace: Option<Pace>,
@@ -126,6 +127,13 @@ struct Pace {
 
 /// Where a driver leaves a request's trailers for its handler.
 pub(crate) type TrailerSlot = Arc<std::sync::Mutex<Option<HeaderMap>>>;
+
+/// Where a body's trailers are: in a slot a driver fills (HTTP/2, HTTP/3), or here (HTTP/1.1,
+/// and bodies that have none: no allocation).
+enum Trailers {
+    Here(Option<HeaderMap>),
+    Slot(TrailerSlot),
+}
 
 enum BodyRx {
     Empty,
@@ -162,7 +170,7 @@ impl std::error::Error for BodyError {}
 impl RequestBody {
     /// A body with no bytes.
     pub(crate) fn empty() -> Self {
-        Self { inner: BodyRx::Empty, seen: None, limit: u64::MAX, trailers: TrailerSlot::default(), pace: None }
+        Self { inner: BodyRx::Empty, seen: None, limit: u64::MAX, trailers: Trailers::Here(None), pace: None }
     }
 
     /// A body fed by an HTTP/2 or HTTP/3 stream. `on_consumed(n)` runs each time the handler
@@ -175,14 +183,14 @@ impl RequestBody {
             inner: BodyRx::Channel(rx, on_consumed),
             seen: None,
             limit: u64::MAX,
-            trailers: TrailerSlot::default(),
+            trailers: Trailers::Here(None),
             pace: None,
         }
     }
 
     /// The same, with the slot the driver leaves the trailers in.
     pub(crate) fn with_trailers(mut self, slot: TrailerSlot) -> Self {
-        self.trailers = slot;
+        self.trailers = Trailers::Slot(slot);
         self
     }
 
@@ -193,14 +201,17 @@ impl RequestBody {
             inner: BodyRx::Hyper(body),
             seen: None,
             limit: u64::MAX,
-            trailers: TrailerSlot::default(),
+            trailers: Trailers::Here(None),
             pace: Some(Pace { rule, window_end: None, moved: 0 }),
         }
     }
 
     /// The request's trailer section, once [`RequestBody::chunk`] has returned `None`.
     pub(crate) fn trailers(&self) -> Option<HeaderMap> {
-        self.trailers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        match &self.trailers {
+            Trailers::Here(t) => t.clone(),
+            Trailers::Slot(slot) => slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+        }
     }
 
     /// Count the bytes taken into `seen` and fail with [`BodyError::TooLarge`] past `limit`.
@@ -264,7 +275,7 @@ impl RequestBody {
                             Ok(data) => return Some(Ok(data)),
                             Err(frame) => {
                                 if let Ok(t) = frame.into_trailers() {
-                                    *self.trailers.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
+                                    self.trailers = Trailers::Here(Some(t));
                                 }
                             }
                         },

@@ -62,6 +62,12 @@ pub(crate) trait Sink: Send + Sync + 'static {
     fn fail(&self);
 }
 
+/// Where interim responses go on HTTP/2 and HTTP/3: one per connection, for all its streams.
+pub(crate) trait Interims: Send + Sync + 'static {
+    /// An interim (1xx) head for stream `id`; false once the stream or connection is gone.
+    fn interim(&self, id: u64, status: u16, fields: Vec<Field>) -> bool;
+}
+
 /// A request from an engine's head: the target split into path and query, the authority from
 /// `:authority` or else `Host`, lower-cased. A field the `http` crate cannot hold (the engines
 /// already refuse names that are not tokens and values with NUL, CR or LF; this catches other

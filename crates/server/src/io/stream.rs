@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::app::accesslog::Counters;
 use crate::app::http::{BodyError, Interim, Proto, RequestBody, TrailerSlot, CHUNK};
-use crate::app::respond::{run_handler, to_request, ConnInfo, Sink};
+use crate::app::respond::{run_handler, to_request, ConnInfo, Interims, Sink};
 use crate::state::State;
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
@@ -111,6 +111,15 @@ impl Sink for StreamSink {
     }
 }
 
+/// Interim heads of a connection's streams: commands on its channel.
+struct CmdInterims(mpsc::UnboundedSender<Cmd>);
+
+impl Interims for CmdInterims {
+    fn interim(&self, id: u64, status: u16, fields: Vec<Field>) -> bool {
+        self.0.send(Cmd::Head { id, status, fields, end: false }).is_ok()
+    }
+}
+
 /// What the driver does with a request body chunk ([`Streams::body`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyVerdict {
@@ -124,7 +133,7 @@ pub(crate) enum BodyVerdict {
 
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
-    trailers: TrailerSlot,
+    trailers: Option<TrailerSlot>,
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
     /// The handler's task; `None` when it finished on its first poll.
@@ -139,6 +148,7 @@ struct StreamCtx {
 pub(crate) struct Streams {
     map: HashMap<u64, StreamCtx>,
     tx: mpsc::UnboundedSender<Cmd>,
+    interims: Arc<dyn Interims>,
     state: Arc<State>,
     info: Arc<ConnInfo>,
     proto: Proto,
@@ -148,7 +158,8 @@ impl Streams {
     /// The streams of a new connection, and the receiving end of its command channel.
     pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, mpsc::UnboundedReceiver<Cmd>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Self { map: HashMap::new(), tx, state, info, proto }, rx)
+        let interims: Arc<dyn Interims> = Arc::new(CmdInterims(tx.clone()));
+        (Self { map: HashMap::new(), tx, interims, state, info, proto }, rx)
     }
 
     /// A sender of commands (HTTP/2's credit release uses it).
@@ -173,17 +184,18 @@ impl Streams {
         end_stream: bool,
         on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
     ) {
-        let (body_tx, body_rx) = mpsc::unbounded_channel();
-        let trailers = TrailerSlot::default();
-        let body = if end_stream {
-            RequestBody::empty()
+        // A request without a body needs no channel and no trailer slot.
+        let (body, body_tx, trailers) = if end_stream {
+            (RequestBody::empty(), None, None)
         } else {
-            RequestBody::channel(body_rx, on_consumed).with_trailers(trailers.clone())
+            let (tx, rx) = mpsc::unbounded_channel();
+            let slot = TrailerSlot::default();
+            (RequestBody::channel(rx, on_consumed).with_trailers(slot.clone()), Some(tx), Some(slot))
         };
         let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
         let counters = Arc::new(Counters::default());
         let sink = StreamSink { id, tx: self.tx.clone() };
-        let interim = Interim::to(Arc::new(sink.clone()));
+        let interim = Interim::to(id, self.interims.clone());
         let req = to_request(head, body, interim, self.info.tls, self.proto);
         let mut handler =
             Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), self.state.clone(), self.info.clone()));
@@ -194,15 +206,7 @@ impl Streams {
             Poll::Ready(()) => None,
             Poll::Pending => Some(tokio::spawn(handler)),
         };
-        let ctx = StreamCtx {
-            body_tx: (!end_stream).then_some(body_tx),
-            trailers,
-            permits,
-            counters,
-            task,
-            held: VecDeque::new(),
-            held_trailers: None,
-        };
+        let ctx = StreamCtx { body_tx, trailers, permits, counters, task, held: VecDeque::new(), held_trailers: None };
         self.map.insert(id, ctx);
     }
 
@@ -249,7 +253,9 @@ impl Streams {
                 }
             }
         }
-        *s.trailers.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map);
+        if let Some(slot) = &s.trailers {
+            *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map);
+        }
         // Closing the channel after the slot is set: the handler sees the end, then the trailers.
         s.body_tx = None;
     }
