@@ -118,9 +118,22 @@ pub(crate) struct Prepared {
     pub(crate) log: AccessLog,
 }
 
-/// Answer `req`, the same way on every protocol.
-pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State, conn: &ConnInfo) -> Prepared {
-    let mut log = AccessLog {
+/// The access-log line of a request being answered, and what its answer needs to know.
+pub(crate) struct Admitted {
+    log: AccessLog,
+    head_only: bool,
+}
+
+/// The part of answering `req` that comes before its handler: the access-log line, and the
+/// answers no handler gives (400 for a malformed request, 421, 413 for a declared body over
+/// the limit; with `Alt-Svc`). `Ok` hands the request on to the router.
+pub(crate) fn admit(
+    req: Request,
+    counters: Arc<Counters>,
+    state: &State,
+    conn: &ConnInfo,
+) -> (Admitted, Result<Request, Response>) {
+    let log = AccessLog {
         enabled: state.cfg.access_log,
         proto: req.proto,
         peer: conn.peer,
@@ -136,9 +149,7 @@ pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State
     let head_only = req.method == http::Method::HEAD;
     let declared =
         req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    // Answers the router does not give get `Alt-Svc` here; routed ones get it from the router,
-    // before the route's header rules.
-    let unrouted = if let Some(why) = req.malformed {
+    let refused = if let Some(why) = req.malformed {
         tracing::debug!(peer = %conn.peer, why, "400: malformed request");
         Some(Response::text(StatusCode::BAD_REQUEST, format!("bad request: {why}\n")))
     } else if let Some(r) = conn.misdirected(&req.authority) {
@@ -148,15 +159,22 @@ pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State
     } else {
         None
     };
-    let resp = match unrouted {
+    let admitted = Admitted { log, head_only };
+    match refused {
         Some(mut r) => {
+            // Routed answers get `Alt-Svc` from the router, before the route's header rules.
             if let Some(v) = &conn.alt_svc {
                 r.headers.insert(http::header::ALT_SVC, v.clone());
             }
-            r
+            (admitted, Err(r))
         }
-        None => crate::app::router::dispatch(state, req, conn.alt_svc.as_ref()).await,
-    };
+        None => (admitted, Ok(req)),
+    }
+}
+
+/// The part after the handler: whether a body goes out, and the status for the log.
+pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
+    let Admitted { mut log, head_only } = a;
     let Response { status, headers, body } = resp;
     log.status = status.as_u16();
     let no_body =
@@ -167,8 +185,19 @@ pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State
     Prepared { status, headers, body, no_body, log }
 }
 
+/// Answer `req`, the same way on every protocol: [`admit`], the router, [`finish`].
+pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State, conn: &ConnInfo) -> Prepared {
+    let (admitted, routed) = admit(req, counters, state, conn);
+    let resp = match routed {
+        Ok(req) => crate::app::router::dispatch(state, req, conn.alt_svc.as_ref()).await,
+        Err(resp) => resp,
+    };
+    finish(admitted, resp)
+}
+
 /// Answer `req` and stream the response into `sink`. `permits` holds the room left in the
-/// stream's send queue.
+/// stream's send queue. ([`prepare`]'s steps are spelled out here rather than awaited as one
+/// more `async fn`: each layer moves the handler's large future once more per request.)
 pub(crate) async fn run_handler<S: Sink>(
     sink: S,
     req: Request,
@@ -177,8 +206,12 @@ pub(crate) async fn run_handler<S: Sink>(
     state: Arc<State>,
     conn: Arc<ConnInfo>,
 ) {
-    let prepared = prepare(req, counters, &state, &conn).await;
-    send(&sink, prepared, &permits).await;
+    let (admitted, routed) = admit(req, counters, &state, &conn);
+    let resp = match routed {
+        Ok(req) => crate::app::router::dispatch(&state, req, conn.alt_svc.as_ref()).await,
+        Err(resp) => resp,
+    };
+    send(&sink, finish(admitted, resp), &permits).await;
 }
 
 /// Send a prepared response through `sink`: head, body chunks as permits allow, trailers.

@@ -34,7 +34,16 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
         }
         req.interim.send(StatusCode::EARLY_HINTS, &hints);
     }
-    let mut resp = call(state, route, req).await;
+    // The handlers' futures are awaited right here, not through a helper `async fn`: each
+    // layer of async functions moves its child's (large) future once more per request.
+    let mut resp = match &route.handler {
+        RouteHandler::Root(root) => crate::handlers::static_files::serve(root, &req).await,
+        RouteHandler::Builtin => crate::handlers::builtin::serve_builtin(&req),
+        RouteHandler::Speedtest => match crate::handlers::speedtest::endpoint(&req.path) {
+            Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, &mut req, ep).await,
+            None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
+        },
+    };
     if let Some(v) = alt_svc {
         resp.headers.insert(http::header::ALT_SVC, v.clone());
     }
@@ -42,18 +51,6 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
         route.headers.apply(&mut resp.headers);
     }
     resp
-}
-
-/// Run a route's handler.
-async fn call(state: &State, route: &Route, mut req: Request) -> Response {
-    match &route.handler {
-        RouteHandler::Root(root) => crate::handlers::static_files::serve(root, &req).await,
-        RouteHandler::Builtin => crate::handlers::builtin::serve_builtin(&req),
-        RouteHandler::Speedtest => match crate::handlers::speedtest::endpoint(&req.path) {
-            Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, &mut req, ep).await,
-            None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
-        },
-    }
 }
 
 /// The site serving `authority`: the one naming its host, else the default site.
