@@ -174,3 +174,75 @@ fn w2_http1_slow_request_bodies_are_answered_408_and_closed() {
     }
     assert!(normal_client_served(&srv, Duration::from_secs(10)));
 }
+
+/// One HTTP/1.x request on a fresh connection; the status line's code.
+fn h1_status(srv: &Server, request: &[u8]) -> String {
+    let mut s = connect(srv.plain_port);
+    s.write_all(request).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") && Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).split(' ').nth(1).unwrap_or_default().to_owned()
+}
+
+/// The status of one HTTP/2 request (h2c prior knowledge) with `fields`, on the own client
+/// engine; or the stream's reset.
+fn h2_status(srv: &Server, authority: &str, fields: &[(&str, &str)]) -> String {
+    use sluice_h2::client::{Client, ClientConfig, ClientEvent, Request};
+    let mut s = connect(srv.plain_port);
+    let mut c = Client::new(ClientConfig::default(), Instant::now());
+    let req = Request { method: "GET", scheme: "http", authority, path: "/hello.txt", fields };
+    let id = c.request(&req).expect("request");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = [0u8; 16384];
+    while Instant::now() < deadline {
+        while let Some(out) = c.poll_transmit() {
+            s.write_all(&out).unwrap();
+        }
+        while let Some(ev) = c.poll_event() {
+            match ev {
+                ClientEvent::Response { stream, status, .. } if stream == id => return status.to_string(),
+                ClientEvent::Reset { stream, .. } if stream == id => return "reset".into(),
+                _ => {}
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return "closed".into(),
+            Ok(n) => {
+                if c.handle_input(Instant::now(), &buf[..n]).is_err() {
+                    return "connection error".into();
+                }
+            }
+        }
+    }
+    "timeout".into()
+}
+
+#[test]
+fn w10_host_rules_of_http1_and_http2() {
+    let srv = strict(16);
+    // RFC 9112 §3.2: no Host, two, or an invalid one: 400.
+    let cases: &[(&[u8], &str)] = &[
+        (b"GET /hello.txt HTTP/1.1\r\n\r\n", "400"),
+        (b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nHost: localhost\r\n\r\n", "400"),
+        (b"GET /hello.txt HTTP/1.1\r\nHost: a b\r\n\r\n", "400"),
+        (b"GET /hello.txt HTTP/1.1\r\nHost: localhost:99999\r\n\r\n", "400"),
+        (b"GET /hello.txt HTTP/1.1\r\nHost: localhost:8080\r\n\r\n", "200"),
+        // HTTP/1.0 needs no Host.
+        (b"GET /hello.txt HTTP/1.0\r\n\r\n", "200"),
+    ];
+    for (req, want) in cases {
+        assert_eq!(h1_status(&srv, req), *want, "{}", String::from_utf8_lossy(req));
+    }
+    // RFC 9113 §8.3.1: a host naming another entity than :authority is malformed.
+    assert_eq!(h2_status(&srv, "localhost", &[]), "200");
+    assert_eq!(h2_status(&srv, "localhost", &[("host", "localhost")]), "200");
+    assert_eq!(h2_status(&srv, "localhost", &[("host", "evil.example")]), "400");
+    assert_eq!(h2_status(&srv, "localhost:99999", &[]), "400");
+}

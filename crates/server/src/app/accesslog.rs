@@ -88,6 +88,41 @@ pub(crate) struct AccessLog {
     pub(crate) outcome: &'static str,
 }
 
+/// Longest method, authority and path written (bytes): a peer controls them, and a line must
+/// not cost more than a bounded amount of log however long the request's fields (a spray of
+/// 60 KB paths wrote 233 MB in 4 s before). Longer values end in `...`.
+const MAX_METHOD: usize = 32;
+const MAX_AUTHORITY: usize = 256;
+const MAX_PATH: usize = 512;
+
+/// A peer-controlled field as written to the log: at most `.1` bytes, and with spaces and
+/// control characters escaped (`%XX`) so a line keeps its fields apart.
+struct Field<'a>(&'a str, usize);
+
+impl std::fmt::Display for Field<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut written = 0;
+        for c in self.0.chars() {
+            if written >= self.1 {
+                return f.write_str("...");
+            }
+            if c == ' ' || c.is_control() {
+                for b in c.to_string().bytes() {
+                    write!(f, "%{b:02X}")?;
+                }
+                written += 3;
+            } else {
+                write!(f, "{c}")?;
+                written += c.len_utf8();
+            }
+        }
+        if self.0.is_empty() {
+            f.write_str("-")?;
+        }
+        Ok(())
+    }
+}
+
 impl Drop for AccessLog {
     fn drop(&mut self) {
         if !self.enabled {
@@ -100,9 +135,9 @@ impl Drop for AccessLog {
             now.subsec_millis(),
             self.peer,
             self.proto,
-            self.method,
-            self.authority,
-            self.path,
+            Field(self.method.as_str(), MAX_METHOD),
+            Field(&self.authority, MAX_AUTHORITY),
+            Field(&self.path, MAX_PATH),
             self.status,
             self.counters.bytes_in.load(Ordering::Relaxed),
             self.bytes_out,
@@ -113,5 +148,21 @@ impl Drop for AccessLog {
             self.start.elapsed().as_secs_f64() * 1e3,
             self.outcome
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_fields_are_bounded_and_escaped() {
+        let long = "/".repeat(60_000);
+        let shown = Field(&long, MAX_PATH).to_string();
+        assert_eq!(shown.len(), MAX_PATH + 3);
+        assert!(shown.ends_with("..."));
+        assert_eq!(Field("/a b\tc", MAX_PATH).to_string(), "/a%20b%09c");
+        assert_eq!(Field("", MAX_PATH).to_string(), "-");
+        assert_eq!(Field("/ok/é", MAX_PATH).to_string(), "/ok/é");
     }
 }

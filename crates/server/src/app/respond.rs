@@ -82,17 +82,41 @@ pub(crate) fn to_request(head: RequestHead, body: RequestBody, interim: Interim,
     };
     let mut headers = HeaderMap::with_capacity(head.fields.len());
     let mut malformed = None;
-    let mut authority = head.authority.as_deref().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let pseudo = head.authority.as_deref().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let mut host: Option<String> = None;
+    let mut hosts = 0;
     for f in head.fields {
         match (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value)) {
             (Ok(n), Ok(v)) => {
-                if authority.is_none() && n == http::header::HOST {
-                    authority = v.to_str().ok().map(str::to_ascii_lowercase);
+                if n == http::header::HOST {
+                    hosts += 1;
+                    host = v.to_str().ok().map(str::to_ascii_lowercase);
                 }
                 headers.append(n, v);
             }
             _ => malformed = Some("a header field that does not parse"),
         }
+    }
+    // RFC 9113 §8.3.1 (and RFC 9114 §4.3.1): `:authority` or `Host` names the target; a `Host`
+    // naming another entity than `:authority` makes the request malformed, and so does an
+    // authority that is not one, or several `Host` fields.
+    if hosts > 1 {
+        malformed = Some("more than one host field");
+    } else if let (Some(p), Some(h)) = (&pseudo, &host) {
+        if p != h {
+            malformed = Some("host differs from :authority");
+        }
+    } else if hosts == 1 && host.is_none() {
+        malformed = Some("a host field that is not text");
+    }
+    let authority = pseudo.or(host);
+    match &authority {
+        Some(a) if !crate::app::http::valid_authority(a) => malformed = Some("an invalid authority"),
+        // `http` and `https` have a mandatory authority (RFC 9113 §8.3.1).
+        None if head.scheme.as_deref().is_some_and(|s| s == b"http" || s == b"https") => {
+            malformed = Some("no :authority and no host");
+        }
+        _ => {}
     }
     Request {
         proto,

@@ -52,6 +52,8 @@ where
 
 async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {
     let (parts, incoming) = req.into_parts();
+    let malformed = host_problem(&parts);
+    // RFC 9112 §3.2.2: with an absolute-form target, its authority is the one to use.
     let authority = parts
         .uri
         .authority()
@@ -72,7 +74,7 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
         body,
         // hyper sends no 1xx but its own 100 (Continue); browsers ignore 103 over HTTP/1.1.
         interim: Interim::default(),
-        malformed: None,
+        malformed,
     };
     let Prepared { status, headers, body, no_body, log } = prepare(req, counters, &state, info).await;
     let body = if no_body { Body::Empty } else { body };
@@ -90,6 +92,21 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
     resp
+}
+
+/// RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without a `Host` field,
+/// with more than one, or with an invalid one. (HTTP/1.0 requests need none.)
+fn host_problem(parts: &http::request::Parts) -> Option<&'static str> {
+    let mut hosts = parts.headers.get_all(http::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) if parts.version == http::Version::HTTP_11 => Some("no host field"),
+        (None, _) => None,
+        (Some(_), Some(_)) => Some("more than one host field"),
+        (Some(h), None) => match h.to_str() {
+            Ok(h) if crate::app::http::valid_authority(h) => None,
+            _ => Some("an invalid host field"),
+        },
+    }
 }
 
 type ChunkFuture = Pin<Box<dyn Future<Output = (Body, Option<std::io::Result<Bytes>>)> + Send>>;

@@ -95,6 +95,7 @@ pub(crate) async fn serve<S>(
     }
     let (mut streams, mut cmd_rx) = Streams::new(state.clone(), info.clone(), Proto::Http2);
     let mut sent: Vec<(u32, usize)> = Vec::new();
+    let mut resets = ResetLog::default();
     // The writer: one buffer in flight, handed back when written.
     let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
     let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
@@ -116,7 +117,7 @@ pub(crate) async fn serve<S>(
         drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
     }
     loop {
-        handle_events(&mut conn, &mut streams, &info);
+        handle_events(&mut conn, &mut streams, &info, &mut resets);
         while let Ok(cmd) = cmd_rx.try_recv() {
             streams.apply(&mut conn, cmd);
         }
@@ -199,6 +200,9 @@ pub(crate) async fn serve<S>(
         }
     }
     streams.abort_all();
+    if resets.suppressed > 0 {
+        tracing::info!(%peer, more = resets.suppressed, "more streams reset for peer errors on this connection");
+    }
     drop(wq_tx);
     close(writer, rd, stuck, eof, state.cfg.timeouts.drain).await;
 }
@@ -324,7 +328,18 @@ async fn write_loop<W: AsyncWrite>(
     let _ = wr.shutdown().await;
 }
 
-fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnInfo>) {
+/// Stream resets for peer errors logged at info per connection; more are summed up in one line
+/// when the connection ends (a peer must not be able to inflate the log at will).
+const LOGGED_RESETS: u32 = 3;
+
+/// How many peer-caused stream resets a connection logged, and how many it did not.
+#[derive(Default)]
+struct ResetLog {
+    logged: u32,
+    suppressed: u32,
+}
+
+fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnInfo>, resets: &mut ResetLog) {
     let peer = info.peer;
     while let Some(ev) = conn.poll_event() {
         match ev {
@@ -357,8 +372,17 @@ fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnIn
                         ..
                     }
                     | sluice_h2::Error::Connection { .. } => tracing::debug!(%peer, stream, %error, "stream reset"),
-                    // A limit or a protocol rule the peer broke: say so.
-                    _ => tracing::info!(%peer, stream, %error, "stream reset"),
+                    // A limit or a protocol rule the peer broke: say so, a few times per
+                    // connection; the rest is counted and summed up when the connection ends.
+                    _ => {
+                        if resets.logged < LOGGED_RESETS {
+                            resets.logged += 1;
+                            tracing::info!(%peer, stream, %error, "stream reset");
+                        } else {
+                            resets.suppressed += 1;
+                            tracing::debug!(%peer, stream, %error, "stream reset");
+                        }
+                    }
                 }
             }
             Event::GoAway { reason } => tracing::debug!(%peer, %reason, "peer sent GOAWAY"),

@@ -86,9 +86,14 @@ pub(super) mod cache {
 
     /// How long a cached lookup is trusted.
     const TTL: Duration = Duration::from_secs(1);
-    /// Entries kept at most (64 KiB each at most: 256 MiB worst case); at the limit the cache
-    /// starts over.
+    /// Entries kept at most; at the limit the cache starts over.
     const MAX_ENTRIES: usize = 4096;
+    /// Bytes kept at most, keys and contents (each content is at most one chunk, 64 KiB); at
+    /// the limit the cache starts over. Keys are canonical (the decoded, normalised path), so
+    /// spellings of one file share one entry.
+    pub(crate) const MAX_BYTES: usize = 32 << 20;
+    /// Longest key cached: longer paths are served, not cached.
+    pub(crate) const MAX_KEY: usize = 1024;
 
     pub(crate) struct Entry {
         pub(crate) content: Bytes,
@@ -96,24 +101,44 @@ pub(super) mod cache {
         pub(crate) ctype: &'static str,
     }
 
-    /// Key (root and request path) → when it was looked up, and what was found.
-    type Map = HashMap<String, (Instant, Arc<Entry>)>;
+    /// Key (root and canonical path) → when it was looked up, and what was found; and the
+    /// bytes held.
+    struct Cache {
+        map: HashMap<String, (Instant, Arc<Entry>)>,
+        bytes: usize,
+    }
 
-    static CACHE: Mutex<Option<Map>> = Mutex::new(None);
+    static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
     pub(crate) fn get(key: &str) -> Option<Arc<Entry>> {
         let guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-        let (at, e) = guard.as_ref()?.get(key)?;
+        let (at, e) = guard.as_ref()?.map.get(key)?;
         (at.elapsed() < TTL).then(|| e.clone())
     }
 
     pub(crate) fn put(key: String, e: Entry) {
-        let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-        let map = guard.get_or_insert_with(HashMap::new);
-        if map.len() >= MAX_ENTRIES {
-            map.clear();
+        if key.len() > MAX_KEY {
+            return;
         }
-        map.insert(key, (Instant::now(), Arc::new(e)));
+        let size = key.len() + e.content.len();
+        let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        let c = guard.get_or_insert_with(|| Cache { map: HashMap::new(), bytes: 0 });
+        if c.map.len() >= MAX_ENTRIES || c.bytes + size > MAX_BYTES {
+            // Starting over also hands the table's memory back.
+            c.map = HashMap::new();
+            c.bytes = 0;
+        }
+        if let Some((_, old)) = c.map.insert(key.clone(), (std::time::Instant::now(), Arc::new(e))) {
+            c.bytes -= key.len() + old.content.len();
+        }
+        c.bytes += size;
+    }
+
+    /// Entries and bytes held (for tests).
+    #[cfg(test)]
+    pub(crate) fn usage() -> (usize, usize) {
+        let guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref().map_or((0, 0), |c| (c.map.len(), c.bytes))
     }
 }
 

@@ -67,7 +67,8 @@ pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
     // throughput about fivefold). Large bodies are still read on the blocking pool. Small
     // files are kept in memory for SMALL_FILE_TTL (path checks, open and read were half the
     // time of a small-file request).
-    let cache_key = format!("{}\0{}", root.display(), req.path);
+    // The key is canonical: every spelling of a path (`/a/./b`, `/a//b`, `/%61/b`) is one entry.
+    let cache_key = cache_key(root, &target);
     if let Some(hit) = cache::get(&cache_key) {
         return respond(req, Source::Memory(hit.content.clone()), &hit.meta, hit.ctype);
     }
@@ -92,6 +93,20 @@ pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
             Response::text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
         }
     }
+}
+
+/// The small-file cache's key for `target` under `root`.
+fn cache_key(root: &Path, target: &Target) -> String {
+    let mut key = root.display().to_string();
+    key.push('\0');
+    for seg in &target.segments {
+        key.push('/');
+        key.push_str(seg);
+    }
+    if target.trailing_slash {
+        key.push('/');
+    }
+    key
 }
 
 fn not_found() -> Response {
@@ -487,6 +502,28 @@ mod tests {
         assert_eq!(ct("f.woff2"), "font/woff2");
         assert_eq!(ct("README"), "application/octet-stream");
         assert_eq!(content_type(None), "application/octet-stream");
+    }
+
+    #[test]
+    fn spellings_of_one_path_share_one_cache_key_and_the_cache_is_bounded() {
+        let root = Path::new("/srv/www");
+        let key = |p: &str| cache_key(root, &resolve_path(p).unwrap());
+        let canonical = key("/a/b.txt");
+        for spelling in ["/a//b.txt", "/a/./b.txt", "/%61/b.txt", "/x/../a/b.txt", "/a/%62.txt", "/./a/b.txt"] {
+            assert_eq!(key(spelling), canonical, "{spelling}");
+        }
+        assert_ne!(key("/a/b.txt/"), canonical);
+        // Whatever is put, the cache holds at most its byte budget, and no overlong key.
+        let content = Bytes::from(vec![0u8; 60_000]);
+        let meta = std::fs::metadata("/").unwrap();
+        for i in 0..2_000 {
+            let e = cache::Entry { content: content.clone(), meta: meta.clone(), ctype: "x" };
+            cache::put(format!("test-bound\0/{i}"), e);
+            assert!(cache::usage().1 <= cache::MAX_BYTES);
+        }
+        let long = format!("test-bound\0/{}", "x".repeat(cache::MAX_KEY));
+        cache::put(long.clone(), cache::Entry { content, meta, ctype: "x" });
+        assert!(cache::get(&long).is_none());
     }
 
     #[tokio::test]
