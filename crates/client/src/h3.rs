@@ -7,7 +7,9 @@
 //! them. For one URL the server's own unidirectional streams are never accepted: quinn keeps
 //! their few bytes (SETTINGS) against the connection window. For several URLs
 //! ([`watch_origins`]) they are read for the control stream's ORIGIN frames (RFC 9412).
-//! Windows are generous so the client never limits what it measures.
+//! Windows are generous so the client never limits what it measures. The wire format
+//! (varints, frame headers and types, SETTINGS and ORIGIN payloads) is the engine's,
+//! `sluice_h3::wire`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -17,6 +19,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::Method;
 use http_body_util::BodyExt;
 use quinn::VarInt;
+use sluice_h3::wire::{self, frame_type, stream_type, FrameHeader};
 use sluice_qpack::{Decoded, Decoder, Encoder, FieldRef};
 
 use super::body::ReqBody;
@@ -34,19 +37,9 @@ const READ_MAX: usize = 256 * 1024;
 /// UDP socket buffers asked for (the kernel may clamp them).
 const SOCKET_BUFFER: usize = 8 << 20;
 
-/// RFC 9114 §7.2: frame types the client uses.
-const FRAME_DATA: u64 = 0x00;
-const FRAME_HEADERS: u64 = 0x01;
-const FRAME_SETTINGS: u64 = 0x04;
-/// RFC 9412 §2: ORIGIN, on the control stream.
-const FRAME_ORIGIN: u64 = 0x0c;
 /// Largest control-stream frame read whole; a larger one ends the watch (the server's
 /// SETTINGS and ORIGIN frames are far smaller).
 const MAX_CONTROL_FRAME: u64 = 64 * 1024;
-/// RFC 9114 §6.2.1: the control stream type.
-const STREAM_CONTROL: u64 = 0x00;
-/// RFC 9114 §8.1: the request is cancelled.
-const H3_REQUEST_CANCELLED: u32 = 0x010c;
 
 /// An established HTTP/3 connection.
 pub(crate) struct Connected {
@@ -109,14 +102,18 @@ pub(crate) async fn connect(
     };
     let appconnect = start.elapsed();
     let mut control = conn.open_uni().await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
-    // The stream type, then an empty SETTINGS frame: every setting at its default, which for
-    // QPACK means no dynamic table and no blocked streams (RFC 9204 §5).
-    let mut hello = Vec::new();
-    varint(STREAM_CONTROL, &mut hello);
-    varint(FRAME_SETTINGS, &mut hello);
-    varint(0, &mut hello);
-    control.write_all(&hello).await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
+    control.write_all(&control_hello()).await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
     Ok(Connected { conn, _endpoint: endpoint, _control: control, start, appconnect })
+}
+
+/// What the control stream starts with: the stream type, then an empty SETTINGS frame: every
+/// setting at its default, which for QPACK means no dynamic table and no blocked streams
+/// (RFC 9204 §5).
+fn control_hello() -> Vec<u8> {
+    let mut hello = Vec::new();
+    wire::varint::encode(stream_type::CONTROL, &mut hello);
+    wire::encode_settings(&[], &mut hello);
+    hello
 }
 
 /// The ORIGIN frames a connection received (RFC 8336 §2.3 via RFC 9412): whether any came
@@ -145,7 +142,7 @@ pub(crate) fn watch_origins(conn: &quinn::Connection) -> Arc<Mutex<OriginFrames>
 async fn read_uni(mut recv: quinn::RecvStream, set: Arc<Mutex<OriginFrames>>) {
     let mut buf = BytesMut::new();
     let ty = loop {
-        if let Some((ty, n)) = parse_varint(&buf) {
+        if let Some((ty, n)) = wire::varint::decode(&buf) {
             buf.advance(n);
             break ty;
         }
@@ -153,7 +150,7 @@ async fn read_uni(mut recv: quinn::RecvStream, set: Arc<Mutex<OriginFrames>>) {
             return;
         }
     };
-    if ty != STREAM_CONTROL {
+    if ty != stream_type::CONTROL {
         while let Ok(Some(_)) = recv.read_chunk(READ_MAX, true).await {}
         return;
     }
@@ -162,14 +159,14 @@ async fn read_uni(mut recv: quinn::RecvStream, set: Arc<Mutex<OriginFrames>>) {
             return;
         }
         let payload = buf.split_to(len as usize);
-        if ty != FRAME_ORIGIN {
+        if ty != frame_type::ORIGIN {
             continue;
         }
         // Entries that do not parse are the pool's to skip; a broken frame adds none.
-        if let Ok(o) = sluice_h2::frame::Origin::decode_payload(&payload) {
+        if let Ok(origins) = wire::parse_origin(&payload) {
             if let Ok(mut s) = set.lock() {
                 s.seen = true;
-                s.entries.extend(o.origins);
+                s.entries.extend(origins);
             }
         }
     }
@@ -217,9 +214,7 @@ pub(crate) async fn send(
     let mut block = Vec::new();
     Encoder::new(0, 0).encode(id, fields.into_iter().map(FieldRef::from), &mut block);
     let mut head = Vec::with_capacity(block.len() + 16);
-    varint(FRAME_HEADERS, &mut head);
-    varint(block.len() as u64, &mut head);
-    head.extend_from_slice(&block);
+    wire::encode_frame(frame_type::HEADERS, &block, &mut head);
     let send_failure = |e: quinn::WriteError| Failure::new(code::SEND, format!("sending the request failed: {e}"));
     send.write_all(&head).await.map_err(send_failure)?;
     let sender = async move {
@@ -233,8 +228,7 @@ pub(crate) async fn send(
                         continue;
                     }
                     let mut h = Vec::with_capacity(16);
-                    varint(FRAME_DATA, &mut h);
-                    varint(data.len() as u64, &mut h);
+                    FrameHeader { ty: frame_type::DATA, len: data.len() as u64 }.encode(&mut h);
                     send.write_all_chunks(&mut [Bytes::from(h), data]).await.map_err(send_failure)?;
                 }
             }
@@ -243,7 +237,7 @@ pub(crate) async fn send(
         .await;
         if sent.is_err() {
             // Dropping the stream would finish it: a short body would look complete.
-            let _ = send.reset(VarInt::from_u32(H3_REQUEST_CANCELLED));
+            let _ = send.reset(request_cancelled());
             return sent;
         }
         let _ = send.finish();
@@ -256,10 +250,10 @@ pub(crate) async fn send(
     let mut decoder = Decoder::new(0, 0, MAX_FIELD_SECTION);
     loop {
         let (ty, len) = read_frame_header(&mut recv, &mut buf).await?;
-        if ty != FRAME_HEADERS {
+        if ty != frame_type::HEADERS {
             // Unknown and reserved frames are skipped (RFC 9114 §9); DATA before HEADERS is a
             // protocol error, but a client measuring a server only needs to say so.
-            if ty == FRAME_DATA {
+            if ty == frame_type::DATA {
                 return Err(Failure::new(code::RECV, "DATA before the response head".to_owned()));
             }
             skip(&mut recv, &mut buf, len).await?;
@@ -334,7 +328,7 @@ impl Response {
             }
             match read_frame_header_or_end(&mut self.recv, &mut self.rest).await? {
                 None => return Ok(None),
-                Some((FRAME_DATA, len)) => self.data_left = len,
+                Some((frame_type::DATA, len)) => self.data_left = len,
                 // Trailers and unknown frames.
                 Some((_, len)) => skip(&mut self.recv, &mut self.rest, len).await?,
             }
@@ -402,11 +396,9 @@ async fn read_frame_header_or_end(
     buf: &mut BytesMut,
 ) -> Result<Option<(u64, u64)>, Failure> {
     loop {
-        if let Some((ty, n1)) = parse_varint(buf) {
-            if let Some((len, n2)) = parse_varint(&buf[n1..]) {
-                buf.advance(n1 + n2);
-                return Ok(Some((ty, len)));
-            }
+        if let Some((FrameHeader { ty, len }, n)) = FrameHeader::decode(buf) {
+            buf.advance(n);
+            return Ok(Some((ty, len)));
         }
         if !more_or_end(recv, buf).await? {
             if buf.is_empty() {
@@ -417,28 +409,10 @@ async fn read_frame_header_or_end(
     }
 }
 
-/// RFC 9000 §16 variable-length integer: value and length, if `b` holds it whole.
-fn parse_varint(b: &[u8]) -> Option<(u64, usize)> {
-    let first = *b.first()?;
-    let len = 1usize << (first >> 6);
-    if b.len() < len {
-        return None;
-    }
-    let mut v = u64::from(first & 0x3f);
-    for &x in &b[1..len] {
-        v = (v << 8) | u64::from(x);
-    }
-    Some((v, len))
-}
-
-/// Append `v` as an RFC 9000 §16 variable-length integer (v < 2^62).
-fn varint(v: u64, out: &mut Vec<u8>) {
-    match v {
-        0..=63 => out.push(v as u8),
-        64..=16_383 => out.extend_from_slice(&(v as u16 | 0x4000).to_be_bytes()),
-        16_384..=1_073_741_823 => out.extend_from_slice(&(v as u32 | 0x8000_0000).to_be_bytes()),
-        _ => out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
-    }
+/// RFC 9114 §8.1: H3_REQUEST_CANCELLED, as a QUIC error code.
+fn request_cancelled() -> VarInt {
+    // Invariant: HTTP/3 error codes are QUIC varints (0x010c here), below 2^62.
+    VarInt::from_u64(sluice_h3::Code::H3_REQUEST_CANCELLED.0).unwrap_or(VarInt::MAX)
 }
 
 #[cfg(test)]
@@ -446,22 +420,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn varints_round_trip() {
-        // RFC 9000 Appendix A.1's examples.
-        for (v, bytes) in [
-            (151_288_809_941_952_652u64, &[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c][..]),
-            (494_878_333, &[0x9d, 0x7f, 0x3e, 0x7d]),
-            (15_293, &[0x7b, 0xbd]),
-            (37, &[0x25]),
-        ] {
-            let mut out = Vec::new();
-            varint(v, &mut out);
-            assert_eq!(out, bytes);
-            assert_eq!(parse_varint(bytes), Some((v, bytes.len())));
-            if bytes.len() > 1 {
-                assert_eq!(parse_varint(&bytes[..bytes.len() - 1]), None);
-            }
-        }
-        assert_eq!(parse_varint(&[]), None);
+    fn the_control_stream_starts_with_an_empty_settings_frame() {
+        // Stream type CONTROL, then SETTINGS (0x04) of length 0: no QPACK dynamic table.
+        assert_eq!(control_hello(), [0x00, 0x04, 0x00]);
+    }
+
+    #[test]
+    fn request_cancelled_is_h3_request_cancelled() {
+        assert_eq!(request_cancelled().into_inner(), 0x010c);
     }
 }

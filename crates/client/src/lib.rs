@@ -2,7 +2,9 @@
 //! connections) and HTTP/3 (quinn and the own QPACK), and on top of them `sluice get` and
 //! `sluice put`: a command-line HTTP/1.1, HTTP/2 and HTTP/3 client that measures one
 //! download or one upload and prints the figures curl's `-w` variables report, so the lab can
-//! put its numbers next to curl's.
+//! put its numbers next to curl's. [`H2Conn`], HTTP/2 over TLS on the own engine, is public
+//! for callers that send requests and read the engine's events themselves (the lab's
+//! `priority` experiment).
 //!
 //! # What is measured
 //!
@@ -57,6 +59,8 @@ mod h3;
 mod pool;
 mod progress;
 pub mod quic;
+
+pub use h2::{H2Conn, H2Setup};
 
 use std::error::Error as _;
 use std::future::Future;
@@ -203,7 +207,7 @@ pub struct PutArgs {
 
 /// Why a run failed: the message and curl's exit code for it.
 #[derive(Debug)]
-pub(crate) struct Failure {
+pub struct Failure {
     pub(crate) code: u8,
     pub(crate) msg: String,
 }
@@ -213,6 +217,14 @@ impl Failure {
         Self { code, msg: msg.into() }
     }
 }
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Failure {}
 
 /// An error and its sources, `outer: inner: innermost`.
 pub(crate) fn chain(e: &dyn std::error::Error) -> String {

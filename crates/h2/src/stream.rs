@@ -65,6 +65,14 @@ pub(crate) struct Stream {
     pub(crate) tune: TuneState,
     /// The stream still receives a body: its window counts in the connection's sum.
     pub(crate) tuning: bool,
+    /// WINDOW_UPDATEs the peer may send for this stream before they count as glitches: one
+    /// per DATA frame we sent since its last one (the first is free).
+    pub(crate) update_credit: u32,
+    /// A priority frame (PRIORITY or PRIORITY_UPDATE) named this stream: later ones are
+    /// glitches.
+    pub(crate) priority_signalled: bool,
+    /// A frame of unknown type arrived on this stream: later ones are glitches.
+    pub(crate) unknown_frame_seen: bool,
 }
 
 impl Stream {
@@ -90,6 +98,9 @@ impl Stream {
             sent_unreported: 0,
             tune: TuneState { window: recv_target, ..TuneState::default() },
             tuning: true,
+            update_credit: 1,
+            priority_signalled: false,
+            unknown_frame_seen: false,
         }
     }
 

@@ -3,6 +3,12 @@
 
 use std::time::Duration;
 
+/// Default glitch budget per 10 s `flood_window` (see `Config::max_glitches_per_window`): as
+/// the HTTP/2 engine's. A browser's page load costs a few (a grease stream, a second
+/// PRIORITY_UPDATE for an image scrolled into view); 1,000 in 10 s is two orders of magnitude
+/// above that, and a flood of 10^6 cheap frames per second per core is cut within a millisecond.
+const DEFAULT_MAX_GLITCHES: u32 = 1000;
+
 /// Settings and limits of one HTTP/3 server connection.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -55,7 +61,25 @@ pub struct Config {
     /// (RFC 9114 §10.5; Rapid Reset, CVE-2023-44487; MadeYouReset, CVE-2025-8671). As the
     /// HTTP/2 engine's `max_resets_per_window`.
     pub max_resets_per_window: u32,
-    /// Window the reset budget is counted in.
+    /// Frames and streams that do no useful work ("glitches", as HAProxy counts them) per
+    /// `flood_window`; one more closes the connection with H3_EXCESSIVE_LOAD (RFC 9114 §10.5).
+    /// Each is legal alone but costs parsing and a lookup for nothing; a flood is CPU spent
+    /// forever. As the HTTP/2 engine's `max_glitches_per_window`. A glitch is:
+    ///
+    /// - a frame of unknown or reserved type (RFC 9114 §9, §7.2.8) on the control stream or a
+    ///   request stream, except the first on each stream (a client greasing the stream);
+    /// - a DATA frame of length 0 on a request stream (it carries nothing; the end is QUIC's);
+    /// - PRIORITY_UPDATE beyond the first for a request stream (an update buffered for a stream
+    ///   not yet open is the first), and one for a closed stream, for a stream past our
+    ///   GOAWAY, or dropped because `max_pending_priority_updates` is full;
+    /// - a unidirectional stream of unknown or reserved type (RFC 9114 §6.2, §6.2.3), one that
+    ///   ends or is reset before its type arrived, and one refused beyond
+    ///   `max_pending_uni_streams`;
+    /// - GOAWAY and MAX_PUSH_ID after the first of each.
+    ///
+    /// Request streams reset by the peer count against `max_resets_per_window` instead.
+    pub max_glitches_per_window: u32,
+    /// Window the reset and glitch budgets are counted in.
     pub flood_window: Duration,
     /// Send a reserved setting (RFC 9114 §7.2.4.1 recommends it, to keep peers ignoring
     /// unknown settings).
@@ -86,6 +110,7 @@ impl Default for Config {
             // browsers cancel a few streams per page, not hundreds per second.
             header_timeout: Duration::from_secs(10),
             max_resets_per_window: 200,
+            max_glitches_per_window: DEFAULT_MAX_GLITCHES,
             flood_window: Duration::from_secs(10),
             grease: true,
         }

@@ -89,6 +89,10 @@ pub(crate) struct Stream {
     pub(crate) blocked: bool,
     /// When the header section must be complete; `None` once it is (or is not read).
     pub(crate) header_deadline: Option<Instant>,
+    /// A PRIORITY_UPDATE named this stream: later ones are glitches.
+    pub(crate) priority_signalled: bool,
+    /// A frame of unknown or reserved type arrived on this stream: later ones are glitches.
+    pub(crate) unknown_frame_seen: bool,
 }
 
 impl Stream {
@@ -121,6 +125,8 @@ impl Stream {
             scheduled: false,
             blocked: false,
             header_deadline: None,
+            priority_signalled: priority_update.is_some(),
+            unknown_frame_seen: false,
         }
     }
 

@@ -109,6 +109,11 @@ fn init_logging() {
 }
 
 async fn serve(cfg: config::Config) -> Result<(), String> {
+    match sluice_sys::limits::raise_nofile() {
+        Ok((before, after)) if after > before => tracing::info!(before, after, "raised the open-file limit"),
+        Ok((_, after)) => tracing::info!(limit = after, "open-file limit"),
+        Err(e) => tracing::warn!(%e, "cannot read or raise the open-file limit"),
+    }
     let served = if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg)? } else { Vec::new() };
     let certs: Vec<io::tls::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
     let served = Arc::new(served);

@@ -1,8 +1,10 @@
 //! The operating-system calls Sluice makes beyond the standard library, in one place: socket
-//! options and TCP_INFO ([`sock`]), page-cache reads ([`file`]). Every `unsafe` block of the
-//! server and the client lives in this crate, each with the invariant that makes it sound.
+//! options and TCP_INFO ([`sock`]), page-cache reads ([`file`]), resource limits ([`limits`]).
+//! Every `unsafe` block of the server and the client lives in this crate, each with the
+//! invariant that makes it sound.
 
 #![warn(missing_docs)]
 
 pub mod file;
+pub mod limits;
 pub mod sock;

@@ -133,7 +133,9 @@ pub struct Connection {
     conn_received: u64,
     streams: HashMap<u32, Stream>,
     max_client_stream: u32,
-    recently_closed: VecDeque<u32>,
+    /// With each, the WINDOW_UPDATEs the peer may still send for it for free: those for DATA
+    /// frames it read after we closed the stream are a race, not a glitch.
+    recently_closed: VecDeque<(u32, u32)>,
     block: Option<Block>,
     control: Vec<u8>,
     heads: VecDeque<u32>,
@@ -145,8 +147,25 @@ pub struct Connection {
     resets: Budget,
     pings: Budget,
     settings_budget: Budget,
+    /// Frames that did no useful work (`Config::max_glitches_per_window`).
+    glitches: Budget,
+    /// Connection WINDOW_UPDATEs the peer may send before they count as glitches: one per
+    /// DATA frame we sent since its last one (the first is free).
+    conn_update_credit: u32,
+    /// PINGs we sent (window tuning) whose ACK has not come back.
+    pings_out: u32,
+    /// The last value the peer set for each known setting id (1 to 9), to tell a SETTINGS
+    /// that changes nothing.
+    peer_settings: [Option<u32>; 10],
+    /// The peer's preface SETTINGS arrived (it is never a glitch, whatever it holds).
+    peer_settings_seen: bool,
     unacked_settings: u32,
+    /// When our SETTINGS must be acknowledged by: armed at the peer's preface SETTINGS, and
+    /// again at its next active frame after a timer found it idle (`Config::settings_timeout`).
     settings_deadline: Option<Instant>,
+    /// The peer sent an active frame (HEADERS, DATA, RST_STREAM, PING) since the SETTINGS-ack
+    /// timer was armed: a missing ACK is then its fault, not idleness.
+    peer_active: bool,
     header_deadline: Option<Instant>,
     last_activity: Instant,
     /// GOAWAY sent after an error: nothing more is read or sent but that frame.
@@ -217,9 +236,17 @@ impl Connection {
             resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window),
             pings: Budget::new(cfg.max_pings_per_window, cfg.flood_window),
             settings_budget: Budget::new(cfg.max_settings_per_window, cfg.flood_window),
+            glitches: Budget::new(cfg.max_glitches_per_window, cfg.flood_window),
+            conn_update_credit: 1,
+            pings_out: 0,
+            peer_settings: [None; 10],
+            peer_settings_seen: false,
             unacked_settings: 1,
-            settings_deadline: Some(now + cfg.settings_timeout),
-            header_deadline: Some(now + cfg.header_timeout),
+            // Both wait for the peer: the SETTINGS-ack timer for its preface SETTINGS, the
+            // preface timer for its first byte. Until then it is idle (`idle_deadline`).
+            settings_deadline: None,
+            peer_active: false,
+            header_deadline: None,
             last_activity: now,
             failed: false,
             draining: None,
@@ -267,13 +294,24 @@ impl Connection {
     }
 
     /// Run expired timers.
+    ///
+    /// Our SETTINGS must be acknowledged within `settings_timeout` of the peer's preface
+    /// SETTINGS (RFC 9113 §6.5.3), but that is an error only for a peer that is otherwise
+    /// active: one that has sent HEADERS, DATA, RST_STREAM or a PING since the timer started
+    /// uses the connection and so reads it, yet does not acknowledge. A peer silent since (a
+    /// browser's spare connection) may simply not have read yet: the timer stops, the idle
+    /// timeout governs (GOAWAY(NO_ERROR)), and the timer starts again at its next active frame.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.failed {
             return;
         }
         if self.settings_deadline.is_some_and(|d| now >= d) {
-            self.fail(Error::conn(Reason::SETTINGS_TIMEOUT, "SETTINGS not acknowledged in time"));
-        } else if self.header_deadline.is_some_and(|d| now >= d) {
+            if self.peer_active {
+                return self.fail(Error::conn(Reason::SETTINGS_TIMEOUT, "SETTINGS not acknowledged in time"));
+            }
+            self.settings_deadline = None;
+        }
+        if self.header_deadline.is_some_and(|d| now >= d) {
             self.fail(Error::conn(Reason::PROTOCOL_ERROR, "request header timeout"));
         } else if self.idle_deadline().is_some_and(|d| now >= d) {
             self.fail(Error::Connection {
@@ -369,6 +407,24 @@ impl Connection {
         self.events.push_back(Event::ConnectionError(e));
     }
 
+    /// Count a frame that did no useful work (`Config::max_glitches_per_window`): beyond the
+    /// budget the connection fails with ENHANCE_YOUR_CALM, `what` naming the last kind.
+    fn glitch(&mut self, now: Instant, what: &'static str) -> Result<(), Error> {
+        if self.glitches.spend(now) {
+            return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, what));
+        }
+        Ok(())
+    }
+
+    /// The peer sent a frame that uses the connection: a missing SETTINGS ACK is now its fault
+    /// (see [`Connection::handle_timeout`]); the timer starts if a silent spell had stopped it.
+    fn on_active(&mut self, now: Instant) {
+        self.peer_active = true;
+        if self.unacked_settings > 0 && self.settings_deadline.is_none() {
+            self.settings_deadline = Some(now + self.cfg.settings_timeout);
+        }
+    }
+
     /// Reset a stream because of an error, ours or the peer's, and tell the application.
     fn reset_stream(&mut self, now: Instant, error: Error) {
         let Error::Stream { id, reason, initiator, .. } = error else {
@@ -396,7 +452,7 @@ impl Connection {
         if self.recently_closed.len() == RECENTLY_CLOSED {
             self.recently_closed.pop_front();
         }
-        self.recently_closed.push_back(id);
+        self.recently_closed.push_back((id, s.update_credit));
         true
     }
 

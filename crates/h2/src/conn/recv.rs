@@ -20,6 +20,12 @@ impl Connection {
     /// Parse and handle one frame from the input buffer; `Ok(false)` when more bytes are needed.
     pub(super) fn step(&mut self, now: Instant) -> Result<bool, Error> {
         if self.preface == Preface::Magic {
+            if self.inbuf.is_empty() {
+                return Ok(false);
+            }
+            // The preface must complete within the header timeout of its first byte; a peer
+            // that sends nothing at all is idle, not slow (a browser's spare connection).
+            self.header_deadline.get_or_insert(now + self.cfg.header_timeout);
             let n = self.inbuf.len().min(PREFACE.len());
             if self.inbuf[..n] != PREFACE[..n] {
                 return Err(Error::conn(Reason::PROTOCOL_ERROR, "invalid connection preface"));
@@ -49,6 +55,10 @@ impl Connection {
             if self.block.is_none() {
                 self.header_deadline = None;
             }
+            // §6.5.3: the peer has our SETTINGS from now at the latest; see `handle_timeout`.
+            if self.unacked_settings > 0 {
+                self.settings_deadline = Some(now + self.cfg.settings_timeout);
+            }
         }
         match self.on_frame(now, head, payload) {
             Ok(()) => Ok(true),
@@ -67,25 +77,41 @@ impl Connection {
                 return Err(Error::conn(Reason::PROTOCOL_ERROR, "frame interleaved with a header block"));
             }
         }
+        if matches!(head.kind, kind::HEADERS | kind::DATA | kind::RST_STREAM)
+            || (head.kind == kind::PING && !head.has(frame::flag::ACK))
+        {
+            self.on_active(now);
+        }
         match head.kind {
             kind::DATA => self.on_data(now, Data::decode(&head, payload)?),
             kind::HEADERS => self.on_headers(now, &head, payload),
             kind::CONTINUATION => self.on_continuation(now, &head, payload),
-            kind::PRIORITY => self.on_priority(PriorityFrame::decode(&head, &payload)?),
+            kind::PRIORITY => self.on_priority(now, PriorityFrame::decode(&head, &payload)?),
             kind::RST_STREAM => self.on_rst_stream(now, RstStream::decode(&head, &payload)?),
             kind::SETTINGS => self.on_settings(now, Settings::decode(&head, &payload)?),
             kind::PUSH_PROMISE => Err(Error::conn(Reason::PROTOCOL_ERROR, "PUSH_PROMISE from a client")),
             kind::PING => self.on_ping(now, Ping::decode(&head, &payload)?),
             kind::GOAWAY => {
                 let g = GoAway::decode(&head, &payload)?;
+                if self.peer_goaway {
+                    self.glitch(now, "glitch flood: repeated GOAWAY")?;
+                }
                 self.peer_goaway = true;
                 self.events.push_back(Event::GoAway { reason: g.reason });
                 Ok(())
             }
-            kind::WINDOW_UPDATE => self.on_window_update(&head, &payload),
-            kind::PRIORITY_UPDATE => self.on_priority_update(PriorityUpdate::decode(&head, &payload)?),
-            // §5.5: unknown frame types are ignored.
-            _ => Ok(()),
+            kind::WINDOW_UPDATE => self.on_window_update(now, &head, &payload),
+            kind::PRIORITY_UPDATE => self.on_priority_update(now, PriorityUpdate::decode(&head, &payload)?),
+            // §5.5: unknown frame types are ignored. The first on an open stream is free (a
+            // client greasing its requests), any other is a glitch.
+            _ => {
+                if let Some(s) = self.streams.get_mut(&head.stream) {
+                    if !std::mem::replace(&mut s.unknown_frame_seen, true) {
+                        return Ok(());
+                    }
+                }
+                self.glitch(now, "glitch flood: frames of unknown type")
+            }
         }
     }
 
@@ -99,12 +125,18 @@ impl Connection {
         if self.is_idle(id) {
             return Err(Error::conn(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
         }
+        if d.data.is_empty() && !d.end_stream && self.streams.get(&id).is_some_and(|s| s.recv_open) {
+            // Nothing delivered, nothing ended (CVE-2019-9518). On a closed stream it is a
+            // stream error below, counted as a reset.
+            self.glitch(now, "glitch flood: empty DATA frames")?;
+        }
         if self.recv_window.receive(d.flow_len).is_err() {
             return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "DATA beyond the connection window"));
         }
         self.conn_received += u64::from(d.flow_len);
         if let Some(token) = self.policy.poll_ping(now, u64::from(d.flow_len)) {
             Ping { ack: false, payload: token.to_be_bytes() }.encode(&mut self.control);
+            self.pings_out = self.pings_out.saturating_add(1);
         }
         let padding = d.flow_len - d.data.len() as u32;
         let Some(s) = self.streams.get_mut(&id) else {
@@ -194,6 +226,8 @@ impl Connection {
         b.buf.extend_from_slice(&c.fragment);
         if c.end_headers {
             self.finish_block(now)
+        } else if c.fragment.is_empty() {
+            self.glitch(now, "glitch flood: empty CONTINUATION frames")
         } else {
             Ok(())
         }
@@ -242,7 +276,7 @@ impl Connection {
         }
         if !self.is_idle(id) {
             // §5.1.1: a stream ID may not be reused or go backwards.
-            return Err(if self.recently_closed.contains(&id) {
+            return Err(if self.recently_closed.iter().any(|&(closed, _)| closed == id) {
                 Error::conn(Reason::STREAM_CLOSED, "HEADERS on a closed stream")
             } else {
                 Error::conn(Reason::PROTOCOL_ERROR, "stream ID lower than a previous one")
@@ -296,6 +330,7 @@ impl Connection {
             // §7.1: an update that arrived before the stream takes precedence over its header.
             s.priority = Priority::parse(&v, s.priority);
             s.priority_from_header = true;
+            s.priority_signalled = true;
         }
         self.streams.insert(id, s);
         self.events.push_back(Event::Request { stream: id, head, end_stream: b.end_stream });
@@ -303,13 +338,13 @@ impl Connection {
         Ok(())
     }
 
-    fn on_priority_update(&mut self, u: PriorityUpdate) -> Result<(), Error> {
+    fn on_priority_update(&mut self, now: Instant, u: PriorityUpdate) -> Result<(), Error> {
         let id = u.prioritized;
         if id % 2 == 0 {
             // §7.1: a server receiving an update for a push stream (even, server-initiated) id.
             return Err(Error::conn(Reason::PROTOCOL_ERROR, "PRIORITY_UPDATE for a push stream"));
         }
-        if let Some(s) = self.streams.get_mut(&id) {
+        let first = if let Some(s) = self.streams.get_mut(&id) {
             let next = Priority::parse(&u.value, s.priority);
             if s.scheduled {
                 self.sched.remove(id, s.priority);
@@ -317,27 +352,41 @@ impl Connection {
             }
             s.priority = next;
             s.priority_from_header = true;
-        } else if self.is_idle(id)
-            && (self.pending_priority.len() < self.cfg.max_pending_priority_updates
-                || self.pending_priority.contains_key(&id))
-        {
-            self.pending_priority.insert(id, u.value);
+            !std::mem::replace(&mut s.priority_signalled, true)
+        } else if self.is_idle(id) {
+            let known = self.pending_priority.contains_key(&id);
+            let room = known || self.pending_priority.len() < self.cfg.max_pending_priority_updates;
+            if room {
+                self.pending_priority.insert(id, u.value);
+            }
+            // Kept once per stream for free; a repeat, or one dropped for want of room, is not.
+            !known && room
+        } else {
+            // A closed stream: nothing to do.
+            false
+        };
+        if !first {
+            self.glitch(now, "glitch flood: PRIORITY_UPDATE frames")?;
         }
-        // Closed streams: nothing to do.
         Ok(())
     }
 
-    fn on_priority(&mut self, p: PriorityFrame) -> Result<(), Error> {
+    fn on_priority(&mut self, now: Instant, p: PriorityFrame) -> Result<(), Error> {
         let id = p.stream;
-        if let Some(s) = self.streams.get_mut(&id) {
-            if !s.priority_from_header {
-                let next = Priority::from_rfc7540_weight(p.fields.weight);
-                if s.scheduled {
-                    self.sched.remove(id, s.priority);
-                    self.sched.push(id, next);
-                }
-                s.priority = next;
+        let Some(s) = self.streams.get_mut(&id) else {
+            // Idle or closed: we keep no RFC 7540 tree, so it changes nothing.
+            return self.glitch(now, "glitch flood: PRIORITY frames");
+        };
+        if !s.priority_from_header {
+            let next = Priority::from_rfc7540_weight(p.fields.weight);
+            if s.scheduled {
+                self.sched.remove(id, s.priority);
+                self.sched.push(id, next);
             }
+            s.priority = next;
+        }
+        if std::mem::replace(&mut s.priority_signalled, true) {
+            return self.glitch(now, "glitch flood: PRIORITY frames");
         }
         Ok(())
     }
@@ -355,23 +404,37 @@ impl Connection {
             let error =
                 Error::Stream { id: r.stream, reason: r.reason, initiator: Initiator::Remote, detail: "reset by peer" };
             self.events.push_back(Event::Reset { stream: r.stream, error });
+            return Ok(());
         }
-        Ok(())
+        // A closed stream: nothing left to stop.
+        self.glitch(now, "glitch flood: RST_STREAM for closed streams")
     }
 
     fn on_settings(&mut self, now: Instant, s: Settings) -> Result<(), Error> {
         if s.ack {
-            if self.unacked_settings > 0 {
-                self.unacked_settings -= 1;
-                if self.unacked_settings == 0 {
-                    self.settings_deadline = None;
-                    self.decoder.set_max_table_size(self.cfg.header_table_size as usize);
-                }
+            if self.unacked_settings == 0 {
+                return self.glitch(now, "glitch flood: SETTINGS ACK for no SETTINGS");
+            }
+            self.unacked_settings -= 1;
+            if self.unacked_settings == 0 {
+                self.settings_deadline = None;
+                self.decoder.set_max_table_size(self.cfg.header_table_size as usize);
             }
             return Ok(());
         }
         if self.settings_budget.spend(now) {
             return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, "SETTINGS flood"));
+        }
+        let preface = !std::mem::replace(&mut self.peer_settings_seen, true);
+        let mut changed = false;
+        for v in &s.values {
+            let (id, value) = v.id_value();
+            if let Some(last) = self.peer_settings.get_mut(usize::from(id)) {
+                changed |= last.replace(value) != Some(value);
+            }
+        }
+        if !preface && !changed {
+            self.glitch(now, "glitch flood: SETTINGS that change nothing")?;
         }
         for v in s.values {
             match v {
@@ -403,6 +466,10 @@ impl Connection {
 
     fn on_ping(&mut self, now: Instant, p: Ping) -> Result<(), Error> {
         if p.ack {
+            if self.pings_out == 0 {
+                return self.glitch(now, "glitch flood: PING ACK for no PING");
+            }
+            self.pings_out -= 1;
             self.policy.on_ping_ack(u64::from_be_bytes(p.payload), now);
             return Ok(());
         }
@@ -413,22 +480,49 @@ impl Connection {
         Ok(())
     }
 
-    fn on_window_update(&mut self, head: &Head, payload: &[u8]) -> Result<(), Error> {
+    /// A WINDOW_UPDATE is useful when it replenishes credit we spent (one per DATA frame we
+    /// sent on that window since the last, the first free) or frees data the window held back;
+    /// any other is a glitch (`Config::max_glitches_per_window`).
+    fn on_window_update(&mut self, now: Instant, head: &Head, payload: &[u8]) -> Result<(), Error> {
         if head.stream != 0 && self.is_idle(head.stream) {
             return Err(Error::conn(Reason::PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream"));
         }
         let w = WindowUpdate::decode(head, payload)?;
         if w.stream == 0 {
+            let blocked = self.send_window.available() == 0 && !self.sched.is_empty();
             if self.send_window.grow(w.increment).is_err() {
                 return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "connection window above 2^31-1"));
             }
+            if self.conn_update_credit > 0 {
+                self.conn_update_credit -= 1;
+            } else if !blocked {
+                self.glitch(now, "glitch flood: WINDOW_UPDATE frames")?;
+            }
             return Ok(());
         }
-        let Some(s) = self.streams.get_mut(&w.stream) else { return Ok(()) };
+        let Some(s) = self.streams.get_mut(&w.stream) else {
+            // A closed stream: free while it has credit left from the DATA we sent on it.
+            let credit = self.recently_closed.iter_mut().find(|(closed, _)| *closed == w.stream);
+            if let Some((_, n @ 1..)) = credit {
+                *n -= 1;
+                return Ok(());
+            }
+            return self.glitch(now, "glitch flood: WINDOW_UPDATE for closed streams");
+        };
+        let blocked = s.send_window.available() == 0 && s.queued > 0;
+        let useful = if s.update_credit > 0 {
+            s.update_credit -= 1;
+            true
+        } else {
+            blocked
+        };
         if s.send_window.grow(w.increment).is_err() {
             return Err(Error::stream(w.stream, Reason::FLOW_CONTROL_ERROR, "stream window above 2^31-1"));
         }
         self.update_ready(w.stream);
+        if !useful {
+            self.glitch(now, "glitch flood: WINDOW_UPDATE frames")?;
+        }
         Ok(())
     }
 

@@ -290,6 +290,9 @@ impl Connection {
         s.queued -= n;
         s.send_window.consume(n);
         self.send_window.consume(n);
+        // The peer may acknowledge each DATA frame with a WINDOW_UPDATE on either window.
+        s.update_credit = s.update_credit.saturating_add(1);
+        self.conn_update_credit = self.conn_update_credit.saturating_add(1);
         if s.sent_unreported == 0 {
             self.sent_dirty.push(id);
         }

@@ -27,7 +27,7 @@ pub enum Setting {
 }
 
 impl Setting {
-    fn id_value(self) -> (u16, u32) {
+    pub(crate) fn id_value(self) -> (u16, u32) {
         match self {
             Self::HeaderTableSize(v) => (0x1, v),
             Self::EnablePush(v) => (0x2, v),

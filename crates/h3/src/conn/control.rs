@@ -19,6 +19,9 @@ impl Connection {
             if pending >= self.cfg.max_pending_uni_streams {
                 self.ops.push_back(Transmit::StopSending { stream: id, code: Code::H3_STREAM_CREATION_ERROR });
                 self.retired_uni.insert(id);
+                if let Err(e) = self.glitch("glitch flood: unidirectional streams beyond the limit") {
+                    self.fail(e);
+                }
                 return;
             }
             self.uni.insert(id, Uni::Pending(varint::Partial::default()));
@@ -29,6 +32,9 @@ impl Connection {
                     // RFC 9114 §6.2: tolerate a stream closed before its type arrived.
                     self.uni.remove(&id);
                     self.retired_uni.insert(id);
+                    if let Err(e) = self.glitch("glitch flood: unidirectional streams without a type") {
+                        self.fail(e);
+                    }
                 }
                 return;
             };
@@ -59,7 +65,13 @@ impl Connection {
             Some(Uni::Control | Uni::Encoder | Uni::Decoder) => {
                 self.fail(Error::conn(Code::H3_CLOSED_CRITICAL_STREAM, "critical stream reset"));
             }
-            Some(Uni::Pending(_)) | None => self.retired_uni.insert(id),
+            Some(Uni::Pending(_)) => {
+                self.retired_uni.insert(id);
+                if let Err(e) = self.glitch("glitch flood: unidirectional streams without a type") {
+                    self.fail(e);
+                }
+            }
+            None => self.retired_uni.insert(id),
         }
     }
 
@@ -76,7 +88,7 @@ impl Connection {
                 self.ops.push_back(Transmit::StopSending { stream: id, code: Code::H3_STREAM_CREATION_ERROR });
                 self.uni.remove(&id);
                 self.retired_uni.insert(id);
-                return Ok(());
+                return self.glitch("glitch flood: unidirectional streams of unknown type");
             }
         };
         if slot.is_some() {
@@ -148,9 +160,12 @@ impl Connection {
                 return Err(Error::conn(Code::H3_FRAME_UNEXPECTED, "HTTP/2 frame type"));
             }
             // §9: unknown and reserved types are ignored (ORIGIN is server-to-client only,
-            // RFC 9412 §2, so a client's is unknown here).
+            // RFC 9412 §2, so a client's is unknown here). The first is free (greasing).
             _ => {
                 reader.skip();
+                if std::mem::replace(&mut self.peer.unknown_control_frame, true) {
+                    self.glitch("glitch flood: control frames of unknown type")?;
+                }
                 return Ok(());
             }
         };
@@ -171,6 +186,9 @@ impl Connection {
                 if self.peer.goaway.is_some_and(|prev| push_id > prev) {
                     return Err(Error::conn(Code::H3_ID_ERROR, "GOAWAY id increased"));
                 }
+                if self.peer.goaway.is_some() {
+                    self.glitch("glitch flood: repeated GOAWAY")?;
+                }
                 self.peer.goaway = Some(push_id);
                 self.events.push_back(Event::GoAway { push_id });
                 Ok(())
@@ -180,6 +198,10 @@ impl Connection {
                 // §7.2.7: MAX_PUSH_ID cannot reduce the maximum push id.
                 if self.peer.max_push_id.is_some_and(|prev| v < prev) {
                     return Err(Error::conn(Code::H3_ID_ERROR, "MAX_PUSH_ID reduced"));
+                }
+                if self.peer.max_push_id.is_some() {
+                    // We never push: a raised limit changes nothing.
+                    self.glitch("glitch flood: repeated MAX_PUSH_ID")?;
                 }
                 self.peer.max_push_id = Some(v);
                 Ok(())
@@ -229,20 +251,29 @@ impl Connection {
             return Err(Error::conn(Code::H3_ID_ERROR, "PRIORITY_UPDATE for a non-request stream"));
         }
         let p = Priority::parse(value, Priority::default());
-        if let Some(s) = self.streams.get_mut(&id) {
+        let first = if let Some(s) = self.streams.get_mut(&id) {
+            let first = !std::mem::replace(&mut s.priority_signalled, true);
             if s.delivered {
                 self.reprioritize(id, p);
             } else {
                 // The request has not been processed yet: the update overrides its header.
                 s.priority_update = Some(p);
             }
-        } else if !self.retired.contains(id)
-            && self.goaway.is_none_or(|g| id < g)
-            && (self.pending_priority.len() < self.cfg.max_pending_priority_updates
-                || self.pending_priority.contains_key(&id))
-        {
-            // Not opened yet: kept, only the most recent per stream (§7), within the budget.
-            self.pending_priority.insert(id, p);
+            first
+        } else if !self.retired.contains(id) && self.goaway.is_none_or(|g| id < g) {
+            let known = self.pending_priority.contains_key(&id);
+            let room = known || self.pending_priority.len() < self.cfg.max_pending_priority_updates;
+            if room {
+                // Not opened yet: kept, only the most recent per stream (§7), within the budget.
+                self.pending_priority.insert(id, p);
+            }
+            !known && room
+        } else {
+            // A closed stream, or one we will not process.
+            false
+        };
+        if !first {
+            self.glitch("glitch flood: PRIORITY_UPDATE frames")?;
         }
         Ok(())
     }

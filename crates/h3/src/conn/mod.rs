@@ -192,6 +192,9 @@ struct Peer {
     goaway: Option<u64>,
     /// Its last MAX_PUSH_ID.
     max_push_id: Option<u64>,
+    /// A frame of unknown or reserved type arrived on its control stream: later ones are
+    /// glitches.
+    unknown_control_frame: bool,
 }
 
 /// One HTTP/3 server connection.
@@ -232,6 +235,8 @@ pub struct Connection {
     header_deadlines: BTreeSet<(Instant, u64)>,
     /// Request streams reset by the peer or for its errors.
     resets: Budget,
+    /// Frames and streams that did no useful work (`Config::max_glitches_per_window`).
+    glitches: Budget,
     /// The time of the latest input or timer call: when what it causes happens.
     now: Option<Instant>,
 }
@@ -280,6 +285,7 @@ impl Connection {
                 decoder: None,
                 goaway: None,
                 max_push_id: None,
+                unknown_control_frame: false,
             },
             control_reader: FrameReader::default(),
             uni: HashMap::new(),
@@ -301,6 +307,7 @@ impl Connection {
             close: None,
             header_deadlines: BTreeSet::new(),
             resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window),
+            glitches: Budget::new(cfg.max_glitches_per_window, cfg.flood_window),
             now: None,
             control_id: control,
             encoder_id: encoder,
@@ -493,6 +500,18 @@ impl Connection {
             return true;
         }
         false
+    }
+
+    /// Count a frame or stream that did no useful work (`Config::max_glitches_per_window`);
+    /// beyond the budget the error to close the connection with (H3_EXCESSIVE_LOAD, RFC 9114
+    /// §10.5), `what` naming the last kind.
+    fn glitch(&mut self, what: &'static str) -> Result<(), Error> {
+        // Invariant: every input and timer call sets `now` before anything it causes.
+        let Some(now) = self.now else { return Ok(()) };
+        if self.glitches.spend(now) {
+            return Err(Error::conn(Code::H3_EXCESSIVE_LOAD, what));
+        }
+        Ok(())
     }
 
     /// The header section of `id` is complete (or will not be read): its timer stops.

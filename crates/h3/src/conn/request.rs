@@ -132,6 +132,11 @@ impl Connection {
         let unexpected = |reason| Err(Error::conn(Code::H3_FRAME_UNEXPECTED, reason));
         match ty {
             kind::DATA => match phase {
+                Phase::Body if len == 0 => {
+                    // Carries nothing: the request's end is the stream's FIN.
+                    reader.stream();
+                    self.glitch("glitch flood: empty DATA frames")?;
+                }
                 Phase::Body => reader.stream(),
                 Phase::Head | Phase::HeadBlocked => return unexpected("DATA before HEADERS"),
                 Phase::TrailersBlocked | Phase::Trailers => return unexpected("DATA after trailers"),
@@ -158,8 +163,15 @@ impl Connection {
             | kind::PRIORITY_UPDATE_REQUEST
             | kind::PRIORITY_UPDATE_PUSH => return unexpected("frame not allowed on a request stream"),
             t if kind::is_h2_reserved(t) => return unexpected("HTTP/2 frame type"),
-            // §9: unknown and reserved frame types are ignored.
-            _ => reader.skip(),
+            // §9: unknown and reserved frame types are ignored; the first on a stream is free
+            // (greasing), later ones are glitches.
+            _ => {
+                reader.skip();
+                let seen = self.streams.get_mut(&id).is_none_or(|s| std::mem::replace(&mut s.unknown_frame_seen, true));
+                if seen {
+                    self.glitch("glitch flood: request frames of unknown type")?;
+                }
+            }
         }
         Ok(Step::Continue)
     }

@@ -3,6 +3,7 @@
 
 mod client;
 mod control;
+mod glitch;
 mod priority;
 mod requests;
 mod streams;

@@ -1,5 +1,5 @@
-//! A minimal HTTP/2 client over TLS for the `priority` experiment, built on Sluice's frame
-//! encoders and decoders (`sluice_h2::frame`) and HPACK (`sluice_hpack`).
+//! The `priority` experiment's HTTP/2 measurement, on Sluice's client: `sluice_client::H2Conn`
+//! (TLS with rustls) driving the sans-IO client engine `sluice_h2::client`.
 //!
 //! It behaves like a browser loading a page whose images were discovered before a
 //! render-blocking stylesheet: preface, SETTINGS (INITIAL_WINDOW_SIZE 16 MiB, push off), a
@@ -10,28 +10,26 @@
 //! rather than a tree still sees the CSS as the heaviest sibling). Once the first
 //! [`TRIGGER_BYTES`] of image data have arrived it requests the stylesheet with `priority: u=0`
 //! and weight 256, exclusive, on stream 0, and measures the time from sending that request to
-//! the END_STREAM of its response. Flow control never limits: stream windows of 16 MiB are
-//! topped up with stream WINDOW_UPDATEs, the connection window with connection ones.
+//! the END_STREAM of its response. Flow control never limits: 16 MiB stream windows and a
+//! 1 GiB connection window, credit handed back once half a window is used.
+//!
+//! The engine sends the `priority` header as any request field, but no RFC 7540 priority
+//! fields; [`add_priority_fields`] adds them to the engine's HEADERS frame before it is
+//! written, the one piece of frame handling left here.
 //!
 //! The idle figure is the same stylesheet alone on a fresh connection, requested once the TLS
 //! handshake and the SETTINGS exchange (the server's SETTINGS and the ACK of ours) are done.
 //!
-//! Every read has a timeout ([`READ_TIMEOUT`]) and a whole measurement is bounded by
+//! Every wait has a timeout ([`READ_TIMEOUT`]) and a whole measurement is bounded by
 //! [`RUN_LIMIT`]; nothing the server sends can make it panic.
 
+use std::future::Future;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
-use sluice_h2::frame::{
-    flag, kind, Data, GoAway, Head, Headers, Ping, PriorityFields, RstStream, Setting, Settings, WindowUpdate,
-    HEADER_LEN, PREFACE,
-};
-use sluice_hpack::{Decoder, Encoder};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio_rustls::rustls;
+use sluice_client::{H2Conn, H2Setup};
+use sluice_h2::client::{ClientConfig, ClientEvent, Request};
+use sluice_h2::frame::{flag, kind, Head, PriorityFields, HEADER_LEN, PREFACE};
 
 /// Images requested on the busy connection.
 pub const IMAGES: usize = 10;
@@ -45,19 +43,10 @@ pub const TRIGGER_BYTES: u64 = 100_000;
 const INITIAL_WINDOW: u32 = 16 << 20;
 /// The connection window we open (WINDOW_UPDATE on stream 0 after the preface).
 const CONNECTION_WINDOW: u32 = 1 << 30;
-/// The RFC's initial windows.
-const DEFAULT_WINDOW: u32 = 65_535;
-/// Stream credit handed back once this much was received on a stream.
-const STREAM_TOPUP: u32 = 256 * 1024;
-/// Connection credit handed back once this much was received.
-const CONNECTION_TOPUP: u32 = 64 << 20;
-/// Largest frame payload we accept (we never raise SETTINGS_MAX_FRAME_SIZE).
+/// Largest frame the server takes before its SETTINGS say otherwise (RFC 9113 §6.5.2); the
+/// request heads are far smaller.
 const MAX_FRAME: u32 = 16_384;
-/// Largest decoded header list we accept.
-const MAX_HEADER_LIST: usize = 64 * 1024;
-/// Most CONTINUATION frames per header block.
-const MAX_CONTINUATIONS: usize = 32;
-/// Bound on each network read and on the TCP connect and the TLS handshake.
+/// Bound on each wait for the server, on the TCP connect and on the TLS handshake.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bound on one whole measurement (busy and idle connection).
 pub const RUN_LIMIT: Duration = Duration::from_secs(60);
@@ -83,156 +72,55 @@ pub struct Outcome {
     pub images_done_ms: f64,
 }
 
-/// Encodes a GET request as one HEADERS frame with END_STREAM, END_HEADERS and PRIORITY
-/// (the five RFC 7540 priority bytes before the header block), the `priority` header carrying
-/// `urgency`.
-pub fn request_frame(
-    enc: &mut Encoder,
-    stream: u32,
-    authority: &str,
-    path: &str,
-    prio: (&str, PriorityFields),
-    dst: &mut Vec<u8>,
-) -> Result<(), String> {
-    let (urgency, fields) = prio;
-    let headers: [(&str, &str); 7] = [
-        (":method", "GET"),
-        (":scheme", "https"),
-        (":authority", authority),
-        (":path", path),
-        ("user-agent", "sluice-lab-priority"),
-        ("accept", "*/*"),
-        ("priority", urgency),
-    ];
-    let mut block = Vec::new();
-    enc.encode(headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes(), false)), &mut block);
-    let len = block.len() + 5;
-    if len > MAX_FRAME as usize {
-        return Err(format!("request headers for {path} do not fit one frame ({len} bytes)"));
-    }
-    let flags = flag::END_STREAM | flag::END_HEADERS | flag::PRIORITY;
-    Head { len: len as u32, kind: kind::HEADERS, flags, stream }.encode(dst);
-    let raw = (fields.dependency & 0x7fff_ffff) | if fields.exclusive { 0x8000_0000 } else { 0 };
-    dst.extend_from_slice(&raw.to_be_bytes());
-    dst.push((fields.weight.clamp(1, 256) - 1) as u8);
-    dst.extend_from_slice(&block);
-    Ok(())
+/// The engine's windows: flow control never limits the server.
+fn engine_config() -> ClientConfig {
+    ClientConfig { stream_window: INITIAL_WINDOW, connection_window: CONNECTION_WINDOW, ..ClientConfig::default() }
 }
 
-/// The connection start: preface, SETTINGS, connection WINDOW_UPDATE.
-pub fn preamble(dst: &mut Vec<u8>) {
-    dst.extend_from_slice(PREFACE);
-    Settings {
-        ack: false,
-        values: vec![
-            Setting::EnablePush(0),
-            Setting::InitialWindowSize(INITIAL_WINDOW),
-            Setting::HeaderTableSize(4096),
-        ],
-    }
-    .encode(dst);
-    WindowUpdate { stream: 0, increment: CONNECTION_WINDOW - DEFAULT_WINDOW }.encode(dst);
+/// The request's regular fields, the `priority` header carrying `urgency`.
+fn request_fields(urgency: &str) -> [(&str, &str); 3] {
+    [("user-agent", "sluice-lab-priority"), ("accept", "*/*"), ("priority", urgency)]
 }
 
-/// A certificate verifier that accepts any certificate (the lab's is self-signed) but still
-/// checks the handshake signatures.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
+/// Gives the HEADERS frame of `stream` among `out` (bytes the engine queued) the RFC 7540
+/// priority fields: the PRIORITY flag and five bytes (exclusive bit and dependency, weight − 1)
+/// before the header block, which is left as it is. `out` may start with the connection
+/// preface.
+pub fn add_priority_fields(out: &mut Vec<u8>, stream: u32, fields: PriorityFields) -> Result<(), String> {
+    let mut at = if out.starts_with(PREFACE) { PREFACE.len() } else { 0 };
+    while let Some(head) = out.get(at..).and_then(Head::parse) {
+        if head.kind != kind::HEADERS || head.stream != stream {
+            at += HEADER_LEN + head.len as usize;
+            continue;
+        }
+        if head.flags & (flag::PRIORITY | flag::PADDED) != 0 {
+            return Err(format!("the HEADERS frame of stream {stream} is already padded or prioritised"));
+        }
+        let len = head.len + 5;
+        if len > MAX_FRAME {
+            return Err(format!("the request head of stream {stream} does not fit one frame ({len} bytes)"));
+        }
+        let mut patched = Vec::with_capacity(HEADER_LEN + 5);
+        Head { len, flags: head.flags | flag::PRIORITY, ..head }.encode(&mut patched);
+        let raw = (fields.dependency & 0x7fff_ffff) | if fields.exclusive { 0x8000_0000 } else { 0 };
+        patched.extend_from_slice(&raw.to_be_bytes());
+        patched.push((fields.weight.clamp(1, 256) - 1) as u8);
+        out.splice(at..at + HEADER_LEN, patched);
+        return Ok(());
     }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+    Err(format!("no HEADERS frame of stream {stream} to give priority fields"))
 }
 
-/// TLS client configuration: ring provider, any certificate, ALPN h2 only.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS configuration: {e}"))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Arc::new(cfg))
-}
-
-/// What a frame from the server meant to us.
-#[derive(Debug, PartialEq, Eq)]
-enum Event {
-    /// A response head (`:status`), maybe ending the stream.
-    Head { stream: u32, status: u16, end: bool },
-    /// Response data.
-    Data { stream: u32, len: u64, end: bool },
-    /// Anything else (SETTINGS, PING, WINDOW_UPDATE, ...), handled inside.
-    Other,
-}
-
-/// One client connection.
-struct Conn<S> {
-    io: S,
-    buf: BytesMut,
-    out: Vec<u8>,
-    enc: Encoder,
-    dec: Decoder,
+/// One client connection with the measurement's bounds.
+struct Conn {
+    h2: H2Conn,
     authority: String,
     deadline: Instant,
-    /// Received but not yet handed back, connection-wide and per stream.
-    conn_unacked: u32,
-    stream_unacked: Vec<(u32, u32)>,
-    server_settings: bool,
-    settings_acked: bool,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
-    fn new(io: S, authority: String, deadline: Instant) -> Self {
-        Self {
-            io,
-            buf: BytesMut::with_capacity(64 * 1024),
-            out: Vec::new(),
-            enc: Encoder::new(),
-            dec: Decoder::new(4096),
-            authority,
-            deadline,
-            conn_unacked: 0,
-            stream_unacked: Vec::new(),
-            server_settings: false,
-            settings_acked: false,
-        }
-    }
-
-    /// The time left for a read: [`READ_TIMEOUT`], at most until the deadline.
-    fn read_limit(&self) -> Result<Duration, String> {
+impl Conn {
+    /// The time left for a wait: [`READ_TIMEOUT`], at most until the deadline.
+    fn limit(&self) -> Result<Duration, String> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(format!("the measurement exceeded {} s", RUN_LIMIT.as_secs()));
@@ -240,187 +128,61 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         Ok(left.min(READ_TIMEOUT))
     }
 
-    async fn flush(&mut self) -> Result<(), String> {
-        if self.out.is_empty() {
-            return Ok(());
-        }
-        let limit = self.read_limit()?;
-        let out = std::mem::take(&mut self.out);
-        match tokio::time::timeout(limit, async {
-            self.io.write_all(&out).await?;
-            self.io.flush().await
-        })
-        .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("writing to the server: {e}")),
-            Err(_) => Err(format!("writing to the server timed out after {} ms", limit.as_millis())),
+    /// `f` on the connection, bounded by [`Conn::limit`]; `what` names it in the timeout error.
+    async fn bounded<T>(
+        &mut self,
+        what: &str,
+        f: impl AsyncFnOnce(&mut H2Conn) -> Result<T, sluice_client::Failure>,
+    ) -> Result<T, String> {
+        let limit = self.limit()?;
+        match tokio::time::timeout(limit, f(&mut self.h2)).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("{what} timed out after {} ms", limit.as_millis())),
         }
     }
 
-    fn request(&mut self, stream: u32, path: &str, prio: (&str, PriorityFields)) -> Result<(), String> {
-        let authority = self.authority.clone();
-        request_frame(&mut self.enc, stream, &authority, path, prio, &mut self.out)
+    /// Queues a GET of `path` with both priority signals, ready for [`Conn::send`].
+    fn request(&mut self, path: &str, prio: (&str, PriorityFields)) -> Result<Queued, String> {
+        let fields = request_fields(prio.0);
+        let req = Request { method: "GET", scheme: "https", authority: &self.authority, path, fields: &fields };
+        let stream = self.h2.request(&req).map_err(|e| e.to_string())?;
+        Ok(Queued { stream, fields: prio.1 })
     }
 
-    /// Reads one whole frame (header, payload), waiting at most [`READ_TIMEOUT`] per read.
-    async fn read_frame(&mut self) -> Result<(Head, Bytes), String> {
-        // Bounded: each pass either returns or reads at least one byte, and reads are timed.
-        loop {
-            if let Some(head) = Head::parse(&self.buf) {
-                if head.len > MAX_FRAME {
-                    return Err(format!("the server sent a {}-byte frame (our maximum is {MAX_FRAME})", head.len));
-                }
-                let total = HEADER_LEN + head.len as usize;
-                if self.buf.len() >= total {
-                    self.buf.advance(HEADER_LEN);
-                    let payload = self.buf.split_to(head.len as usize).freeze();
-                    return Ok((head, payload));
-                }
-            }
-            let limit = self.read_limit()?;
-            self.buf.reserve(32 * 1024);
-            match tokio::time::timeout(limit, self.io.read_buf(&mut self.buf)).await {
-                Ok(Ok(0)) => return Err("the server closed the connection".into()),
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(format!("reading from the server: {e}")),
-                Err(_) => return Err(format!("no data from the server for {} ms", limit.as_millis())),
-            }
+    /// Writes everything queued, the HEADERS frames of `requests` given their RFC 7540 fields.
+    async fn send(&mut self, requests: &[Queued]) -> Result<(), String> {
+        let mut out = self.h2.take_transmit();
+        for q in requests {
+            add_priority_fields(&mut out, q.stream, q.fields)?;
         }
+        self.bounded("writing to the server", async |h2| h2.write(&out).await).await
     }
 
-    /// Reads and handles one frame.
-    async fn next_event(&mut self) -> Result<Event, String> {
-        let (head, payload) = self.read_frame().await?;
-        let ev = self.handle(head, payload).await?;
-        self.flush().await?;
-        Ok(ev)
-    }
-
-    async fn handle(&mut self, head: Head, payload: Bytes) -> Result<Event, String> {
-        let h2err = |e: sluice_h2::Error| format!("bad frame from the server: {e:?}");
-        match head.kind {
-            kind::SETTINGS => {
-                let s = Settings::decode(&head, &payload).map_err(h2err)?;
-                if s.ack {
-                    self.settings_acked = true;
-                } else {
-                    self.server_settings = true;
-                    Settings { ack: true, values: Vec::new() }.encode(&mut self.out);
-                }
-                Ok(Event::Other)
-            }
-            kind::PING => {
-                let p = Ping::decode(&head, &payload).map_err(h2err)?;
-                if !p.ack {
-                    Ping { ack: true, payload: p.payload }.encode(&mut self.out);
-                }
-                Ok(Event::Other)
-            }
-            kind::GOAWAY => {
-                let g = GoAway::decode(&head, &payload).map_err(h2err)?;
-                Err(format!(
-                    "the server sent GOAWAY ({:?}, last stream {}): {}",
-                    g.reason,
-                    g.last_stream,
-                    String::from_utf8_lossy(&g.debug).chars().take(200).collect::<String>()
-                ))
-            }
-            kind::RST_STREAM => {
-                let r = RstStream::decode(&head, &payload).map_err(h2err)?;
-                Err(format!("the server reset stream {} ({:?})", r.stream, r.reason))
-            }
-            kind::PUSH_PROMISE => Err("the server sent PUSH_PROMISE although push is off".into()),
-            kind::HEADERS => {
-                let h = Headers::decode(&head, payload).map_err(h2err)?;
-                let mut block = h.fragment.to_vec();
-                let mut end_headers = h.end_headers;
-                let mut n = 0;
-                while !end_headers {
-                    n += 1;
-                    if n > MAX_CONTINUATIONS {
-                        return Err("the server sent too many CONTINUATION frames".into());
-                    }
-                    let (c, p) = self.read_frame().await?;
-                    if c.kind != kind::CONTINUATION || c.stream != h.stream {
-                        return Err(format!("expected CONTINUATION on stream {}, got type {}", h.stream, c.kind));
-                    }
-                    if block.len() + p.len() > MAX_HEADER_LIST {
-                        return Err("the server's header block is too large".into());
-                    }
-                    block.extend_from_slice(&p);
-                    end_headers = c.has(flag::END_HEADERS);
-                }
-                let mut status = None;
-                self.dec
-                    .decode(&block, MAX_HEADER_LIST, &mut |name, value, _| {
-                        if name == b":status" {
-                            status = std::str::from_utf8(value).ok().and_then(|v| v.parse::<u16>().ok());
-                        }
-                    })
-                    .map_err(|e| format!("HPACK from the server: {e}"))?;
-                // A trailer block has no :status; report it as a head with status 0 only
-                // when it ends the stream.
-                Ok(Event::Head { stream: h.stream, status: status.unwrap_or(0), end: h.end_stream })
-            }
-            kind::DATA => {
-                let d = Data::decode(&head, payload).map_err(h2err)?;
-                self.credit(d.stream, d.flow_len, d.end_stream);
-                Ok(Event::Data { stream: d.stream, len: d.data.len() as u64, end: d.end_stream })
-            }
-            // WINDOW_UPDATE, PRIORITY, PRIORITY_UPDATE, ORIGIN, unknown types: nothing to do.
-            _ => Ok(Event::Other),
-        }
-    }
-
-    /// Hands credit back so that flow control never limits the server.
-    fn credit(&mut self, stream: u32, flow_len: u32, ended: bool) {
-        self.conn_unacked = self.conn_unacked.saturating_add(flow_len);
-        if self.conn_unacked >= CONNECTION_TOPUP {
-            WindowUpdate { stream: 0, increment: self.conn_unacked }.encode(&mut self.out);
-            self.conn_unacked = 0;
-        }
-        let i = match self.stream_unacked.iter().position(|(s, _)| *s == stream) {
-            Some(i) => i,
-            None => {
-                self.stream_unacked.push((stream, 0));
-                self.stream_unacked.len() - 1
-            }
-        };
-        if ended {
-            self.stream_unacked.swap_remove(i);
-            return;
-        }
-        let e = &mut self.stream_unacked[i];
-        e.1 = e.1.saturating_add(flow_len);
-        if e.1 >= STREAM_TOPUP {
-            WindowUpdate { stream, increment: e.1 }.encode(&mut self.out);
-            e.1 = 0;
-        }
+    /// The next event from the server.
+    async fn next_event(&mut self) -> Result<ClientEvent, String> {
+        self.bounded("waiting for the server", async |h2| h2.next_event().await).await
     }
 }
 
-/// Connects over TCP and TLS (ALPN h2) with timeouts.
-async fn connect(
-    tls: &Arc<rustls::ClientConfig>,
-    addr: Ipv4Addr,
-    port: u16,
-    deadline: Instant,
-) -> Result<Conn<tokio_rustls::client::TlsStream<TcpStream>>, String> {
-    let tcp = tokio::time::timeout(READ_TIMEOUT, TcpStream::connect((addr, port)))
-        .await
-        .map_err(|_| format!("connecting to {addr}:{port} timed out"))?
-        .map_err(|e| format!("connecting to {addr}:{port}: {e}"))?;
-    let _ = tcp.set_nodelay(true);
-    let name = rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::V4(addr).into());
-    let tls = tokio::time::timeout(READ_TIMEOUT, tokio_rustls::TlsConnector::from(tls.clone()).connect(name, tcp))
-        .await
-        .map_err(|_| format!("TLS handshake with {addr}:{port} timed out"))?
-        .map_err(|e| format!("TLS handshake with {addr}:{port}: {e}"))?;
-    if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
-        return Err(format!("{addr}:{port} did not negotiate h2 with ALPN"));
+/// A request queued in the engine, not yet written.
+struct Queued {
+    stream: u32,
+    fields: PriorityFields,
+}
+
+/// Connects over TCP and TLS (ALPN h2, any certificate: the lab's is self-signed).
+async fn connect(addr: Ipv4Addr, port: u16, deadline: Instant) -> Result<Conn, String> {
+    let setup = H2Setup { connect_timeout: READ_TIMEOUT, insecure: true, cacert: None, engine: engine_config() };
+    let h2 = within(deadline, H2Conn::connect(&format!("https://{addr}:{port}/"), &setup)).await?;
+    Ok(Conn { h2, authority: format!("{addr}:{port}"), deadline })
+}
+
+/// `f`, bounded by `deadline`.
+async fn within<T>(deadline: Instant, f: impl Future<Output = Result<T, sluice_client::Failure>>) -> Result<T, String> {
+    match tokio::time::timeout_at(deadline.into(), f).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("the measurement exceeded {} s", RUN_LIMIT.as_secs())),
     }
-    Ok(Conn::new(tls, format!("{addr}:{port}"), deadline))
 }
 
 /// Expected body size of a path.
@@ -441,26 +203,34 @@ struct Progress {
     done: Option<Instant>,
 }
 
-/// Applies an event to the streams; `Err` on a non-200 status, a short body or an unknown
-/// stream.
-fn apply(streams: &mut [Progress], ev: &Event, now: Instant) -> Result<(), String> {
-    let (stream, end) = match *ev {
-        Event::Head { stream, status, end } => {
-            let p = streams.iter().find(|p| p.stream == stream);
-            let Some(p) = p else { return Err(format!("response on unknown stream {stream}")) };
-            if status != 200 && !(status == 0 && end) {
+/// Applies an event to the streams; `Err` on a non-200 status, a short body, an unknown
+/// stream, a reset or GOAWAY.
+fn apply(streams: &mut [Progress], ev: &ClientEvent, now: Instant) -> Result<(), String> {
+    let (stream, end) = match ev {
+        &ClientEvent::Response { stream, status, end_stream, .. } => {
+            let Some(p) = streams.iter().find(|p| p.stream == stream) else {
+                return Err(format!("response on unknown stream {stream}"));
+            };
+            if status != 200 {
                 return Err(format!("GET {}: HTTP status {status}", p.path));
             }
-            (stream, end)
+            (stream, end_stream)
         }
-        Event::Data { stream, len, end } => {
-            let Some(p) = streams.iter_mut().find(|p| p.stream == stream) else {
+        ClientEvent::Data { stream, data, end_stream } => {
+            let Some(p) = streams.iter_mut().find(|p| p.stream == *stream) else {
                 return Err(format!("data on unknown stream {stream}"));
             };
-            p.bytes += len;
-            (stream, end)
+            p.bytes += data.len() as u64;
+            (*stream, *end_stream)
         }
-        Event::Other => return Ok(()),
+        // Trailers end the response.
+        &ClientEvent::Trailers { stream, .. } => (stream, true),
+        ClientEvent::Reset { stream, error } => return Err(format!("stream {stream} was reset: {error}")),
+        ClientEvent::GoAway { last_stream, reason } => {
+            return Err(format!("the server sent GOAWAY ({reason:?}, last stream {last_stream})"))
+        }
+        // SETTINGS, ORIGIN, interim (1xx) heads: nothing to measure.
+        ClientEvent::Ready | ClientEvent::Origin(_) | ClientEvent::Informational { .. } => return Ok(()),
     };
     if end {
         if let Some(p) = streams.iter_mut().find(|p| p.stream == stream) {
@@ -474,43 +244,37 @@ fn apply(streams: &mut [Progress], ev: &Event, now: Instant) -> Result<(), Strin
 }
 
 /// The busy connection: (CSS ms, images done ms).
-async fn busy(
-    tls: &Arc<rustls::ClientConfig>,
-    addr: Ipv4Addr,
-    port: u16,
-    deadline: Instant,
-) -> Result<(f64, f64), String> {
-    let mut c = connect(tls, addr, port, deadline).await?;
-    preamble(&mut c.out);
+async fn busy(addr: Ipv4Addr, port: u16, deadline: Instant) -> Result<(f64, f64), String> {
+    let mut c = connect(addr, port, deadline).await?;
     let mut streams: Vec<Progress> = Vec::new();
+    let mut queued = Vec::new();
     for i in 0..IMAGES {
-        let stream = 1 + 2 * i as u32;
         let path = format!("/img{i}.jpg");
-        c.request(stream, &path, IMAGE_PRIORITY)?;
-        streams.push(Progress { stream, path, bytes: 0, done: None });
+        let q = c.request(&path, IMAGE_PRIORITY)?;
+        streams.push(Progress { stream: q.stream, path, bytes: 0, done: None });
+        queued.push(q);
     }
+    // The preface, SETTINGS and WINDOW_UPDATE go out with the requests, in one write.
     let images_sent = Instant::now();
-    c.flush().await?;
-    let css_stream = 1 + 2 * IMAGES as u32;
-    let mut css_sent: Option<Instant> = None;
-    // Bounded by the deadline (every read is timed against it).
+    c.send(&queued).await?;
+    let mut css: Option<(u32, Instant)> = None;
+    // Bounded by the deadline (every wait is timed against it).
     while streams.iter().any(|p| p.done.is_none()) {
         let ev = c.next_event().await?;
         apply(&mut streams, &ev, Instant::now())?;
-        if css_sent.is_none() {
+        if css.is_none() {
             let image_bytes: u64 = streams.iter().map(|p| p.bytes).sum();
             if image_bytes >= TRIGGER_BYTES {
-                c.request(css_stream, "/style.css", CSS_PRIORITY)?;
-                css_sent = Some(Instant::now());
-                c.flush().await?;
-                streams.push(Progress { stream: css_stream, path: "/style.css".into(), bytes: 0, done: None });
+                let q = c.request("/style.css", CSS_PRIORITY)?;
+                css = Some((q.stream, Instant::now()));
+                streams.push(Progress { stream: q.stream, path: "/style.css".into(), bytes: 0, done: None });
+                c.send(&[q]).await?;
             }
         }
     }
-    let css = match (css_sent, streams.iter().find(|p| p.stream == css_stream).and_then(|p| p.done)) {
-        (Some(s), Some(d)) => d.duration_since(s),
-        _ => return Err("the stylesheet was never requested".into()),
-    };
+    let Some((css_stream, css_sent)) = css else { return Err("the stylesheet was never requested".into()) };
+    let css_done = streams.iter().find(|p| p.stream == css_stream).and_then(|p| p.done);
+    let Some(css_done) = css_done else { return Err("the stylesheet never completed".into()) };
     let images = streams
         .iter()
         .filter(|p| p.stream != css_stream)
@@ -518,29 +282,24 @@ async fn busy(
         .max()
         .map(|d| d.duration_since(images_sent))
         .unwrap_or_default();
-    Ok((ms(css), ms(images)))
+    Ok((ms(css_done.duration_since(css_sent)), ms(images)))
 }
 
 /// The idle connection: CSS ms once the SETTINGS exchange is done.
-async fn idle(tls: &Arc<rustls::ClientConfig>, addr: Ipv4Addr, port: u16, deadline: Instant) -> Result<f64, String> {
-    let mut c = connect(tls, addr, port, deadline).await?;
-    preamble(&mut c.out);
-    c.flush().await?;
-    while !(c.server_settings && c.settings_acked) {
-        let ev = c.next_event().await?;
-        if ev != Event::Other {
-            return Err(format!("unexpected {ev:?} before any request"));
-        }
-    }
-    let mut streams = vec![Progress { stream: 1, path: "/style.css".into(), bytes: 0, done: None }];
-    c.request(1, "/style.css", CSS_PRIORITY)?;
+async fn idle(addr: Ipv4Addr, port: u16, deadline: Instant) -> Result<f64, String> {
+    let mut c = connect(addr, port, deadline).await?;
+    c.bounded("the SETTINGS exchange", async |h2| h2.exchange_settings().await).await?;
+    let q = c.request("/style.css", CSS_PRIORITY)?;
+    let mut streams = vec![Progress { stream: q.stream, path: "/style.css".into(), bytes: 0, done: None }];
     let sent = Instant::now();
-    c.flush().await?;
-    while streams[0].done.is_none() {
+    c.send(&[q]).await?;
+    loop {
         let ev = c.next_event().await?;
         apply(&mut streams, &ev, Instant::now())?;
+        if let Some(done) = streams[0].done {
+            return Ok(ms(done.duration_since(sent)));
+        }
     }
-    Ok(streams[0].done.map(|d| ms(d.duration_since(sent))).unwrap_or_default())
 }
 
 fn ms(d: Duration) -> f64 {
@@ -554,12 +313,11 @@ pub fn measure(addr: Ipv4Addr, port: u16) -> Result<Outcome, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("starting the client runtime: {e}"))?;
-    let tls = tls_config()?;
     rt.block_on(async {
         let deadline = Instant::now() + RUN_LIMIT;
         let run = async {
-            let css_idle_ms = idle(&tls, addr, port, deadline).await?;
-            let (css_busy_ms, images_done_ms) = busy(&tls, addr, port, deadline).await?;
+            let css_idle_ms = idle(addr, port, deadline).await?;
+            let (css_busy_ms, images_done_ms) = busy(addr, port, deadline).await?;
             let ratio = if css_idle_ms > 0.0 { css_busy_ms / css_idle_ms } else { f64::NAN };
             Ok::<_, String>(Outcome { css_busy_ms, css_idle_ms, ratio, images_done_ms })
         };
@@ -573,114 +331,143 @@ pub fn measure(addr: Ipv4Addr, port: u16) -> Result<Outcome, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_h2::client::Client;
+    use sluice_h2::flow::FixedWindows;
+    use sluice_h2::frame::{Headers, Setting, Settings, WindowUpdate};
+    use sluice_h2::{Config, Connection, Event};
 
-    fn decode_headers(frame: &[u8]) -> (Head, Headers, Vec<(String, String)>) {
-        let head = Head::parse(frame).unwrap();
-        assert_eq!(frame.len(), HEADER_LEN + head.len as usize);
-        let h = Headers::decode(&head, Bytes::copy_from_slice(&frame[HEADER_LEN..])).unwrap();
-        let mut fields = Vec::new();
-        Decoder::new(4096)
-            .decode(&h.fragment, 1 << 16, &mut |n, v, _| {
-                fields.push((String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
-            })
-            .unwrap();
-        (head, h, fields)
+    /// The frames of `b` (after the preface): header and payload.
+    fn frames(mut b: &[u8]) -> Vec<(Head, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some(head) = Head::parse(b) {
+            let end = HEADER_LEN + head.len as usize;
+            assert!(b.len() >= end, "a whole frame");
+            out.push((head, b[HEADER_LEN..end].to_vec()));
+            b = &b[end..];
+        }
+        assert!(b.is_empty(), "nothing after the last frame");
+        out
+    }
+
+    /// What the busy connection's first write holds: the engine's preface, SETTINGS and
+    /// WINDOW_UPDATE, an image request and the stylesheet's, both with RFC 7540 fields added.
+    fn first_write() -> (Vec<u8>, Vec<u8>) {
+        let now = Instant::now();
+        let mut client = Client::new(engine_config(), now);
+        let a = "10.99.0.2:8443";
+        let mut queued = Vec::new();
+        for (path, prio) in [("/img1.jpg", IMAGE_PRIORITY), ("/style.css", CSS_PRIORITY)] {
+            let fields = request_fields(prio.0);
+            let req = Request { method: "GET", scheme: "https", authority: a, path, fields: &fields };
+            queued.push((client.request(&req).expect("a new connection takes requests"), prio.1));
+        }
+        let plain = client.poll_transmit().expect("the preface and requests are queued");
+        let mut out = plain.clone();
+        for (stream, fields) in queued {
+            add_priority_fields(&mut out, stream, fields).expect("each request has its HEADERS");
+        }
+        (plain, out)
     }
 
     #[test]
-    fn image_request_carries_both_priority_signals() {
-        let mut out = Vec::new();
-        request_frame(&mut Encoder::new(), 3, "10.99.0.2:8443", "/img1.jpg", IMAGE_PRIORITY, &mut out).unwrap();
-        let (head, h, fields) = decode_headers(&out);
-        assert_eq!(head.kind, kind::HEADERS);
-        assert_eq!(head.stream, 3);
-        assert!(head.has(flag::END_STREAM) && head.has(flag::END_HEADERS) && head.has(flag::PRIORITY));
-        assert!(h.end_stream && h.end_headers);
-        assert_eq!(h.priority, Some(PriorityFields { dependency: 0, exclusive: false, weight: 110 }));
-        let get = |n: &str| fields.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
-        assert_eq!(get(":method"), Some("GET"));
-        assert_eq!(get(":scheme"), Some("https"));
-        assert_eq!(get(":authority"), Some("10.99.0.2:8443"));
-        assert_eq!(get(":path"), Some("/img1.jpg"));
-        assert_eq!(get("priority"), Some("u=5, i"));
-        // Pseudo-headers first.
-        assert!(fields.iter().take(4).all(|(k, _)| k.starts_with(':')));
+    fn requests_carry_both_priority_signals() {
+        let (plain, out) = first_write();
+        assert!(out.starts_with(PREFACE));
+        let got = frames(&out[PREFACE.len()..]);
+        let before = frames(&plain[PREFACE.len()..]);
+        assert_eq!(got.len(), before.len(), "frames are patched, none added");
+        // The connection start: push off, 16 MiB stream windows, a 1 GiB connection window.
+        let s = Settings::decode(&got[0].0, &got[0].1).expect("SETTINGS first");
+        assert!(s.values.contains(&Setting::InitialWindowSize(16 << 20)) && s.values.contains(&Setting::EnablePush(0)));
+        let w = WindowUpdate::decode(&got[1].0, &got[1].1).expect("then WINDOW_UPDATE");
+        assert_eq!((w.stream, w.increment + 65_535), (0, 1 << 30));
+        let heads: Vec<_> = got.iter().zip(&before).filter(|((h, _), _)| h.kind == kind::HEADERS).collect();
+        assert_eq!(heads.len(), 2);
+        for (((head, payload), (old, old_payload)), (stream, prio)) in heads.into_iter().zip([(1, 110), (3, 256)]) {
+            assert_eq!(head.stream, stream);
+            assert_eq!(head.flags, flag::END_STREAM | flag::END_HEADERS | flag::PRIORITY);
+            assert_eq!(head.len, old.len + 5);
+            let h = Headers::decode(head, payload.clone().into()).expect("a valid HEADERS frame");
+            let want = PriorityFields { dependency: 0, exclusive: prio == 256, weight: prio };
+            assert_eq!(h.priority, Some(want));
+            // The header block is the engine's, untouched.
+            assert_eq!(&h.fragment[..], &old_payload[..]);
+        }
     }
 
     #[test]
-    fn css_request_is_urgent_and_exclusive() {
-        let mut enc = Encoder::new();
-        let mut out = Vec::new();
-        // A first request fills the dynamic table; the second must still decode in sequence.
-        request_frame(&mut enc, 1, "a:1", "/img0.jpg", IMAGE_PRIORITY, &mut out).unwrap();
-        let first = HEADER_LEN + Head::parse(&out).unwrap().len as usize;
-        request_frame(&mut enc, 21, "a:1", "/style.css", CSS_PRIORITY, &mut out).unwrap();
-        let mut dec = Decoder::new(4096);
+    fn the_server_engine_reads_the_patched_requests() {
+        let (_, out) = first_write();
+        let now = Instant::now();
+        let w = FixedWindows { stream: 1 << 20, connection: 1 << 20 };
+        let mut server = Connection::new(Config::default(), Box::new(w), now);
+        server.handle_input(now, &out);
         let mut seen = Vec::new();
-        for frame in [&out[..first], &out[first..]] {
-            let head = Head::parse(frame).unwrap();
-            let h = Headers::decode(&head, Bytes::copy_from_slice(&frame[HEADER_LEN..])).unwrap();
-            dec.decode(&h.fragment, 1 << 16, &mut |n, v, _| {
-                if n == b"priority" || n == b":path" {
-                    seen.push(String::from_utf8_lossy(v).into_owned());
+        while let Some(e) = server.poll_event() {
+            match e {
+                Event::Request { stream, head, end_stream } => {
+                    assert!(end_stream);
+                    let field = |n: &str| head.fields.iter().find(|f| f.name == n.as_bytes()).map(|f| f.value.clone());
+                    let path = head.path.unwrap_or_default();
+                    seen.push((stream, path, field("priority").unwrap_or_default()));
                 }
-            })
-            .unwrap();
-            if head.stream == 21 {
-                assert_eq!(h.priority, Some(PriorityFields { dependency: 0, exclusive: true, weight: 256 }));
+                other => panic!("unexpected {other:?}"),
             }
         }
-        assert_eq!(seen, ["/img0.jpg", "u=5, i", "/style.css", "u=0"]);
+        let want: Vec<(u32, &[u8], &[u8])> = vec![(1, b"/img1.jpg", b"u=5, i"), (3, b"/style.css", b"u=0")];
+        let seen: Vec<(u32, &[u8], &[u8])> = seen.iter().map(|(s, p, v)| (*s, &p[..], &v[..])).collect();
+        assert_eq!(seen, want);
     }
 
     #[test]
-    fn preamble_opens_the_windows() {
-        let mut out = Vec::new();
-        preamble(&mut out);
-        assert!(out.starts_with(PREFACE));
-        let rest = &out[PREFACE.len()..];
-        let head = Head::parse(rest).unwrap();
-        assert_eq!(head.kind, kind::SETTINGS);
-        let s = Settings::decode(&head, &rest[HEADER_LEN..HEADER_LEN + head.len as usize]).unwrap();
-        assert!(s.values.contains(&Setting::InitialWindowSize(16 << 20)));
-        assert!(s.values.contains(&Setting::EnablePush(0)));
-        let rest = &rest[HEADER_LEN + head.len as usize..];
-        let head = Head::parse(rest).unwrap();
-        let w = WindowUpdate::decode(&head, &rest[HEADER_LEN..]).unwrap();
-        assert_eq!((w.stream, w.increment + DEFAULT_WINDOW), (0, 1 << 30));
+    fn priority_fields_are_added_only_where_they_fit() {
+        let (plain, _) = first_write();
+        // No HEADERS of stream 5: an error, the bytes unchanged.
+        let mut out = plain.clone();
+        assert!(add_priority_fields(&mut out, 5, CSS_PRIORITY.1).is_err());
+        assert_eq!(out, plain);
+        // A frame already carrying them is not patched twice.
+        let mut once = plain[PREFACE.len()..].to_vec();
+        add_priority_fields(&mut once, 1, CSS_PRIORITY.1).expect("stream 1's HEADERS");
+        let patched = once.clone();
+        assert!(add_priority_fields(&mut once, 1, CSS_PRIORITY.1).unwrap_err().contains("already"));
+        assert_eq!(once, patched);
+        // A header that claims more than there is: an error, not a panic.
+        let mut short = Vec::new();
+        Head { len: 1 << 20, kind: kind::DATA, flags: 0, stream: 1 }.encode(&mut short);
+        assert!(add_priority_fields(&mut short, 1, CSS_PRIORITY.1).is_err());
     }
 
     #[test]
-    fn progress_checks_status_and_sizes() {
+    fn progress_checks_status_sizes_and_resets() {
         let now = Instant::now();
-        let mut s = vec![Progress { stream: 1, path: "/style.css".into(), bytes: 0, done: None }];
-        apply(&mut s, &Event::Head { stream: 1, status: 200, end: false }, now).unwrap();
-        apply(&mut s, &Event::Data { stream: 1, len: CSS_BYTES - 1, end: false }, now).unwrap();
-        assert!(apply(&mut s, &Event::Data { stream: 1, len: 0, end: true }, now).unwrap_err().contains("bytes"));
-        apply(&mut s, &Event::Data { stream: 1, len: 1, end: true }, now).unwrap();
+        let data = |stream, n: usize, end_stream| ClientEvent::Data { stream, data: vec![0; n].into(), end_stream };
+        let head = |stream, status| ClientEvent::Response { stream, status, fields: Vec::new(), end_stream: false };
+        let css = || vec![Progress { stream: 1, path: "/style.css".into(), bytes: 0, done: None }];
+        let mut s = css();
+        apply(&mut s, &head(1, 200), now).unwrap();
+        apply(&mut s, &data(1, CSS_BYTES as usize - 1, false), now).unwrap();
+        assert!(apply(&mut s, &data(1, 0, true), now).unwrap_err().contains("bytes"));
+        apply(&mut s, &data(1, 1, true), now).unwrap();
         assert_eq!(s[0].done, Some(now));
-        assert!(apply(&mut s, &Event::Head { stream: 3, status: 200, end: false }, now).is_err());
+        assert!(apply(&mut s, &head(3, 200), now).unwrap_err().contains("unknown stream"));
+        // Trailers end a response too.
+        let mut s = css();
+        apply(&mut s, &data(1, CSS_BYTES as usize, false), now).unwrap();
+        apply(&mut s, &ClientEvent::Trailers { stream: 1, fields: Vec::new() }, now).unwrap();
+        assert_eq!(s[0].done, Some(now));
         let mut s = vec![Progress { stream: 1, path: "/img0.jpg".into(), bytes: 0, done: None }];
-        assert!(apply(&mut s, &Event::Head { stream: 1, status: 404, end: false }, now).unwrap_err().contains("404"));
-    }
-
-    #[tokio::test]
-    async fn frames_from_a_peer_are_parsed_without_panics() {
-        let (a, mut b) = tokio::io::duplex(1 << 16);
-        let mut c = Conn::new(a, "x:1".into(), Instant::now() + Duration::from_secs(5));
-        let mut wire = Vec::new();
-        Settings { ack: false, values: vec![Setting::MaxConcurrentStreams(100)] }.encode(&mut wire);
-        Data::encode(1, b"hello", true, &mut wire);
-        // An oversized frame header: refused with an error, not a panic.
-        Head { len: 1 << 20, kind: kind::DATA, flags: 0, stream: 1 }.encode(&mut wire);
-        b.write_all(&wire).await.unwrap();
-        assert_eq!(c.next_event().await.unwrap(), Event::Other);
-        assert!(c.server_settings);
-        assert_eq!(c.next_event().await.unwrap(), Event::Data { stream: 1, len: 5, end: true });
-        assert!(c.next_event().await.unwrap_err().contains("frame"));
-        // Our SETTINGS ACK went out.
-        let mut got = vec![0u8; HEADER_LEN];
-        b.read_exact(&mut got).await.unwrap();
-        assert_eq!(Head::parse(&got).unwrap(), Head { len: 0, kind: kind::SETTINGS, flags: flag::ACK, stream: 0 });
+        assert!(apply(&mut s, &head(1, 404), now).unwrap_err().contains("404"));
+        let error = sluice_h2::Error::Stream {
+            id: 1,
+            reason: sluice_h2::Reason::CANCEL,
+            initiator: sluice_h2::Initiator::Remote,
+            detail: "reset by the server",
+        };
+        assert!(apply(&mut s, &ClientEvent::Reset { stream: 1, error }, now).unwrap_err().contains("reset"));
+        let away = ClientEvent::GoAway { last_stream: 0, reason: sluice_h2::Reason::NO_ERROR };
+        assert!(apply(&mut s, &away, now).unwrap_err().contains("GOAWAY"));
+        apply(&mut s, &ClientEvent::Ready, now).unwrap();
+        assert_eq!((s[0].bytes, s[0].done), (0, None));
     }
 }

@@ -5,9 +5,10 @@
 //! ideal is 1 (the issue's bar for Sluice: ≤ 1.2).
 //!
 //! Every server serves the same docroot (`img0.jpg`..`img9.jpg`, 1 MB of random bytes each,
-//! `style.css`, 50 KB) as static files over TLS. The client is [`super::h2client`], run on a
-//! thread inside the client namespace. Cases: 5 Mbit/s × 40 ms RTT with a 1 MB drop-tail queue
-//! (bufferbloat), and 50 Mbit/s × 20 ms with the default queue (1.5 × BDP).
+//! `style.css`, 50 KB) as static files over TLS. The client is [`super::h2client`] (Sluice's
+//! HTTP/2 client engine through `sluice_client::H2Conn`), run on a thread inside the client
+//! namespace. Cases: 5 Mbit/s × 40 ms RTT with a 1 MB drop-tail queue (bufferbloat), and
+//! 50 Mbit/s × 20 ms with the default queue (1.5 × BDP).
 //!
 //! The `-tuned` peers run with the write-up's tuning in the server namespace
 //! (`net.ipv4.tcp_notsent_lowat = 16384`, `net.ipv4.tcp_congestion_control = bbr`). These
@@ -275,13 +276,14 @@ pub fn run(plan: &Plan) -> Result<(), String> {
 fn notes(cases: &[Case], runs: u32) -> Vec<String> {
     vec![
         format!(
-            "Method: sluice-lab's own HTTP/2 client (Sluice's frame and HPACK code, rustls): on one connection \
+            "Method: Sluice's HTTP/2 client engine (sluice-client's `H2Conn`, rustls): on one connection \
              {IMAGES} GETs of {IMAGE_BYTES}-byte images, each with `priority: u=5, i` and RFC 7540 priority fields \
              (weight 110, non-exclusive, dependency 0); after {} bytes of image data a GET of the {CSS_BYTES}-byte \
              `style.css` with `priority: u=0` and weight 256, exclusive, dependency 0. **busy** = CSS request sent → \
              its END_STREAM; **idle** = the same request alone on a fresh connection after the TLS handshake and \
              the SETTINGS exchange; ratio = busy/idle per run (ideal 1; the bar for Sluice ≤ {BAR}). \
-             Flow control never limits (16 MiB stream windows, 1 GiB connection window, topped up). \
+             Flow control never limits (16 MiB stream windows, 1 GiB connection window, credit handed back \
+             once half a window is used). \
              The idle request starts from a fresh connection's initial congestion window while the busy one \
              rides a grown window, so a ratio below 1 is possible when the link is fast; the images' data \
              already in flight or queued in the network when the CSS is requested is what no server can recall.",

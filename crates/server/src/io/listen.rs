@@ -28,6 +28,10 @@ pub(crate) struct ListenerTls {
     pub(crate) alt_svc: Option<http::HeaderValue>,
 }
 
+/// First and longest pause after a failed accept.
+const ACCEPT_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Accept until shutdown; every connection task holds a clone of `alive`.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
@@ -37,6 +41,7 @@ pub(crate) async fn accept_loop(
     alive: mpsc::Sender<()>,
 ) {
     let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
+    let mut backoff = std::time::Duration::ZERO;
     loop {
         // Take a connection slot before accepting: at the limit, new connections wait in the
         // kernel's backlog instead of being accepted and dropped.
@@ -49,11 +54,18 @@ pub(crate) async fn accept_loop(
         };
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => {
+                    backoff = std::time::Duration::ZERO;
+                    x
+                }
                 Err(e) => {
-                    // EMFILE and friends: back off briefly instead of spinning.
-                    tracing::warn!(%e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    // Out of descriptors (EMFILE) and the like: back off, doubling up to a
+                    // second while it lasts, and say so once per streak.
+                    if backoff.is_zero() {
+                        tracing::warn!(%e, "accept failed; backing off while it lasts");
+                    }
+                    backoff = (backoff * 2).clamp(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
+                    tokio::time::sleep(backoff).await;
                     continue;
                 }
             },

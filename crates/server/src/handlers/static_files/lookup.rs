@@ -15,13 +15,24 @@ pub(super) enum Lookup {
     AddSlash,
     NotFound,
     Forbidden,
+    /// Out of file descriptors (EMFILE, ENFILE): the file exists, the server cannot open it
+    /// now. 503, never a 404 that a cache or a crawler would believe.
+    Exhausted,
     Error(String),
 }
 
-pub(super) fn classify(kind: io::ErrorKind) -> Lookup {
-    match kind {
+pub(super) fn classify(e: &io::Error) -> Lookup {
+    match e.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE) => return Lookup::Exhausted,
+        // O_NOFOLLOW on a symlink, a name too long, a path through a file: no such file here.
+        Some(libc::ELOOP | libc::ENAMETOOLONG | libc::ENOTDIR | libc::ENOENT) => return Lookup::NotFound,
+        Some(libc::EACCES | libc::EPERM) => return Lookup::Forbidden,
+        _ => {}
+    }
+    match e.kind() {
+        io::ErrorKind::NotFound => Lookup::NotFound,
         io::ErrorKind::PermissionDenied => Lookup::Forbidden,
-        _ => Lookup::NotFound,
+        _ => Lookup::Error(e.to_string()),
     }
 }
 
@@ -36,11 +47,11 @@ pub(super) fn open_beneath(root: &Path, segments: &[String], trailing_slash: boo
     candidate.extend(segments);
     let mut path = match inside(&root, &candidate) {
         Ok(p) => p,
-        Err(kind) => return classify(kind),
+        Err(e) => return classify(&e),
     };
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
-        Err(e) => return classify(e.kind()),
+        Err(e) => return classify(&e),
     };
     let is_index = meta.is_dir();
     if is_index {
@@ -49,7 +60,7 @@ pub(super) fn open_beneath(root: &Path, segments: &[String], trailing_slash: boo
         }
         path = match inside(&root, &path.join("index.html")) {
             Ok(p) => p,
-            Err(kind) => return classify(kind),
+            Err(e) => return classify(&e),
         };
     } else if trailing_slash {
         // `/file.txt/` names a directory that does not exist.
@@ -58,7 +69,7 @@ pub(super) fn open_beneath(root: &Path, segments: &[String], trailing_slash: boo
     let file =
         match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path) {
             Ok(f) => f,
-            Err(e) => return classify(e.kind()),
+            Err(e) => return classify(&e),
         };
     match file.metadata() {
         Ok(m) if m.is_file() => {
@@ -160,11 +171,11 @@ pub(super) fn read_whole(file: &File, len: u64) -> Option<Bytes> {
 
 /// Canonicalizes `path` and checks it is `root` or below it; a path leading outside reports
 /// `NotFound`, like a missing file.
-pub(super) fn inside(root: &Path, path: &Path) -> Result<PathBuf, io::ErrorKind> {
-    let canon = path.canonicalize().map_err(|e| e.kind())?;
+pub(super) fn inside(root: &Path, path: &Path) -> io::Result<PathBuf> {
+    let canon = path.canonicalize()?;
     if canon.starts_with(root) {
         Ok(canon)
     } else {
-        Err(io::ErrorKind::NotFound)
+        Err(io::ErrorKind::NotFound.into())
     }
 }

@@ -88,6 +88,14 @@ pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
         Lookup::AddSlash => redirect_with_slash(&target.segments, req.query.as_deref()),
         Lookup::NotFound => not_found(),
         Lookup::Forbidden => Response::text(StatusCode::FORBIDDEN, "forbidden\n"),
+        Lookup::Exhausted => {
+            tracing::warn!(
+                "static file not opened: out of file descriptors (raise RLIMIT_NOFILE or lower limits.max_connections)"
+            );
+            let mut r = Response::text(StatusCode::SERVICE_UNAVAILABLE, "temporarily out of resources\n");
+            r.headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
         Lookup::Error(e) => {
             tracing::warn!("static file error: {e}");
             Response::text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")

@@ -9,6 +9,9 @@ use super::*;
 use crate::flow::FixedWindows;
 use crate::frame::{flag, kind, Head, PREFACE};
 
+mod glitch;
+mod timers;
+
 /// A test client: builds frames and parses what the server sends.
 struct Client {
     conn: Connection,
@@ -407,24 +410,6 @@ fn graceful_goaway_finishes_open_streams_and_refuses_new() {
     c.conn.send_response(1, 200, vec![], true).unwrap();
     let _ = c.output();
     assert!(c.conn.is_done());
-}
-
-#[test]
-fn idle_and_settings_timeouts() {
-    let cfg = Config { idle_timeout: Duration::from_secs(5), ..Config::default() };
-    let mut c = Client::new(cfg);
-    let t = c.conn.poll_timeout().unwrap();
-    assert_eq!(t, c.now + Duration::from_secs(5));
-    c.conn.handle_timeout(t);
-    assert_eq!(goaway_reason(&c.output()), Some(Reason::NO_ERROR));
-    let now = Instant::now();
-    let mut conn = Connection::new(Config::default(), Box::<FixedWindows>::default(), now);
-    conn.handle_input(now, PREFACE);
-    conn.handle_input(now, &[0, 0, 0, kind::SETTINGS, 0, 0, 0, 0, 0]);
-    conn.handle_timeout(now + Duration::from_secs(11));
-    assert!(
-        matches!(std::iter::from_fn(|| conn.poll_event()).last(), Some(Event::ConnectionError(e)) if e.reason() == Reason::SETTINGS_TIMEOUT)
-    );
 }
 
 #[test]

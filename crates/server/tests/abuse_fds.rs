@@ -1,0 +1,77 @@
+//! The abuse suite, out of file descriptors (W4): a server whose open-file limit is used up by
+//! idle connections answers an existing file 503 (not 404), and recovers once they go. Its
+//! own test binary: it points the whole process's `SLUICE_TEST_BIN` at a wrapper that starts
+//! the server under `prlimit`.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::{note, Server};
+
+/// The status code of the response that arrives on `s`.
+fn status(s: &mut TcpStream) -> String {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") && Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).split(' ').nth(1).unwrap_or_default().to_owned()
+}
+
+#[test]
+fn w4_out_of_descriptors_is_503_not_404_and_the_server_recovers() {
+    if !support::have("prlimit") {
+        note("SKIP w4_out_of_descriptors_is_503_not_404_and_the_server_recovers: `prlimit` (util-linux) not found");
+        assert!(std::env::var_os("CI").is_none(), "prlimit is required under CI");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("sluice-64fds");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nexec prlimit --nofile=64:64 {} \"$@\"\n", support::sluice_bin().display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // This test binary holds only this test: the variable affects no other.
+    std::env::set_var("SLUICE_TEST_BIN", &wrapper);
+    let srv = Server::start();
+    // The request connection first, accepted while descriptors remain.
+    let mut first = TcpStream::connect(("127.0.0.1", srv.plain_port)).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    // Then idle connections until the server has none left (the rest wait in the backlog).
+    let idle: Vec<TcpStream> =
+        (0..100).filter_map(|_| TcpStream::connect(("127.0.0.1", srv.plain_port)).ok()).collect();
+    thread::sleep(Duration::from_millis(500));
+    // /data.bin is larger than the small-file cache holds: serving it needs a descriptor.
+    first.write_all(b"GET /data.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    assert_eq!(status(&mut first), "503", "server log:\n{}", srv.log());
+    assert!(srv.log().contains("out of file descriptors"), "{}", srv.log());
+    drop(first);
+    drop(idle);
+    // Descriptors back: the accept loop's back-off ends and files are served again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", srv.plain_port)) {
+            if s.write_all(b"GET /data.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").is_ok() {
+                last = status(&mut s);
+                if last == "200" {
+                    return;
+                }
+            }
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    panic!("not served after the idle connections closed (last status {last:?}):\n{}", srv.log());
+}
