@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{note, Server};
+use support::{require_tool, Server};
 
 /// The status code of the response that arrives on `s`.
 fn status(s: &mut TcpStream) -> String {
@@ -30,11 +30,7 @@ fn status(s: &mut TcpStream) -> String {
 
 #[test]
 fn w4_out_of_descriptors_is_503_not_404_and_the_server_recovers() {
-    if !support::have("prlimit") {
-        note("SKIP w4_out_of_descriptors_is_503_not_404_and_the_server_recovers: `prlimit` (util-linux) not found");
-        assert!(std::env::var_os("CI").is_none(), "prlimit is required under CI");
-        return;
-    }
+    require_tool!("prlimit", "w4_out_of_descriptors_is_503_not_404_and_the_server_recovers");
     let dir = tempfile::tempdir().unwrap();
     let wrapper = dir.path().join("sluice-64fds");
     std::fs::write(

@@ -77,6 +77,13 @@ macro_rules! require_tool {
     ($tool:expr, $test:expr) => {
         if !support::have($tool) {
             let why = if $tool == "curl" { "not found or without HTTP/2" } else { "not found" };
+            // Under CI a missing tool is a failure: scripts/setup.sh installs every one.
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "{}: `{}` {why} under CI=true (scripts/setup.sh installs it)",
+                $test,
+                $tool
+            );
             support::note(&format!("SKIP {}: `{}` {why}; run scripts/setup.sh", $test, $tool));
             return;
         }
