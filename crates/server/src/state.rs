@@ -13,6 +13,9 @@ pub(crate) struct State {
     pub(crate) h3: sluice_h3::Config,
     /// The memory every connection's receive windows may grow into.
     pub(crate) window_budget: std::sync::Arc<sluice_h2::tune::MemoryBudget>,
+    /// Response bytes every stream of the process may hold waiting to be framed
+    /// (`limits.send_buffer`; see `app::respond::SendRoom`).
+    pub(crate) send_budget: std::sync::Arc<tokio::sync::Semaphore>,
     /// The congestion control set on accepted sockets, when the kernel offers the configured one.
     pub(crate) congestion: Option<String>,
 }
@@ -51,7 +54,8 @@ impl State {
             flood_window: l.flood_window,
             ..sluice_h3::Config::default()
         };
-        Self { cfg, h2, h3, window_budget, congestion }
+        let send_budget = std::sync::Arc::new(tokio::sync::Semaphore::new(cfg.limits.send_buffer));
+        Self { cfg, h2, h3, window_budget, send_budget, congestion }
     }
 
     /// The minimum-progress rule for a connection's writes and an HTTP/1.1 request body's

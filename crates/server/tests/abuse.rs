@@ -246,3 +246,40 @@ fn w10_host_rules_of_http1_and_http2() {
     assert_eq!(h2_status(&srv, "localhost", &[("host", "evil.example")]), "400");
     assert_eq!(h2_status(&srv, "localhost:99999", &[]), "400");
 }
+
+#[test]
+fn w3_w9_response_memory_is_bounded_during_a_burst_and_returned_after() {
+    require_tool!("h2load", "w3_w9_response_memory_is_bounded_during_a_burst_and_returned_after");
+    let srv = strict(1000);
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(srv.www().join("medium.bin"), &big).unwrap();
+    let start = srv.rss_kb().expect("server RSS");
+    // 2,560 streams of a 300 KB file at once (20 connections of 128): without a process-wide
+    // budget each stream kept up to 320 KB queued (820 MB); glibc then kept it after the burst.
+    let mut load = support::Running::spawn(
+        Command::new("h2load").args(["-c", "20", "-m", "128", "-n", "20000"]).arg(srv.https("/medium.bin")),
+    );
+    let mut peak = start;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while load.is_running() && Instant::now() < deadline {
+        peak = peak.max(srv.rss_kb().unwrap_or(0));
+        thread::sleep(Duration::from_millis(50));
+    }
+    let out = load.finish(Duration::from_secs(10));
+    assert!(out.stdout.contains("20000 succeeded"), "{}", out.stdout);
+    // The default budget is 128 MiB of queued response bytes; the rest is TLS, engine state and
+    // each connection's write buffer (up to 1 MiB).
+    assert!(peak < 250_000, "peak RSS {peak} kB (start {start} kB)");
+    // And the memory comes back (the allocator is trimmed every 5 s).
+    let bound = (start * 3 / 2).max(start + 16_000);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut now = peak;
+    while Instant::now() < deadline {
+        now = srv.rss_kb().unwrap_or(u64::MAX);
+        if now <= bound {
+            return;
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    panic!("RSS {now} kB 20 s after the burst (start {start} kB, peak {peak} kB, bound {bound} kB)");
+}

@@ -5,6 +5,15 @@
 //! socket), [`Connection::poll_event`] (requests, bodies, resets) and [`Connection::poll_timeout`]
 //! (the next deadline). The handler side answers with `send_response`, `send_data`,
 //! `send_trailers`, `reset` and `release`.
+//!
+//! Timers: the preface must complete within `Config::header_timeout` of its first byte, a
+//! header block within it of its HEADERS; our SETTINGS must be acknowledged within
+//! `Config::settings_timeout` of the peer's preface if the peer is otherwise active (see
+//! [`Connection::handle_timeout`]); a connection with nothing received and nothing sent for
+//! `Config::idle_timeout`, a peer that never sent a byte included, ends with GOAWAY(NO_ERROR).
+//! Budgets: stream resets, PINGs, SETTINGS, and frames that do no useful work
+//! (`Config::max_glitches_per_window`) per `Config::flood_window`; beyond them
+//! GOAWAY(ENHANCE_YOUR_CALM).
 
 mod recv;
 mod send;

@@ -26,7 +26,9 @@
 //! opened, or it is reset with H3_REQUEST_INCOMPLETE and its reading stopped. Request streams
 //! the peer resets (or stops before the response is complete) and streams we reset for its
 //! errors are counted against `Config::max_resets_per_window` per `Config::flood_window`; one
-//! more closes the connection with H3_EXCESSIVE_LOAD (RFC 9114 §10.5).
+//! more closes the connection with H3_EXCESSIVE_LOAD (RFC 9114 §10.5). So do frames and streams
+//! that do no useful work (unknown and reserved frames and stream types, empty DATA, repeated
+//! PRIORITY_UPDATE, ...) beyond `Config::max_glitches_per_window`, which says what counts.
 
 mod control;
 mod request;

@@ -219,13 +219,12 @@ pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State
     finish(admitted, resp)
 }
 
-/// Answer `req` and stream the response into `sink`. `permits` holds the room left in the
-/// stream's send queue. ([`prepare`]'s steps are spelled out here rather than awaited as one
+/// Answer `req` and stream the response into `sink`, as `room` allows. ([`prepare`]'s steps are spelled out here rather than awaited as one
 /// more `async fn`: each layer moves the handler's large future once more per request.)
 pub(crate) async fn run_handler<S: Sink>(
     sink: S,
     req: Request,
-    permits: Arc<Semaphore>,
+    room: Arc<SendRoom>,
     counters: Arc<Counters>,
     state: Arc<State>,
     conn: Arc<ConnInfo>,
@@ -235,11 +234,11 @@ pub(crate) async fn run_handler<S: Sink>(
         Ok(req) => crate::app::router::dispatch(&state, req, conn.alt_svc.as_ref()).await,
         Err(resp) => resp,
     };
-    send(&sink, finish(admitted, resp), &permits).await;
+    send(&sink, finish(admitted, resp), &room).await;
 }
 
 /// Send a prepared response through `sink`: head, body chunks as permits allow, trailers.
-pub(crate) async fn send<S: Sink + ?Sized>(sink: &S, p: Prepared, permits: &Semaphore) {
+pub(crate) async fn send<S: Sink + ?Sized>(sink: &S, p: Prepared, room: &SendRoom) {
     let Prepared { status, headers, mut body, no_body, mut log } = p;
     if let Some(v) = headers.get("priority") {
         sink.priority(Bytes::copy_from_slice(v.as_bytes()));
@@ -250,10 +249,21 @@ pub(crate) async fn send<S: Sink + ?Sized>(sink: &S, p: Prepared, permits: &Sema
     // With trailers to follow, no data chunk ends the stream.
     let trailed = body.has_trailers();
     let mut left = body.len();
-    while let Some(chunk) = body.next_chunk(CHUNK).await {
+    loop {
+        // Room first, then the bytes: a file is read only once the stream's queue and the
+        // process-wide budget can take what is read (a stalled stream holds no read-ahead).
+        let want = left.map_or(CHUNK, |l| l.min(CHUNK as u64) as usize).max(1);
+        if room.take(want).await.is_err() {
+            return;
+        }
+        let Some(chunk) = body.next_chunk(want).await else {
+            room.give_back(want);
+            break;
+        };
         let chunk = match chunk {
             Ok(c) => c,
             Err(e) => {
+                room.give_back(want);
                 tracing::warn!(peer = %log.peer, %e, "response body failed");
                 sink.fail();
                 log.outcome = "body error";
@@ -261,12 +271,7 @@ pub(crate) async fn send<S: Sink + ?Sized>(sink: &S, p: Prepared, permits: &Sema
             }
         };
         let n = chunk.len();
-        // Backpressure: wait until the engine has framed earlier bytes of this stream.
-        // Invariant: chunks are at most CHUNK bytes, far below u32::MAX and the queue's size.
-        match permits.acquire_many(n as u32).await {
-            Ok(p) => p.forget(),
-            Err(_) => return,
-        }
+        room.give_back(want - n.min(want));
         log.bytes_out += n as u64;
         left = left.map(|l| l.saturating_sub(n as u64));
         let end = left == Some(0) && !trailed;
@@ -284,6 +289,83 @@ pub(crate) async fn send<S: Sink + ?Sized>(sink: &S, p: Prepared, permits: &Sema
     };
     if sent {
         log.outcome = "ok";
+    }
+}
+
+/// The room a stream's response may take in memory before the engine frames it: the stream's
+/// own queue (a few chunks, so priorities stay meaningful) and the process-wide budget of
+/// response bytes waiting to be framed (`limits.send_buffer`: stalled streams cannot add up to
+/// more than that, however many there are). The connection task returns room as the engine
+/// frames bytes ([`SendRoom::framed`]) and all of it when the stream ends ([`SendRoom::release`]).
+pub(crate) struct SendRoom {
+    stream: Semaphore,
+    global: Arc<Semaphore>,
+    /// Bytes of the global budget this stream holds.
+    held: std::sync::atomic::AtomicUsize,
+}
+
+impl SendRoom {
+    pub(crate) fn new(per_stream: usize, global: Arc<Semaphore>) -> Self {
+        Self { stream: Semaphore::new(per_stream), global, held: std::sync::atomic::AtomicUsize::new(0) }
+    }
+
+    /// Wait for room for `n` bytes; `Err` once the stream is gone.
+    pub(crate) async fn take(&self, n: usize) -> Result<(), ()> {
+        use std::sync::atomic::Ordering;
+        // Invariant: n is at most CHUNK, far below u32::MAX.
+        let n32 = n as u32;
+        self.stream.acquire_many(n32).await.map_err(|_| ())?.forget();
+        // The global budget is never closed.
+        self.global.acquire_many(n32).await.map_err(|_| ())?.forget();
+        self.held.fetch_add(n, Ordering::AcqRel);
+        if self.stream.is_closed() {
+            // Released meanwhile: what `release` could not see goes back here.
+            self.give_global(n);
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// Room taken and not used.
+    pub(crate) fn give_back(&self, n: usize) {
+        if n > 0 {
+            self.stream.add_permits(n);
+            self.give_global(n);
+        }
+    }
+
+    fn give_global(&self, n: usize) {
+        use std::sync::atomic::Ordering;
+        let mut cur = self.held.load(Ordering::Acquire);
+        loop {
+            let k = n.min(cur);
+            match self.held.compare_exchange(cur, cur - k, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.global.add_permits(k);
+                    return;
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// The engine framed `n` bytes of this stream.
+    pub(crate) fn framed(&self, n: usize) {
+        self.give_back(n);
+    }
+
+    /// The stream is gone: wake a handler waiting for room, and hand back every byte of the
+    /// global budget it held.
+    pub(crate) fn release(&self) {
+        use std::sync::atomic::Ordering;
+        self.stream.close();
+        self.global.add_permits(self.held.swap(0, Ordering::AcqRel));
+    }
+
+    /// Bytes of the global budget held (for tests).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

@@ -27,6 +27,7 @@ impl Default for Limits {
             max_request_body: DEFAULT_MAX_REQUEST_BODY,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             min_rate: DEFAULT_MIN_RATE,
+            send_buffer: DEFAULT_SEND_BUFFER,
         }
     }
 }
@@ -45,6 +46,10 @@ const DEFAULT_MAX_REQUEST_BODY: u64 = 10 * 1024 * 1024 * 1024;
 /// (Apache's mod_reqtimeout uses the same floor for request bodies). A slowloris trickle of one
 /// byte every few seconds falls far below it; a phone on a poor link stays far above.
 const DEFAULT_MIN_RATE: u64 = 500;
+/// Default budget of response bytes waiting to be framed, process-wide: 128 MiB, 2,048 chunks
+/// of 64 KiB (each stream queues at most four). Stalled streams (2,000 of them held ~650 MB
+/// without it) cannot hold more; active streams wait their turn for room.
+const DEFAULT_SEND_BUFFER: usize = 128 << 20;
 /// Default connections per listener.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Default time running requests get to finish after SIGTERM/SIGINT.

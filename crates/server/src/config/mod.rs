@@ -211,6 +211,9 @@ pub(crate) struct Limits {
     pub(crate) max_request_body: u64,
     /// Concurrent connections per listener.
     pub(crate) max_connections: usize,
+    /// Response bytes waiting to be framed, all streams of the process together (HTTP/2,
+    /// HTTP/3): what stalled streams can hold at most.
+    pub(crate) send_buffer: usize,
     /// Bytes per second a peer must take of a response (or send of a request body) while the
     /// server waits on it, over windows of `timeouts.header`; 0 turns the rule off.
     pub(crate) min_rate: u64,
@@ -722,6 +725,7 @@ fn limits(src: &Source<'_>, raw: &RawLimits) -> Result<Limits, ConfigError> {
         max_request_body: raw.max_request_body.unwrap_or(d.max_request_body),
         max_connections: bounded(src, &raw.max_connections, "max_connections", 1, 1 << 24, d.max_connections)?,
         min_rate: bounded(src, &raw.min_rate, "min_rate", 0, 1 << 30, d.min_rate)?,
+        send_buffer: bounded(src, &raw.send_buffer, "send_buffer", 1 << 20, 1 << 40, d.send_buffer)?,
     })
 }
 

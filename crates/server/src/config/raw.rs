@@ -131,6 +131,7 @@ pub(super) struct RawLimits {
     pub(super) max_request_body: Option<u64>,
     pub(super) max_connections: Option<Spanned<usize>>,
     pub(super) min_rate: Option<Spanned<u64>>,
+    pub(super) send_buffer: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -4,15 +4,17 @@
 //! - **Commands**: a handler talks to the connection task through a [`StreamSink`], which
 //!   sends [`Cmd`]s (heads, interim heads included; data; trailers; failure; priority) on one
 //!   channel per connection. The driver applies them to its engine through [`Engine`].
-//! - **Send permits**: each stream's handler may have at most [`STREAM_SEND_BUFFER`] bytes
-//!   queued in the engine; [`Streams::sent`] returns permits as the engine frames bytes, so a
-//!   handler blocks while its queue is full and resumes as frames go out.
+//! - **Send room**: each stream's handler may have at most [`STREAM_SEND_BUFFER`] bytes
+//!   queued in the engine, and all streams of the process together at most
+//!   `limits.send_buffer` ([`SendRoom`]); [`Streams::sent`] returns room as the engine frames
+//!   bytes, so a handler blocks while its queue is full and resumes as frames go out.
 //! - **Request-body credit**: request body chunks go to the handler through an unbounded
 //!   channel whose size the protocol's flow control bounds; the driver's `on_consumed` callback
 //!   runs as the handler takes each chunk (HTTP/2: a release command, so WINDOW_UPDATE follows
 //!   consumption; HTTP/3: the stream's reader resumes).
-//! - **Reset cleanup**: a reset stream's body reader gets an error, its permits close (waking a
-//!   blocked handler) and its task is aborted.
+//! - **Reset cleanup**: a reset stream's body reader gets an error, its room is released
+//!   (waking a blocked handler, returning its share of the global budget) and its task is
+//!   aborted.
 //!
 //! A first poll of each handler runs inline (most answers are ready at once: speed test,
 //! built-in site, cached files, errors) and needs no task of its own.
@@ -25,12 +27,12 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use sluice_http::{Field, RequestHead};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::app::accesslog::Counters;
 use crate::app::http::{BodyError, Interim, Proto, RequestBody, TrailerSlot, CHUNK};
-use crate::app::respond::{run_handler, to_request, ConnInfo, Interims, Sink};
+use crate::app::respond::{run_handler, to_request, ConnInfo, Interims, SendRoom, Sink};
 use crate::state::State;
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
@@ -134,7 +136,7 @@ pub(crate) enum BodyVerdict {
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     trailers: Option<TrailerSlot>,
-    permits: Arc<Semaphore>,
+    room: Arc<SendRoom>,
     counters: Arc<Counters>,
     /// The handler's task; `None` when it finished on its first poll.
     task: Option<JoinHandle<()>>,
@@ -192,13 +194,13 @@ impl Streams {
             let slot = TrailerSlot::default();
             (RequestBody::channel(rx, on_consumed).with_trailers(slot.clone()), Some(tx), Some(slot))
         };
-        let permits = Arc::new(Semaphore::new(STREAM_SEND_BUFFER));
+        let room = Arc::new(SendRoom::new(STREAM_SEND_BUFFER, self.state.send_budget.clone()));
         let counters = Arc::new(Counters::default());
         let sink = StreamSink { id, tx: self.tx.clone() };
         let interim = Interim::to(id, self.interims.clone());
         let req = to_request(head, body, interim, self.info.tls, self.proto);
         let mut handler =
-            Box::pin(run_handler(sink, req, permits.clone(), counters.clone(), self.state.clone(), self.info.clone()));
+            Box::pin(run_handler(sink, req, room.clone(), counters.clone(), self.state.clone(), self.info.clone()));
         // Poll once right here: most answers are ready at once. The rest continue in a task,
         // which polls again with a real waker.
         let mut cx = Context::from_waker(Waker::noop());
@@ -206,7 +208,7 @@ impl Streams {
             Poll::Ready(()) => None,
             Poll::Pending => Some(tokio::spawn(handler)),
         };
-        let ctx = StreamCtx { body_tx, trailers, permits, counters, task, held: VecDeque::new(), held_trailers: None };
+        let ctx = StreamCtx { body_tx, trailers, room, counters, task, held: VecDeque::new(), held_trailers: None };
         self.map.insert(id, ctx);
     }
 
@@ -284,7 +286,7 @@ impl Streams {
             if let Some(tx) = &s.body_tx {
                 let _ = tx.send(Err(BodyError::Reset));
             }
-            s.permits.close();
+            s.room.release();
             if let Some(t) = s.task {
                 t.abort();
             }
@@ -317,7 +319,7 @@ impl Streams {
                 match engine.send_data(id, data.clone(), end) {
                     Ok(()) => {}
                     Err(Refused::Full) => s.held.push_back((data, end)),
-                    Err(Refused::Gone | Refused::Invalid) => s.permits.close(),
+                    Err(Refused::Gone | Refused::Invalid) => s.room.release(),
                 }
             }
             Cmd::Trailers { id, fields } => {
@@ -329,7 +331,7 @@ impl Streams {
                 }
                 if engine.send_trailers(id, fields).is_err() {
                     if let Some(s) = self.map.get(&id) {
-                        s.permits.close();
+                        s.room.release();
                     }
                 }
             }
@@ -346,7 +348,7 @@ impl Streams {
     /// what the engine refused earlier.
     pub(crate) fn sent<E: Engine>(&mut self, engine: &mut E, id: u64, n: usize) {
         let Some(s) = self.map.get_mut(&id) else { return };
-        s.permits.add_permits(n);
+        s.room.framed(n);
         while let Some((data, end)) = s.held.pop_front() {
             match engine.send_data(id, data.clone(), end) {
                 Ok(()) => {}
@@ -355,7 +357,7 @@ impl Streams {
                     return;
                 }
                 Err(_) => {
-                    s.permits.close();
+                    s.room.release();
                     s.held.clear();
                     return;
                 }
@@ -363,7 +365,7 @@ impl Streams {
         }
         if let Some(fields) = s.held_trailers.take() {
             if engine.send_trailers(id, fields).is_err() {
-                s.permits.close();
+                s.room.release();
             }
         }
     }
@@ -371,13 +373,21 @@ impl Streams {
     /// Forget streams whose handler finished and whose engine stream is gone.
     pub(crate) fn sweep<E: Engine>(&mut self, engine: &E) {
         self.map.retain(|&id, s| {
-            !(s.task.as_ref().is_none_or(JoinHandle::is_finished) && s.held.is_empty() && engine.buffered(id).is_none())
+            let done = s.task.as_ref().is_none_or(JoinHandle::is_finished)
+                && s.held.is_empty()
+                && engine.buffered(id).is_none();
+            if done {
+                // Whatever the engine dropped unframed goes back to the global budget.
+                s.room.release();
+            }
+            !done
         });
     }
 
     /// The connection ends: stop every handler.
     pub(crate) fn abort_all(&mut self) {
         for (_, s) in self.map.drain() {
+            s.room.release();
             if let Some(t) = s.task {
                 t.abort();
             }
@@ -593,5 +603,40 @@ mod tests {
         s.start(1, head("POST", "/__up"), false, None);
         assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::Taken);
         assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::TooLarge);
+    }
+
+    #[tokio::test]
+    async fn stalled_streams_hold_at_most_the_global_budget_and_give_it_back_when_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::config::default_config(dir.path().to_path_buf());
+        cfg.access_log = false;
+        // Room for three chunks in the whole process.
+        cfg.limits.send_buffer = 3 * CHUNK;
+        let state = Arc::new(State::new(cfg));
+        let info = Arc::new(ConnInfo { peer: "127.0.0.1:1".parse().unwrap(), tls: false, alt_svc: None, served: None });
+        let (mut s, mut rx) = Streams::new(state.clone(), info, Proto::Http2);
+        let mut e = Recorder::default();
+        // Five downloads whose client never lets a byte be framed.
+        for id in [1, 3, 5, 7, 9] {
+            s.start(id, head("GET", "/__down?bytes=10000000"), true, None);
+        }
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
+        let queued: usize = e.data.values().map(Vec::len).sum();
+        assert_eq!(queued, 3 * CHUNK, "the five streams together hold the budget, no more");
+        assert_eq!(state.send_budget.available_permits(), 0);
+        // Resetting the streams that hold room hands it back, and the others go on.
+        let holders: Vec<u64> = e.data.iter().filter(|(_, d)| !d.is_empty()).map(|(&id, _)| id).collect();
+        for id in &holders {
+            s.reset(*id);
+            e.gone.push(*id);
+        }
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
+        let others: usize = e.data.iter().filter(|(id, _)| !holders.contains(id)).map(|(_, d)| d.len()).sum();
+        assert_eq!(others, 3 * CHUNK, "the waiting streams got the room back");
+        s.abort_all();
+        // Aborted tasks drop their pending acquisitions (returning what was assigned) when the
+        // runtime next runs them.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(state.send_budget.available_permits(), 3 * CHUNK, "everything returned at the end");
     }
 }

@@ -340,6 +340,14 @@ impl Server {
         out.expect_success("kill -TERM");
     }
 
+    /// The server's resident set size in kB (VmRSS from /proc), while it runs.
+    #[allow(dead_code)] // Used by the abuse suite only.
+    pub(crate) fn rss_kb(&self) -> Option<u64> {
+        let pid = self.child.as_ref()?.id();
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok())
+    }
+
     /// The exit status, if the server has exited.
     fn try_wait(&mut self) -> Option<ExitStatus> {
         self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
