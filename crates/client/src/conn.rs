@@ -127,6 +127,17 @@ pub(crate) fn tls_config(
     if !target.https {
         return Ok(None);
     }
+    tls_client(&target.url, proto, insecure, cacert).map(Some)
+}
+
+/// [`tls_config`] for any https URL; `what` names the URLs in the error without `--cacert`
+/// or `--insecure`.
+pub(crate) fn tls_client(
+    what: &str,
+    proto: Proto,
+    insecure: bool,
+    cacert: Option<&Path>,
+) -> Result<Arc<rustls::ClientConfig>, Failure> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -142,7 +153,7 @@ pub(crate) fn tls_config(
                 "{}: no trusted CA certificates: sluice carries no built-in root store; \
                  pass --cacert FILE (PEM) to trust the CA that signed the server's certificate, \
                  or -k/--insecure to skip certificate verification",
-                target.url
+                what
             ),
         ));
     };
@@ -152,7 +163,7 @@ pub(crate) fn tls_config(
         Proto::H3 => vec![b"h3".to_vec()],
         Proto::Default | Proto::H2 => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
     };
-    Ok(Some(Arc::new(cfg)))
+    Ok(Arc::new(cfg))
 }
 
 /// The certificates of a PEM file as the only trust anchors.

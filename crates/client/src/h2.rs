@@ -5,6 +5,7 @@
 //! experiment).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -28,7 +29,7 @@ pub(crate) struct Fetched {
     pub(crate) head_at: Instant,
 }
 
-/// How [`H2Conn::connect`] reaches a server and what its engine announces.
+/// How an [`H2Connector`] reaches servers and what its connections' engines announce.
 #[derive(Clone, Debug)]
 pub struct H2Setup {
     /// Bound on name resolution, on the TCP connect and on the TLS handshake (each).
@@ -41,6 +42,46 @@ pub struct H2Setup {
     pub cacert: Option<PathBuf>,
     /// The engine's windows and limits.
     pub engine: ClientConfig,
+}
+
+/// Opens [`H2Conn`]s. Its connections share one TLS configuration and so its session cache:
+/// a later connection to a server resumes the TLS session of an earlier one, as the
+/// connections of `sluice get` with several URLs do.
+pub struct H2Connector {
+    tls: Arc<rustls::ClientConfig>,
+    setup: H2Setup,
+}
+
+impl H2Connector {
+    /// The TLS configuration for `setup`: ALPN offers h2 only; any certificate with
+    /// `insecure`, else only the CAs of `cacert` (there is no built-in root store).
+    pub fn new(setup: H2Setup) -> Result<Self, Failure> {
+        let tls = conn::tls_client("HTTP/2 connections", Proto::H2Prior, setup.insecure, setup.cacert.as_deref())?;
+        Ok(Self { tls, setup })
+    }
+
+    /// TCP and TLS to `url`'s host and port (an `https://` URL; its path is not used); a
+    /// server that does not pick h2 by ALPN is an error. The engine's preface and SETTINGS
+    /// are queued, not sent: requests queued before the first flush go out in the same write.
+    pub async fn connect(&self, url: &str) -> Result<H2Conn, Failure> {
+        let target = conn::parse_url(url)?;
+        if !target.https {
+            return Err(Failure::new(code::URL, format!("`{url}`: HTTP/2 over TLS needs an https:// URL")));
+        }
+        let timeout = self.setup.connect_timeout;
+        let addrs = conn::resolve(&target, &[], timeout).await?;
+        let opened = conn::open(&target, &addrs, Some(self.tls.clone()), timeout).await?;
+        if !opened.alpn_h2() {
+            return Err(Failure::new(
+                code::TLS,
+                format!("{}:{} did not negotiate h2 with ALPN", target.host, target.port),
+            ));
+        }
+        match opened.stream {
+            Stream::Tls(io) => Ok(H2Conn::new(io, self.setup.engine)),
+            Stream::Plain(_) => Err(Failure::new(code::TLS, "an https URL without TLS".to_owned())),
+        }
+    }
 }
 
 /// One HTTP/2 connection over TLS, driving a [`Client`] engine: requests are queued with
@@ -60,31 +101,6 @@ pub struct H2Conn {
 }
 
 impl H2Conn {
-    /// TCP and TLS to `url`'s host and port (an `https://` URL; its path is not used), with
-    /// ALPN offering h2 only; a server that does not pick h2 is an error. The engine's preface
-    /// and SETTINGS are queued, not sent: requests queued before the first flush go out in
-    /// the same write.
-    pub async fn connect(url: &str, setup: &H2Setup) -> Result<Self, Failure> {
-        let target = conn::parse_url(url)?;
-        if !target.https {
-            return Err(Failure::new(code::URL, format!("`{url}`: HTTP/2 over TLS needs an https:// URL")));
-        }
-        let addrs = conn::resolve(&target, &[], setup.connect_timeout).await?;
-        let tls = conn::tls_config(&target, Proto::H2Prior, setup.insecure, setup.cacert.as_deref())?
-            .ok_or_else(|| Failure::new(code::URL, format!("`{url}`: no TLS for an https:// URL")))?;
-        let opened = conn::open(&target, &addrs, Some(tls), setup.connect_timeout).await?;
-        if !opened.alpn_h2() {
-            return Err(Failure::new(
-                code::TLS,
-                format!("{}:{} did not negotiate h2 with ALPN", target.host, target.port),
-            ));
-        }
-        match opened.stream {
-            Stream::Tls(io) => Ok(Self::new(io, setup.engine)),
-            Stream::Plain(_) => Err(Failure::new(code::TLS, "an https URL without TLS".to_owned())),
-        }
-    }
-
     /// A connection on `io` (TLS done, h2 negotiated); nothing is sent yet.
     fn new(io: Box<TlsStream<TcpStream>>, cfg: ClientConfig) -> Self {
         Self {
@@ -289,8 +305,6 @@ impl H2Conn {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use sluice_h2::flow::FixedWindows;
     use sluice_h2::{Config, Connection, Event};
     use tokio::net::TcpListener;
@@ -316,9 +330,14 @@ mod tests {
         (listener, TlsAcceptor::from(Arc::new(cfg)))
     }
 
-    /// Serves one connection with the server engine: every request gets a 200 with [`BODY`].
+    /// Serves connections with the server engine: every request gets a 200 with [`BODY`].
     async fn serve(listener: TcpListener, acceptor: TlsAcceptor) {
-        let Ok((tcp, _)) = listener.accept().await else { return };
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(serve_one(tcp, acceptor.clone()));
+        }
+    }
+
+    async fn serve_one(tcp: TcpStream, acceptor: TlsAcceptor) {
         let Ok(mut tls) = acceptor.accept(tcp).await else { return };
         let w = FixedWindows { stream: 1 << 20, connection: 1 << 20 };
         let mut conn = Connection::new(Config::default(), Box::new(w), Instant::now());
@@ -343,22 +362,28 @@ mod tests {
         }
     }
 
-    fn setup() -> H2Setup {
-        H2Setup {
+    fn connector() -> H2Connector {
+        let setup = H2Setup {
             connect_timeout: Duration::from_secs(5),
             insecure: true,
             cacert: None,
             engine: ClientConfig::default(),
-        }
+        };
+        H2Connector::new(setup).expect("an insecure TLS configuration needs no files")
+    }
+
+    /// A server offering `alpn` on a loopback port: its https URL.
+    async fn server(alpn: &[&[u8]]) -> (String, tokio::task::JoinHandle<()>) {
+        let (listener, acceptor) = listen(alpn).await;
+        let port = listener.local_addr().expect("bound").port();
+        (format!("https://127.0.0.1:{port}/"), tokio::spawn(serve(listener, acceptor)))
     }
 
     #[tokio::test]
     async fn settings_then_a_request_written_by_hand() {
-        let (listener, acceptor) = listen(&[b"h2"]).await;
-        let port = listener.local_addr().expect("bound").port();
-        let server = tokio::spawn(serve(listener, acceptor));
+        let (url, server) = server(&[b"h2"]).await;
         let run = async {
-            let mut c = H2Conn::connect(&format!("https://127.0.0.1:{port}/"), &setup()).await?;
+            let mut c = connector().connect(&url).await?;
             assert!(!c.settings_acknowledged(), "nothing is sent before the first flush");
             c.exchange_settings().await?;
             assert!(c.engine.is_ready() && c.settings_acknowledged());
@@ -393,19 +418,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_connectors_later_connections_resume_the_tls_session() {
+        let (url, server) = server(&[b"h2"]).await;
+        let run = async {
+            let shared = connector();
+            let mut kinds = Vec::new();
+            for _ in 0..2 {
+                let mut c = shared.connect(&url).await?;
+                // Reading takes the server's session tickets in.
+                c.exchange_settings().await?;
+                kinds.push(c.io.get_ref().1.handshake_kind());
+            }
+            let mut fresh = connector().connect(&url).await?;
+            fresh.exchange_settings().await?;
+            kinds.push(fresh.io.get_ref().1.handshake_kind());
+            Ok::<_, Failure>(kinds)
+        };
+        let kinds = tokio::time::timeout(Duration::from_secs(10), run).await.expect("in time").expect("works");
+        use rustls::HandshakeKind::{Full, Resumed};
+        assert_eq!(kinds, [Some(Full), Some(Resumed), Some(Full)]);
+        server.abort();
+    }
+
+    #[tokio::test]
     async fn a_server_that_does_not_pick_h2_is_refused() {
-        let (listener, acceptor) = listen(&[]).await;
-        let port = listener.local_addr().expect("bound").port();
-        let server = tokio::spawn(serve(listener, acceptor));
-        let got = tokio::time::timeout(
-            Duration::from_secs(10),
-            H2Conn::connect(&format!("https://127.0.0.1:{port}/"), &setup()),
-        )
-        .await
-        .expect("in time");
+        let (url, server) = server(&[]).await;
+        let got = tokio::time::timeout(Duration::from_secs(10), connector().connect(&url)).await.expect("in time");
         let Err(e) = got else { panic!("connected without h2") };
         assert!(e.to_string().contains("did not negotiate h2"), "{e}");
-        assert!(H2Conn::connect("http://127.0.0.1:1/", &setup()).await.is_err(), "cleartext is refused");
+        assert!(connector().connect("http://127.0.0.1:1/").await.is_err(), "cleartext is refused");
         server.abort();
     }
 }

@@ -2,9 +2,9 @@
 //! connections) and HTTP/3 (quinn and the own QPACK), and on top of them `sluice get` and
 //! `sluice put`: a command-line HTTP/1.1, HTTP/2 and HTTP/3 client that measures one
 //! download or one upload and prints the figures curl's `-w` variables report, so the lab can
-//! put its numbers next to curl's. [`H2Conn`], HTTP/2 over TLS on the own engine, is public
-//! for callers that send requests and read the engine's events themselves (the lab's
-//! `priority` experiment).
+//! put its numbers next to curl's. [`H2Conn`] (opened by an [`H2Connector`]), HTTP/2 over TLS
+//! on the own engine, is public for callers that send requests and read the engine's events
+//! themselves (the lab's `priority` experiment).
 //!
 //! # What is measured
 //!
@@ -60,7 +60,7 @@ mod pool;
 mod progress;
 pub mod quic;
 
-pub use h2::{H2Conn, H2Setup};
+pub use h2::{H2Conn, H2Connector, H2Setup};
 
 use std::error::Error as _;
 use std::future::Future;

@@ -283,3 +283,59 @@ fn w3_w9_response_memory_is_bounded_during_a_burst_and_returned_after() {
     }
     panic!("RSS {now} kB 20 s after the burst (start {start} kB, peak {peak} kB, bound {bound} kB)");
 }
+
+#[test]
+fn w3_an_http2_peer_that_keeps_its_windows_shut_while_pinging_is_closed() {
+    // A 4 s idle timeout: no response byte framed for that long while bytes wait closes it.
+    let extra = "header_secs = 2\nidle_secs = 4\n".to_owned();
+    let srv = Server::start_with(&Options { extra, ..Options::default() });
+    let mut s = connect(srv.plain_port);
+    // Default windows (64 KiB): the server frames that much and then waits for a
+    // WINDOW_UPDATE that never comes; a PING every 500 ms keeps the connection busy.
+    let mut req = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    req.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // empty SETTINGS
+    req.extend_from_slice(&[0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]); // and the ACK of the server's
+    let path = "/__down?bytes=100000000";
+    let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+    block.extend_from_slice(path.as_bytes());
+    block.extend_from_slice(&[0x01, 9]);
+    block.extend_from_slice(b"localhost");
+    req.extend_from_slice(&(block.len() as u32).to_be_bytes()[1..]);
+    req.extend_from_slice(&[0x1, 0x5, 0, 0, 0, 1]);
+    req.extend_from_slice(&block);
+    s.write_all(&req).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let ping = [0, 0, 8, 0x6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    let mut last_ping = Instant::now();
+    let closed = loop {
+        if Instant::now() >= deadline {
+            break false;
+        }
+        if last_ping.elapsed() >= Duration::from_millis(500) {
+            last_ping = Instant::now();
+            if s.write_all(&ping).is_err() {
+                break true;
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break true,
+        }
+    };
+    assert!(closed, "the stalled connection was kept open for 30 s");
+    // It got about one window of data, then a GOAWAY (type 0x7) said why.
+    assert!(got.len() < 200_000, "{} bytes", got.len());
+    let mut at = 0;
+    let mut goaway = false;
+    while at + 9 <= got.len() {
+        let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+        goaway |= got[at + 3] == 0x7;
+        at += 9 + len;
+    }
+    assert!(goaway, "no GOAWAY before the close");
+}

@@ -362,8 +362,8 @@ impl SendRoom {
         self.global.add_permits(self.held.swap(0, Ordering::AcqRel));
     }
 
-    /// Bytes of the global budget held (for tests).
-    #[cfg(test)]
+    /// Bytes of the global budget held: bytes the handler queued that the engine has not
+    /// framed yet.
     pub(crate) fn held(&self) -> usize {
         self.held.load(std::sync::atomic::Ordering::Acquire)
     }

@@ -112,11 +112,19 @@ pub(crate) async fn serve<S>(
     let mut retry_at: Option<tokio::time::Instant> = None;
     // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
     let mut stuck = false;
+    // When the engine last framed response bytes, or had none waiting: a peer that keeps
+    // its flow-control windows shut while sending PINGs holds its streams' memory otherwise.
+    let mut progress_at = tokio::time::Instant::now();
+    let stall_every = state.cfg.timeouts.idle / 4;
+    let mut stall_check = tokio::time::Instant::now() + stall_every;
     if *shutdown.borrow() {
         conn.go_away();
         drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
     }
     loop {
+        if !streams.queued() {
+            progress_at = tokio::time::Instant::now();
+        }
         handle_events(&mut conn, &mut streams, &info, &mut resets);
         while let Ok(cmd) = cmd_rx.try_recv() {
             streams.apply(&mut conn, cmd);
@@ -143,6 +151,9 @@ pub(crate) async fn serve<S>(
                 spare = Some(buf);
             }
             conn.drain_sent(|id, n| sent.push((id, n)));
+            if !sent.is_empty() {
+                progress_at = tokio::time::Instant::now();
+            }
             for (id, n) in sent.drain(..) {
                 streams.sent(&mut conn, u64::from(id), n);
             }
@@ -191,6 +202,13 @@ pub(crate) async fn serve<S>(
                 }
             }
             _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
+            _ = tokio::time::sleep_until(stall_check), if !streams.is_empty() => {
+                stall_check = tokio::time::Instant::now() + stall_every;
+                if streams.queued() && progress_at.elapsed() >= state.cfg.timeouts.idle {
+                    tracing::info!(%peer, "no response byte framed for timeouts.idle: the peer keeps its windows shut; closing");
+                    conn.abort("stalled: the peer's flow-control windows stayed shut for the idle timeout");
+                }
+            }
             _ = sleep_until_tokio(retry_at), if spare.is_some() => retry_at = None,
             _ = shutdown.changed(), if drain_deadline.is_none() => {
                 conn.go_away();

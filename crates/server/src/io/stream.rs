@@ -384,6 +384,11 @@ impl Streams {
         });
     }
 
+    /// Whether any stream has response bytes queued that the engine has not framed.
+    pub(crate) fn queued(&self) -> bool {
+        self.map.values().any(|s| s.room.held() > 0 || !s.held.is_empty())
+    }
+
     /// The connection ends: stop every handler.
     pub(crate) fn abort_all(&mut self) {
         for (_, s) in self.map.drain() {
