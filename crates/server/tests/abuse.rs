@@ -339,3 +339,26 @@ fn w3_an_http2_peer_that_keeps_its_windows_shut_while_pinging_is_closed() {
     }
     assert!(goaway, "no GOAWAY before the close");
 }
+
+#[test]
+fn w11_one_header_size_rule_over_tls_and_cleartext() {
+    require_tool!("curl", "w11_one_header_size_rule_over_tls_and_cleartext");
+    let srv = strict(16);
+    // Past the 64 KiB limit: 431 over TLS and cleartext alike; below it: served.
+    for (size, want) in [(70_000, "431"), (100_000, "431"), (50_000, "204")] {
+        let field = format!("x-big: {}", "a".repeat(size));
+        let hdr = srv.scratch("big-header.txt");
+        std::fs::write(&hdr, &field).unwrap();
+        let at = format!("@{}", hdr.display());
+        for url in [srv.https("/__ping"), srv.http("/__ping")] {
+            let out = run(
+                Command::new("curl")
+                    .args(["-sk", "--http1.1", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+                    .arg(&at)
+                    .arg(&url),
+                Duration::from_secs(20),
+            );
+            assert_eq!(out.stdout.trim(), want, "{size}-byte field, {url}");
+        }
+    }
+}
