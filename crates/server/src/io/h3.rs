@@ -355,6 +355,8 @@ struct Driver {
     in_tx: mpsc::Sender<Input>,
     /// Stream ids and bytes the engine framed, between `drain_sent` and the stream layer.
     sent: Vec<(u64, usize)>,
+    /// When the engine last framed response bytes, or had none waiting (see `stalled`).
+    progress_at: Instant,
     /// Finished request streams whose data quinn still delivers: each task holds its stream
     /// until the peer has acknowledged everything (a graceful end waits for them).
     finishing: tokio::task::JoinSet<()>,
@@ -438,6 +440,7 @@ async fn serve(
         notify: Arc::new(Notify::new()),
         in_tx: in_tx.clone(),
         sent: Vec::new(),
+        progress_at: Instant::now(),
         finishing: tokio::task::JoinSet::new(),
         send_window: 0,
         tuner: sluice_h2::tune::AutoTune::new(limits),
@@ -462,7 +465,12 @@ async fn serve(
         drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
     }
     let mut tuned = Instant::now();
+    let stall_every = state.cfg.timeouts.idle / 4;
+    let mut stall_check = tokio::time::Instant::now() + stall_every;
     loop {
+        if !d.streams.queued() {
+            d.progress_at = Instant::now();
+        }
         d.handle_events();
         while let Ok(cmd) = cmd_rx.try_recv() {
             d.streams.apply(&mut d.engine, cmd);
@@ -490,6 +498,17 @@ async fn serve(
             // The engine's timers: header timeouts of request streams, the reset budget's window.
             _ = sleep_until(d.engine.poll_timeout().map(tokio::time::Instant::from_std)) => {
                 d.engine.handle_timeout(Instant::now());
+            }
+            // As over HTTP/2: response bytes waiting and none taken by quinn for the idle
+            // timeout (a peer that keeps its QUIC flow-control credit shut while it keeps the
+            // connection alive) ends the connection and frees what its streams hold.
+            _ = tokio::time::sleep_until(stall_check), if !d.streams.is_empty() => {
+                stall_check = tokio::time::Instant::now() + stall_every;
+                if d.streams.queued() && d.progress_at.elapsed() >= state.cfg.timeouts.idle {
+                    tracing::info!(%peer, "no response byte taken for timeouts.idle: the peer keeps its credit shut; closing");
+                    quic.close(VarInt::from_u64(Code::H3_EXCESSIVE_LOAD.0).unwrap_or_default(), b"stalled");
+                    break;
+                }
             }
             _ = shutdown.changed(), if drain_deadline.is_none() => {
                 d.engine.go_away();
@@ -741,6 +760,9 @@ impl Driver {
     fn report_sent(&mut self) {
         let sent = &mut self.sent;
         self.engine.drain_sent(|id, n| sent.push((id, n)));
+        if !self.sent.is_empty() {
+            self.progress_at = Instant::now();
+        }
         for (id, n) in self.sent.drain(..) {
             self.streams.sent(&mut self.engine, id, n);
         }
