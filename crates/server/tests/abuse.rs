@@ -362,3 +362,36 @@ fn w11_one_header_size_rule_over_tls_and_cleartext() {
         }
     }
 }
+
+#[test]
+fn w5_http3_rapid_reset_closes_the_connection_with_excessive_load() {
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h3reset.py");
+    let ok = Command::new("python3").args(["-c", "import aioquic"]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "aioquic missing under CI=true");
+        support::note("SKIP w5_http3_rapid_reset_closes_the_connection_with_excessive_load: aioquic not found");
+        return;
+    }
+    let srv = strict(16);
+    // 400 streams opened and reset at once, against a budget of 200 per 10 s.
+    let out = run(
+        Command::new("python3").arg(&script).args(["--streams", "400"]).arg(srv.https("/")),
+        Duration::from_secs(60),
+    );
+    out.expect_success("h3reset.py");
+    let v: serde_json::Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    // H3_EXCESSIVE_LOAD (RFC 9114 §8.1) before all 400 went out (45,000 were taken before).
+    assert_eq!(v["closed"], 0x107, "{v}");
+    assert!(v["sent"].as_u64().is_some_and(|n| n > 200), "{v}");
+    // Another client is served.
+    let out = run(
+        Command::new("python3")
+            .arg(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h3client.py"))
+            .arg("--insecure")
+            .arg(srv.https("/hello.txt")),
+        Duration::from_secs(30),
+    );
+    out.expect_success("h3client.py");
+    assert!(out.stdout.contains("\"status\": 200"), "{}", out.stdout);
+}
