@@ -395,3 +395,49 @@ fn w5_http3_rapid_reset_closes_the_connection_with_excessive_load() {
     out.expect_success("h3client.py");
     assert!(out.stdout.contains("\"status\": 200"), "{}", out.stdout);
 }
+
+#[test]
+fn a_goaway_for_abuse_reaches_a_peer_that_keeps_sending() {
+    let srv = strict(16);
+    // Ten times: a PING flood (over the budget of 50 per 10 s) from a peer whose frames keep
+    // coming after the GOAWAY; each time the GOAWAY with ENHANCE_YOUR_CALM must be read, not
+    // lost to a reset of a socket closed with unread input.
+    for round in 0..10 {
+        let mut s = connect(srv.plain_port);
+        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+        out.extend_from_slice(&[0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]);
+        let ping = [0, 0, 8, 0x6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        for _ in 0..200 {
+            out.extend_from_slice(&ping);
+        }
+        let _ = s.write_all(&out);
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 65536];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // Keep sending, as a flooding client does.
+            let _ = s.write_all(&ping);
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => break,
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        let mut at = 0;
+        let mut code = None;
+        while at + 9 <= got.len() {
+            let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+            if got[at + 3] == 0x7 && at + 9 + 8 <= got.len() {
+                code = Some(u32::from_be_bytes(got[at + 13..at + 17].try_into().unwrap()));
+            }
+            at += 9 + len;
+        }
+        assert_eq!(code, Some(0xb), "round {round}: no GOAWAY(ENHANCE_YOUR_CALM) read ({} bytes)", got.len());
+    }
+}
