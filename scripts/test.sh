@@ -7,6 +7,7 @@
 #   4. cargo build --release -p sluice                   the binary h2spec and the tests run
 #   5. cargo test --workspace --release                  unit + integration tests (curl, nghttp, h2load)
 #   6. scripts/h2spec.sh                                 HTTP/2 conformance (TLS, strict, h2c)
+#   7. scripts/fuzz.sh --smoke 5                         every fuzz target for 5 s (nightly)
 #
 # Release everywhere, so one profile is compiled for the tests and for h2spec. Every step runs
 # even when an earlier one failed (except h2spec without a binary); a summary follows and the
@@ -76,6 +77,7 @@ if [ "$build_rc" -eq 0 ]; then
 else
   skip h2spec "the release build failed"
 fi
+step fuzz bash "$REPO/scripts/fuzz.sh" --smoke 5
 
 echo
 echo "Summary ($(($(date +%s) - t_all))s total):"

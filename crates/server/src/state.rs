@@ -31,6 +31,7 @@ impl State {
             max_resets_per_window: l.max_resets_per_window,
             max_pings_per_window: l.max_pings_per_window,
             max_settings_per_window: l.max_settings_per_window,
+            max_glitches_per_window: l.max_glitches_per_window,
             flood_window: l.flood_window,
             header_timeout: cfg.timeouts.header,
             idle_timeout: cfg.timeouts.idle,
@@ -51,6 +52,7 @@ impl State {
             // The same budgets as HTTP/2 (README "Limits": every limit holds for both).
             header_timeout: cfg.timeouts.header,
             max_resets_per_window: l.max_resets_per_window,
+            max_glitches_per_window: l.max_glitches_per_window,
             flood_window: l.flood_window,
             ..sluice_h3::Config::default()
         };

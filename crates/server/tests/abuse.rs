@@ -441,3 +441,57 @@ fn a_goaway_for_abuse_reaches_a_peer_that_keeps_sending() {
         assert_eq!(code, Some(0xb), "round {round}: no GOAWAY(ENHANCE_YOUR_CALM) read ({} bytes)", got.len());
     }
 }
+
+#[test]
+fn w8_a_flood_of_frames_that_do_nothing_closes_the_connection() {
+    let srv = strict(16);
+    // Each kind: 1,100 frames that do no useful work against a budget of 1,000 per 10 s.
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        f.extend_from_slice(&[kind, flags]);
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    };
+    let floods: Vec<(&str, Vec<u8>)> = vec![
+        // PRIORITY frames for idle streams (RFC 9113 §6.3).
+        ("priority", (0..1100u32).flat_map(|i| frame(0x2, 0, 2 * i + 101, &[0, 0, 0, 0, 16])).collect()),
+        // Unknown frame types on the connection.
+        ("unknown", (0..1100u32).flat_map(|_| frame(0xfa, 0, 0, b"x")).collect()),
+        // SETTINGS that change nothing.
+        ("settings", (0..1100u32).flat_map(|_| frame(0x4, 0, 0, &[])).collect()),
+    ];
+    for (what, flood) in floods {
+        let mut s = connect(srv.plain_port);
+        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        out.extend_from_slice(&frame(0x4, 0, 0, &[]));
+        out.extend_from_slice(&frame(0x4, 0x1, 0, &[]));
+        out.extend_from_slice(&flood);
+        let _ = s.write_all(&out);
+        let (got, closed) = {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 65536];
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let closed = loop {
+                match s.read(&mut buf) {
+                    Ok(0) => break true,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(_) => break true,
+                }
+            };
+            (got, closed)
+        };
+        let mut at = 0;
+        let mut code = None;
+        while at + 9 <= got.len() {
+            let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+            if got[at + 3] == 0x7 && at + 17 <= got.len() {
+                code = Some(u32::from_be_bytes(got[at + 13..at + 17].try_into().unwrap()));
+            }
+            at += 9 + len;
+        }
+        assert!(closed, "{what}: still open");
+        // SETTINGS frames also meet max_settings_per_window first; either way ENHANCE_YOUR_CALM.
+        assert_eq!(code, Some(0xb), "{what}: GOAWAY code");
+    }
+}

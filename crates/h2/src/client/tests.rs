@@ -663,3 +663,34 @@ fn frames_split_anywhere_decode_the_same() {
     assert_eq!(events.len(), 2, "{events:?}");
     assert_eq!(body_of(&events, 1), (5, true));
 }
+
+/// Fuzzing (h2_client) checked every request head against the server's HPACK decoder; its
+/// first model applied a smaller SETTINGS_HEADER_TABLE_SIZE at once and flagged a head queued
+/// before the SETTINGS arrived. The client is right, as this pins down: a head queued before
+/// the SETTINGS uses the old table and goes out before our ACK; the server's decoder takes the
+/// new limit at the ACK (RFC 9113 §6.5.3), and the next head opens with the size update
+/// (RFC 7541 §4.2).
+#[test]
+fn header_table_shrunk_by_settings_applies_after_the_ack() {
+    let mut c = client_with_requests(0);
+    let first = c.request(&GET).unwrap();
+    let mut s = Vec::new();
+    Settings { ack: false, values: vec![Setting::HeaderTableSize(0)] }.encode(&mut s);
+    c.handle_input(now(), &s).unwrap();
+    let second = c.request(&GET).unwrap();
+    let frames = written(&mut c);
+    let kinds: Vec<(u8, u8, u32)> = frames.iter().map(|f| (f.0, f.1, f.2)).collect();
+    let eh = flag::END_HEADERS | flag::END_STREAM;
+    assert_eq!(kinds, [(kind::HEADERS, eh, first), (kind::SETTINGS, flag::ACK, 0), (kind::HEADERS, eh, second)]);
+    // The server's decoder: the RFC default until the ACK, then the new limit.
+    let mut dec = hpack::Decoder::new(4096);
+    let mut fields = Vec::new();
+    dec.decode(&frames[0].3, usize::MAX, &mut |n, v, _| fields.push((n.to_vec(), v.to_vec()))).unwrap();
+    assert!(dec.table_size() > 0, "the first head indexed fields");
+    dec.set_max_table_size(0);
+    assert_eq!(frames[2].3[0], 0x20, "the second head opens with a size update to 0");
+    let mut again = Vec::new();
+    dec.decode(&frames[2].3, usize::MAX, &mut |n, v, _| again.push((n.to_vec(), v.to_vec()))).unwrap();
+    assert_eq!(again, fields);
+    assert_eq!(dec.table_size(), 0);
+}

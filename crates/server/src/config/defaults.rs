@@ -23,6 +23,7 @@ impl Default for Limits {
             max_resets_per_window: e.max_resets_per_window,
             max_pings_per_window: e.max_pings_per_window,
             max_settings_per_window: e.max_settings_per_window,
+            max_glitches_per_window: e.max_glitches_per_window,
             flood_window: e.flood_window,
             max_request_body: DEFAULT_MAX_REQUEST_BODY,
             max_connections: DEFAULT_MAX_CONNECTIONS,

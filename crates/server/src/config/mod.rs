@@ -205,6 +205,9 @@ pub(crate) struct Limits {
     pub(crate) max_pings_per_window: u32,
     /// SETTINGS frames the peer may send per `flood_window`.
     pub(crate) max_settings_per_window: u32,
+    /// Frames that do no useful work (empty DATA, redundant WINDOW_UPDATE or PRIORITY,
+    /// unknown frames, ...) per `flood_window`, HTTP/2 and HTTP/3.
+    pub(crate) max_glitches_per_window: u32,
     /// Window the three counters above are counted in.
     pub(crate) flood_window: Duration,
     /// Largest request body accepted.
@@ -713,6 +716,14 @@ fn limits(src: &Source<'_>, raw: &RawLimits) -> Result<Limits, ConfigError> {
             1,
             u32::MAX,
             d.max_settings_per_window,
+        )?,
+        max_glitches_per_window: bounded(
+            src,
+            &raw.max_glitches_per_window,
+            "max_glitches_per_window",
+            1,
+            u32::MAX,
+            d.max_glitches_per_window,
         )?,
         flood_window: Duration::from_secs(bounded(
             src,

@@ -127,6 +127,7 @@ pub(super) struct RawLimits {
     pub(super) max_resets_per_window: Option<Spanned<u32>>,
     pub(super) max_pings_per_window: Option<Spanned<u32>>,
     pub(super) max_settings_per_window: Option<Spanned<u32>>,
+    pub(super) max_glitches_per_window: Option<Spanned<u32>>,
     pub(super) flood_window_secs: Option<Spanned<u64>>,
     pub(super) max_request_body: Option<u64>,
     pub(super) max_connections: Option<Spanned<usize>>,
