@@ -389,7 +389,7 @@ pub(crate) enum Body {
 
 /// What a task feeding a [`Body::Stream`] sends.
 #[derive(Debug)]
-#[allow(dead_code)] // Fed by the reverse proxy's upstream responses (next); tests feed it today.
+#[allow(dead_code)] // Fed by the reverse proxy's upstream responses (next); a unit test feeds it today.
 pub(crate) enum Piece {
     /// Body bytes.
     Data(Bytes),
@@ -593,6 +593,35 @@ fn read_cached(f: &std::fs::File, off: u64, n: usize) -> Option<io::Result<Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_streamed_body_is_read_in_pieces_as_fed_then_its_trailers() {
+        let (tx, mut body) = Body::stream(None);
+        assert!(body.has_trailers() && !body.is_empty() && body.len().is_none());
+        let feeder = tokio::spawn(async move {
+            // A piece larger than a reader's chunk, an empty one, then trailers.
+            tx.send(Ok(Piece::Data(Bytes::from(vec![7u8; 100_000])))).await.unwrap();
+            tx.send(Ok(Piece::Data(Bytes::new()))).await.unwrap();
+            tx.send(Ok(Piece::Data(Bytes::from_static(b"end")))).await.unwrap();
+            let mut t = HeaderMap::new();
+            t.insert("grpc-status", http::HeaderValue::from_static("0"));
+            tx.send(Ok(Piece::Trailers(t))).await.unwrap();
+        });
+        let mut sizes = Vec::new();
+        while let Some(c) = body.next_chunk(CHUNK).await {
+            sizes.push(c.unwrap().len());
+        }
+        assert_eq!(sizes, vec![CHUNK, 100_000 - CHUNK, 3]);
+        assert_eq!(body.take_trailers().unwrap()["grpc-status"], "0");
+        feeder.await.unwrap();
+        // A feeder's error fails the body; a dropped feeder ends it without trailers.
+        let (tx, mut body) = Body::stream(Some(10));
+        tx.send(Err(io::Error::other("upstream reset"))).await.unwrap();
+        assert!(body.next_chunk(CHUNK).await.unwrap().is_err());
+        let (tx, mut body) = Body::stream(None);
+        drop(tx);
+        assert!(body.next_chunk(CHUNK).await.is_none() && body.take_trailers().is_none());
+    }
 
     #[test]
     fn authorities() {
