@@ -87,22 +87,19 @@ fn h2_greedy_request(path: &str) -> Vec<u8> {
     out
 }
 
-#[test]
-fn w1_http2_clients_that_stop_reading_are_closed_and_free_their_slots() {
-    require_tool!("curl", "w1_http2_clients_that_stop_reading_are_closed_and_free_their_slots");
+/// `slots` clients, each sending `request` and then reading nothing, hold every connection slot;
+/// the server must cut them off (before: never, the slots stayed taken), a normal client must
+/// get through, and each stuck connection must end far short of the 2 GB it asked for.
+fn stuck_readers_are_cut_off(request: &[u8]) {
     let slots = 4;
     let srv = strict(slots);
     let mut stuck = Vec::new();
     for _ in 0..slots {
         let mut s = connect(srv.plain_port);
-        s.write_all(&h2_greedy_request("/__down?bytes=2000000000")).unwrap();
+        s.write_all(request).unwrap();
         stuck.push(s);
     }
-    // Every slot is held by a client that reads nothing; the server must cut them off and a
-    // normal client must get through (before: never, the slots stayed taken).
     assert!(normal_client_served(&srv, Duration::from_secs(30)), "no slot came free:\n{}", srv.log());
-    // Each stuck connection was closed by the server: reading now drains what the kernel holds,
-    // then ends, far short of the 2 GB asked for.
     for mut s in stuck {
         let (got, closed) = drain(&mut s, Duration::from_secs(20));
         assert!(closed && got < 200_000_000, "closed {closed}, {got} bytes");
@@ -110,21 +107,15 @@ fn w1_http2_clients_that_stop_reading_are_closed_and_free_their_slots() {
 }
 
 #[test]
+fn w1_http2_clients_that_stop_reading_are_closed_and_free_their_slots() {
+    require_tool!("curl", "w1_http2_clients_that_stop_reading_are_closed_and_free_their_slots");
+    stuck_readers_are_cut_off(&h2_greedy_request("/__down?bytes=2000000000"));
+}
+
+#[test]
 fn w2_http1_clients_that_stop_reading_are_closed_and_free_their_slots() {
     require_tool!("curl", "w2_http1_clients_that_stop_reading_are_closed_and_free_their_slots");
-    let slots = 4;
-    let srv = strict(slots);
-    let mut stuck = Vec::new();
-    for _ in 0..slots {
-        let mut s = connect(srv.plain_port);
-        s.write_all(b"GET /__down?bytes=2000000000 HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
-        stuck.push(s);
-    }
-    assert!(normal_client_served(&srv, Duration::from_secs(30)), "no slot came free:\n{}", srv.log());
-    for mut s in stuck {
-        let (got, closed) = drain(&mut s, Duration::from_secs(20));
-        assert!(closed && got < 200_000_000, "closed {closed}, {got} bytes");
-    }
+    stuck_readers_are_cut_off(b"GET /__down?bytes=2000000000 HTTP/1.1\r\nHost: localhost\r\n\r\n");
 }
 
 #[test]
@@ -179,16 +170,7 @@ fn w2_http1_slow_request_bodies_are_answered_408_and_closed() {
 fn h1_status(srv: &Server, request: &[u8]) -> String {
     let mut s = connect(srv.plain_port);
     s.write_all(request).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !got.windows(4).any(|w| w == b"\r\n\r\n") && Instant::now() < deadline {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-    String::from_utf8_lossy(&got).split(' ').nth(1).unwrap_or_default().to_owned()
+    support::h1_status_of(&mut s)
 }
 
 /// The status of one HTTP/2 request (h2c prior knowledge) with `fields`, on the own client
@@ -366,10 +348,7 @@ fn w11_one_header_size_rule_over_tls_and_cleartext() {
 #[test]
 fn w5_http3_rapid_reset_closes_the_connection_with_excessive_load() {
     let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h3reset.py");
-    let ok = Command::new("python3").args(["-c", "import aioquic"]).output().is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "aioquic missing under CI=true");
-        support::note("SKIP w5_http3_rapid_reset_closes_the_connection_with_excessive_load: aioquic not found");
+    if !support::have_aioquic("w5_http3_rapid_reset_closes_the_connection_with_excessive_load") {
         return;
     }
     let srv = strict(16);
@@ -386,10 +365,7 @@ fn w5_http3_rapid_reset_closes_the_connection_with_excessive_load() {
     assert!(v["sent"].as_u64().is_some_and(|n| n > 200), "{v}");
     // Another client is served.
     let out = run(
-        Command::new("python3")
-            .arg(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h3client.py"))
-            .arg("--insecure")
-            .arg(srv.https("/hello.txt")),
+        Command::new("python3").arg(support::h3client()).arg("--insecure").arg(srv.https("/hello.txt")),
         Duration::from_secs(30),
     );
     out.expect_success("h3client.py");

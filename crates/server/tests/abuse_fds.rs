@@ -5,28 +5,13 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use support::{require_tool, Server};
-
-/// The status code of the response that arrives on `s`.
-fn status(s: &mut TcpStream) -> String {
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !got.windows(4).any(|w| w == b"\r\n\r\n") && Instant::now() < deadline {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-    String::from_utf8_lossy(&got).split(' ').nth(1).unwrap_or_default().to_owned()
-}
 
 #[test]
 fn w4_out_of_descriptors_is_503_not_404_and_the_server_recovers() {
@@ -51,7 +36,7 @@ fn w4_out_of_descriptors_is_503_not_404_and_the_server_recovers() {
     thread::sleep(Duration::from_millis(500));
     // /data.bin is larger than the small-file cache holds: serving it needs a descriptor.
     first.write_all(b"GET /data.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
-    assert_eq!(status(&mut first), "503", "server log:\n{}", srv.log());
+    assert_eq!(support::h1_status_of(&mut first), "503", "server log:\n{}", srv.log());
     assert!(srv.log().contains("out of file descriptors"), "{}", srv.log());
     drop(first);
     drop(idle);
@@ -61,7 +46,7 @@ fn w4_out_of_descriptors_is_503_not_404_and_the_server_recovers() {
     while Instant::now() < deadline {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", srv.plain_port)) {
             if s.write_all(b"GET /data.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").is_ok() {
-                last = status(&mut s);
+                last = support::h1_status_of(&mut s);
                 if last == "200" {
                     return;
                 }

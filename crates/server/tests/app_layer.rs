@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
-use support::{curl, note, require_tool, run, Options, Proto, Server};
+use support::{curl, h3client, have_aioquic, require_tool, run, Options, Proto, Server};
 
 const HINT: &str = "</style.css>; rel=preload; as=style";
 
@@ -126,19 +126,6 @@ fn routes_apply_their_header_rules_on_every_protocol() {
         let r = curl(&srv, proto, "/hello.txt", &[]);
         assert!(r.header("x-route").is_none() && r.header("etag").is_some(), "{proto:?}\n{}", r.headers);
     }
-}
-
-fn h3client() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h3client.py")
-}
-
-fn have_aioquic(test: &str) -> bool {
-    let ok = Command::new("python3").args(["-c", "import aioquic"]).output().is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{test}: aioquic missing under CI=true");
-        note(&format!("SKIP {test}: python3 with aioquic not found; run scripts/setup.sh"));
-    }
-    ok
 }
 
 fn h3(args: &[&str]) -> serde_json::Value {

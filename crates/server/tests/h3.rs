@@ -5,26 +5,11 @@
 mod support;
 
 use std::fs;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use support::{curl, data_bin, note, require_tool, run, Proto, Server, HELLO};
-
-fn h3client() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h3client.py")
-}
-
-/// Whether aioquic imports (scripts/h3client.py needs it).
-fn have_aioquic(test: &str) -> bool {
-    let ok = Command::new("python3").args(["-c", "import aioquic"]).output().is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{test}: aioquic missing under CI=true");
-        note(&format!("SKIP {test}: python3 with aioquic not found; run scripts/setup.sh"));
-    }
-    ok
-}
+use support::{curl, data_bin, h3client, have_aioquic, require_tool, run, Proto, Server, HELLO};
 
 fn sha256_hex(data: &[u8]) -> String {
     Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()

@@ -117,7 +117,21 @@ pub(crate) struct Request {
     pub(crate) interim: Interim,
     /// Why the request cannot be served as sent (a header field that does not parse): the
     /// answer is 400, through the usual path (access log included).
-    pub(crate) malformed: Option<&'static str>,
+    pub(crate) malformed: Option<Refusal>,
+}
+
+/// Why a request is answered before any handler sees it, and with what status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) status: StatusCode,
+    pub(crate) why: &'static str,
+}
+
+impl Refusal {
+    /// 400: the request is malformed.
+    pub(crate) fn bad(why: &'static str) -> Self {
+        Self { status: StatusCode::BAD_REQUEST, why }
+    }
 }
 
 /// Where a handler sends interim (1xx) responses (RFC 9110 §15.2), any number before the final

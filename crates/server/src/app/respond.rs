@@ -15,7 +15,7 @@ use sluice_http::{Field, RequestHead};
 use tokio::sync::Semaphore;
 
 use crate::app::accesslog::{AccessLog, Counters};
-use crate::app::http::{Body, Interim, Proto, Request, RequestBody, Response, CHUNK};
+use crate::app::http::{Body, Interim, Proto, Refusal, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
 
 /// What the handlers of one connection need to know about it.
@@ -94,27 +94,27 @@ pub(crate) fn to_request(head: RequestHead, body: RequestBody, interim: Interim,
                 }
                 headers.append(n, v);
             }
-            _ => malformed = Some("a header field that does not parse"),
+            _ => malformed = Some(Refusal::bad("a header field that does not parse")),
         }
     }
     // RFC 9113 §8.3.1 (and RFC 9114 §4.3.1): `:authority` or `Host` names the target; a `Host`
     // naming another entity than `:authority` makes the request malformed, and so does an
     // authority that is not one, or several `Host` fields.
     if hosts > 1 {
-        malformed = Some("more than one host field");
+        malformed = Some(Refusal::bad("more than one host field"));
     } else if let (Some(p), Some(h)) = (&pseudo, &host) {
         if p != h {
-            malformed = Some("host differs from :authority");
+            malformed = Some(Refusal::bad("host differs from :authority"));
         }
     } else if hosts == 1 && host.is_none() {
-        malformed = Some("a host field that is not text");
+        malformed = Some(Refusal::bad("a host field that is not text"));
     }
     let authority = pseudo.or(host);
     match &authority {
-        Some(a) if !crate::app::http::valid_authority(a) => malformed = Some("an invalid authority"),
+        Some(a) if !crate::app::http::valid_authority(a) => malformed = Some(Refusal::bad("an invalid authority")),
         // `http` and `https` have a mandatory authority (RFC 9113 §8.3.1).
         None if head.scheme.as_deref().is_some_and(|s| s == b"http" || s == b"https") => {
-            malformed = Some("no :authority and no host");
+            malformed = Some(Refusal::bad("no :authority and no host"));
         }
         _ => {}
     }
@@ -173,9 +173,9 @@ pub(crate) fn admit(
     let head_only = req.method == http::Method::HEAD;
     let declared =
         req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let refused = if let Some(why) = req.malformed {
-        tracing::debug!(peer = %conn.peer, why, "400: malformed request");
-        Some(Response::text(StatusCode::BAD_REQUEST, format!("bad request: {why}\n")))
+    let refused = if let Some(r) = req.malformed {
+        tracing::debug!(peer = %conn.peer, why = r.why, status = r.status.as_u16(), "request refused");
+        Some(Response::text(r.status, format!("{}: {}\n", r.status.canonical_reason().unwrap_or("refused"), r.why)))
     } else if let Some(r) = conn.misdirected(&req.authority) {
         Some(r)
     } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {

@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::app::accesslog::{AccessLog, Counters};
-use crate::app::http::{Body, Interim, Proto, Request, RequestBody, CHUNK};
+use crate::app::http::{Body, Interim, Proto, Refusal, Request, RequestBody, CHUNK};
 use crate::app::respond::{prepare, ConnInfo, Prepared};
 use crate::state::State;
 
@@ -52,7 +52,7 @@ where
 
 async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {
     let (parts, incoming) = req.into_parts();
-    let malformed = host_problem(&parts);
+    let malformed = head_problem(&parts, state.cfg.limits.max_header_list_size);
     // RFC 9112 §3.2.2: with an absolute-form target, its authority is the one to use.
     let authority = parts
         .uri
@@ -94,17 +94,29 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
     resp
 }
 
-/// RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without a `Host` field,
-/// with more than one, or with an invalid one. (HTTP/1.0 requests need none.)
-fn host_problem(parts: &http::request::Parts) -> Option<&'static str> {
+/// What makes an HTTP/1.1 request head unservable:
+/// - a header section over `limits.max_header_list_size`, counted as HTTP/2 and HTTP/3 count
+///   it (name + value + 32 per field, RFC 9113 §6.5.2): 431, the same rule on every protocol.
+///   hyper's own bound (its read buffer) is only approximate: a head read in large pieces, as
+///   TLS records deliver it, can pass it;
+/// - RFC 9112 §3.2: no `Host` field in an HTTP/1.1 request, more than one, or an invalid one:
+///   400. (HTTP/1.0 requests need none.)
+fn head_problem(parts: &http::request::Parts, max_header_list_size: u32) -> Option<Refusal> {
+    let size: usize = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+    if size > max_header_list_size as usize {
+        return Some(Refusal {
+            status: http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            why: "header section larger than limits.max_header_list_size",
+        });
+    }
     let mut hosts = parts.headers.get_all(http::header::HOST).iter();
     match (hosts.next(), hosts.next()) {
-        (None, _) if parts.version == http::Version::HTTP_11 => Some("no host field"),
+        (None, _) if parts.version == http::Version::HTTP_11 => Some(Refusal::bad("no host field")),
         (None, _) => None,
-        (Some(_), Some(_)) => Some("more than one host field"),
+        (Some(_), Some(_)) => Some(Refusal::bad("more than one host field")),
         (Some(h), None) => match h.to_str() {
             Ok(h) if crate::app::http::valid_authority(h) => None,
-            _ => Some("an invalid host field"),
+            _ => Some(Refusal::bad("an invalid host field")),
         },
     }
 }

@@ -114,6 +114,23 @@ impl<S> WriteProgress<S> {
     }
 }
 
+impl<S> WriteProgress<S> {
+    /// A write's outcome, accounted: a pending write past the rule fails with `TimedOut`.
+    fn after(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        match polled {
+            Poll::Ready(Ok(n)) => {
+                self.account(cx, Some(n));
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.account(cx, None) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            },
+        }
+    }
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for WriteProgress<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
@@ -123,17 +140,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for WriteProgress<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for WriteProgress<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => {
-                this.account(cx, Some(n));
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match this.account(cx, None) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-        }
+        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.after(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -142,17 +150,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteProgress<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                this.account(cx, Some(n));
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match this.account(cx, None) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-        }
+        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.after(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -534,3 +534,39 @@ pub(crate) fn json_u64(text: &str, name: &str) -> Option<u64> {
 pub(crate) fn file_len(path: &Path) -> u64 {
     fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
+
+/// The status code of the HTTP/1.x response that arrives on `s` (read up to the end of its
+/// head, at most 10 s).
+#[allow(dead_code)] // Used by the abuse suite only.
+pub(crate) fn h1_status_of(s: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") && Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).split(' ').nth(1).unwrap_or_default().to_owned()
+}
+
+/// scripts/h3client.py, the aioquic client of the HTTP/3 tests.
+#[allow(dead_code)] // Not every test file speaks HTTP/3.
+pub(crate) fn h3client() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h3client.py")
+}
+
+/// Whether aioquic imports (the HTTP/3 test clients need it); under CI=true its absence fails
+/// the test, elsewhere the test skips with a note.
+#[allow(dead_code)] // Not every test file speaks HTTP/3.
+pub(crate) fn have_aioquic(test: &str) -> bool {
+    let ok = Command::new("python3").args(["-c", "import aioquic"]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{test}: aioquic missing under CI=true");
+        note(&format!("SKIP {test}: python3 with aioquic not found; run scripts/setup.sh"));
+    }
+    ok
+}
