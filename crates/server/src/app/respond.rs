@@ -185,13 +185,8 @@ pub(crate) fn admit(
     };
     let admitted = Admitted { log, head_only };
     match refused {
-        Some(mut r) => {
-            // Routed answers get `Alt-Svc` from the router, before the route's header rules.
-            if let Some(v) = &conn.alt_svc {
-                r.headers.insert(http::header::ALT_SVC, v.clone());
-            }
-            (admitted, Err(r))
-        }
+        // Routed answers get `Alt-Svc` from the router, before the route's header rules.
+        Some(r) => (admitted, Err(crate::app::router::with_alt_svc(r, conn.alt_svc.as_ref()))),
         None => (admitted, Ok(req)),
     }
 }

@@ -11,20 +11,13 @@ use crate::state::State;
 /// Answer one request. `alt_svc` goes into the response before the route's header rules, so a
 /// rule can change or remove it.
 pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&http::HeaderValue>) -> Response {
-    if crate::handlers::speedtest::claims(&state.cfg.speedtest, &req.path) {
-        if let Some(mut resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, &mut req).await {
-            if let Some(v) = alt_svc {
-                resp.headers.insert(http::header::ALT_SVC, v.clone());
-            }
-            return resp;
-        }
+    // `handle` answers only the speed-test paths (when enabled), and leaves others untouched.
+    if let Some(resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, &mut req).await {
+        return with_alt_svc(resp, alt_svc);
     }
     let Some(route) = route(&state.cfg, &req.authority, &req.path) else {
-        let mut resp = Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
-        if let Some(v) = alt_svc {
-            resp.headers.insert(http::header::ALT_SVC, v.clone());
-        }
-        return resp;
+        let resp = Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
+        return with_alt_svc(resp, alt_svc);
     };
     if !route.early_hints.is_empty() && req.method == http::Method::GET && req.interim.available() {
         // RFC 8297: the hints go out before the handler starts on the final response.
@@ -36,7 +29,7 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
     }
     // The handlers' futures are awaited right here, not through a helper `async fn`: each
     // layer of async functions moves its child's (large) future once more per request.
-    let mut resp = match &route.handler {
+    let resp = match &route.handler {
         RouteHandler::Root(root) => crate::handlers::static_files::serve(root, &req).await,
         RouteHandler::Builtin => crate::handlers::builtin::serve_builtin(&req),
         RouteHandler::Speedtest => match crate::handlers::speedtest::endpoint(&req.path) {
@@ -44,11 +37,17 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
             None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
         },
     };
-    if let Some(v) = alt_svc {
-        resp.headers.insert(http::header::ALT_SVC, v.clone());
-    }
+    let mut resp = with_alt_svc(resp, alt_svc);
     if !route.headers.is_empty() {
         route.headers.apply(&mut resp.headers);
+    }
+    resp
+}
+
+/// `resp` with the connection's `Alt-Svc`, if it has one (RFC 7838).
+pub(crate) fn with_alt_svc(mut resp: Response, alt_svc: Option<&http::HeaderValue>) -> Response {
+    if let Some(v) = alt_svc {
+        resp.headers.insert(http::header::ALT_SVC, v.clone());
     }
     resp
 }
