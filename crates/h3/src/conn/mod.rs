@@ -219,6 +219,8 @@ pub struct Connection {
     /// PRIORITY_UPDATE values for request streams not opened yet (RFC 9218 §7).
     pending_priority: HashMap<u64, Priority>,
     sched: Scheduler,
+    /// Urgencies of the final responses queued so far, one bit each.
+    urgencies_seen: u8,
     /// Streams with response heads to write, in call order.
     heads: VecDeque<u64>,
     control_out: Vec<u8>,
@@ -297,6 +299,7 @@ impl Connection {
             max_request_id: None,
             pending_priority: HashMap::new(),
             sched: Scheduler::default(),
+            urgencies_seen: 0,
             heads: VecDeque::new(),
             control_out,
             encoder_out,

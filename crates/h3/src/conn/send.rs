@@ -46,6 +46,9 @@ impl Connection {
             .chain(fields.iter().map(|f| FieldRef::new(&f.name, &f.value)));
         let block = self.encode_section(stream, list)?;
         self.reprioritize(stream, priority);
+        if !interim {
+            self.urgencies_seen |= 1 << priority.urgency.min(7);
+        }
         let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
         frame::encode(kind::HEADERS, &block, &mut s.send.heads);
         if !interim {
@@ -189,6 +192,13 @@ impl Connection {
     pub fn next_urgency(&self) -> Option<u8> {
         let heads = self.heads.iter().filter_map(|id| self.streams.get(id)).filter(|s| !s.blocked);
         heads.map(|s| s.priority.urgency).chain(self.sched.urgency()).min()
+    }
+
+    /// Whether final responses of more than one urgency have been queued on this connection (a
+    /// browser loading a page, not a single download): the driver then keeps queues short from
+    /// the start.
+    pub fn mixed_urgencies(&self) -> bool {
+        self.urgencies_seen.count_ones() > 1
     }
 
     /// The next thing for the driver to do on the transport, if any: resets and STOP_SENDING

@@ -54,6 +54,23 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
 }
 
 #[test]
+fn mixed_urgencies_are_seen_once_final_responses_of_two_urgencies_are_queued() {
+    let mut c = Client::new(Config::default());
+    c.get(0, "/a", &[("priority", "u=5, i")]);
+    c.get(4, "/b", &[("priority", "u=5")]);
+    c.get(8, "/font", &[("priority", "u=0")]);
+    let _ = c.events();
+    c.conn.send_response(0, 200, vec![], true).unwrap();
+    c.conn.send_response(4, 200, vec![], true).unwrap();
+    assert!(!c.conn.mixed_urgencies(), "two responses of one urgency");
+    // An interim response does not count; the final one does.
+    c.conn.send_response(8, 103, vec![Field::new("link", "</x.css>; rel=preload")], false).unwrap();
+    assert!(!c.conn.mixed_urgencies(), "an interim response is not a response of its own");
+    c.conn.send_response(8, 200, vec![], true).unwrap();
+    assert!(c.conn.mixed_urgencies());
+}
+
+#[test]
 fn incremental_streams_share_round_robin_and_sequential_ones_do_not() {
     let mut c = Client::new(Config::default());
     for id in [0, 4] {

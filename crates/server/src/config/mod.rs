@@ -75,11 +75,22 @@ pub(crate) struct Quic {
     /// Receive window of each stream (the connection window, autotuned under `[flow] budget`,
     /// bounds the sum).
     pub(crate) stream_window: u32,
+    /// Bound bytes in flight near the measured bandwidth-delay product (`io/quic_pace.rs`, the
+    /// policy of `io/pace.rs`), over whatever the congestion controller allows.
+    pub(crate) limit_inflight: bool,
 }
 
 impl Default for Quic {
     fn default() -> Self {
-        Self { enabled: true, congestion: QuicCongestion::Cubic, socket_buffer: 8 << 20, stream_window: 16 << 20 }
+        Self {
+            enabled: true,
+            // BBR holds its rate under random loss where CUBIC falls to the Mathis limit; the
+            // in-flight bound keeps it off the bottleneck queue (README, HTTP/3).
+            congestion: QuicCongestion::Bbr,
+            socket_buffer: 8 << 20,
+            stream_window: 16 << 20,
+            limit_inflight: true,
+        }
     }
 }
 
@@ -441,7 +452,13 @@ fn quic(src: &Source<'_>, raw: &RawQuic) -> Result<Quic, ConfigError> {
     // RFC 9000 §4: flow-control limits are varints; quinn takes a u32 here, and a window below
     // one full-size packet's payload would stall.
     let stream_window = bounded(src, &raw.stream_window, "stream_window", 16 << 10, (1 << 31) - 1, d.stream_window)?;
-    Ok(Quic { enabled: raw.enabled.unwrap_or(d.enabled), congestion, socket_buffer, stream_window })
+    Ok(Quic {
+        enabled: raw.enabled.unwrap_or(d.enabled),
+        congestion,
+        socket_buffer,
+        stream_window,
+        limit_inflight: raw.limit_inflight.unwrap_or(d.limit_inflight),
+    })
 }
 
 fn tcp(src: &Source<'_>, raw: &RawTcp) -> Result<Tcp, ConfigError> {
@@ -997,11 +1014,16 @@ drain_secs = 0
         let d = parse_in(dir.path(), "").unwrap().tcp;
         assert!(d.limit_inflight && d.notsent_lowat == 16_384 && d.congestion.as_deref() == Some("bbr"));
         let q = parse_in(dir.path(), "").unwrap().quic;
-        assert!(q.enabled && q.congestion == QuicCongestion::Cubic && q.stream_window == 16 << 20);
-        let q = parse_in(dir.path(), "[quic]\nenabled = false\ncongestion = \"bbr\"\nsocket_buffer = 1048576\n")
-            .unwrap()
-            .quic;
-        assert!(!q.enabled && q.congestion == QuicCongestion::Bbr && q.socket_buffer == 1 << 20);
+        assert!(q.enabled && q.congestion == QuicCongestion::Bbr && q.stream_window == 16 << 20);
+        assert!(q.limit_inflight);
+        let q = parse_in(
+            dir.path(),
+            "[quic]\nenabled = false\ncongestion = \"cubic\"\nsocket_buffer = 1048576\nlimit_inflight = false\n",
+        )
+        .unwrap()
+        .quic;
+        assert!(!q.enabled && q.congestion == QuicCongestion::Cubic && q.socket_buffer == 1 << 20);
+        assert!(!q.limit_inflight);
         let e = parse_in(dir.path(), "[quic]\ncongestion = \"vegas\"\n").unwrap_err();
         assert_eq!(e.position(), Some((2, 14)), "{e}");
         assert!(e.message().contains("`vegas`"), "{e}");

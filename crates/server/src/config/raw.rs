@@ -34,6 +34,7 @@ pub(super) struct RawQuic {
     pub(super) congestion: Option<Spanned<String>>,
     pub(super) socket_buffer: Option<Spanned<usize>>,
     pub(super) stream_window: Option<Spanned<u32>>,
+    pub(super) limit_inflight: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
-use crate::io::pace::InflightCap;
+use crate::io::pace::{InflightCap, URGENT};
 use crate::io::stream::{BodyVerdict, Cmd, Engine, Refused, Streams};
 use crate::state::State;
 
@@ -262,13 +262,6 @@ async fn close<R: AsyncRead + Unpin>(
     })
     .await;
 }
-
-/// The most urgent class (RFC 9218 §4.1 urgencies 0 and 1: what browsers give documents,
-/// stylesheets, fonts and blocking scripts): the in-flight bound keeps room for it, and it
-/// goes at what the congestion window allows. (Holding back urgency 1 too delayed Chromium's
-/// first paint by about 100 ms at 20 Mbit/s in the pageload experiment, for no gain in the
-/// font's time.)
-const URGENT: u8 = 1;
 
 /// What the next write may carry.
 struct Budget {

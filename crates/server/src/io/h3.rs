@@ -35,6 +35,8 @@ use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
 use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
 use crate::config::{Config, QuicCongestion};
+use crate::io::pace::URGENT;
+use crate::io::quic_pace::{BoundedFactory, PaceLink};
 use crate::io::stream::{BodyVerdict, Engine, Refused, Streams};
 use crate::io::tls::{Served, ServedCert};
 use crate::state::State;
@@ -68,22 +70,29 @@ pub(crate) fn endpoint(addr: SocketAddr, tls: Arc<rustls::ServerConfig>, cfg: &C
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| format!("TLS configuration for QUIC: {e}"))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    server.transport_config(Arc::new(transport(cfg)?));
+    // Every connection is accepted with its own settings (`for_peer`); these are the defaults.
+    server.transport_config(Arc::new(transport(cfg, None)?));
     let ep = quinn::Endpoint::new(endpoint_config(), Some(server.clone()), socket, Arc::new(quinn::TokioRuntime))
         .map_err(|e| format!("cannot start QUIC on {addr}: {e}"))?;
     Ok(Listener { ep, server })
 }
 
 /// The server settings for a connection from `peer`: the listener's, with MTU discovery up to
-/// what the route to `peer` carries.
-fn for_peer(server: &quinn::ServerConfig, cfg: &Config, peer: SocketAddr) -> quinn::ServerConfig {
+/// what the route to `peer` carries and, with `[quic] limit_inflight`, the connection's own
+/// bounded congestion controller and the link the driver feeds it through.
+fn for_peer(
+    server: &quinn::ServerConfig,
+    cfg: &Config,
+    peer: SocketAddr,
+) -> (quinn::ServerConfig, Option<Arc<PaceLink>>) {
     let mut server = server.clone();
+    let pace = cfg.quic.limit_inflight.then(|| Arc::new(PaceLink::default()));
     // Invariant: `transport` succeeded with this configuration when the listener started.
-    if let Ok(mut t) = transport(cfg) {
+    if let Ok(mut t) = transport(cfg, pace.clone()) {
         t.mtu_discovery_config(Some(mtu_discovery(peer)));
         server.transport_config(Arc::new(t));
     }
-    server
+    (server, pace)
 }
 
 /// Ask for `want` bytes of UDP socket buffer each way; say so when the kernel gives less.
@@ -104,8 +113,9 @@ fn size_buffers(socket: &std::net::UdpSocket, want: usize) {
     }
 }
 
-/// quinn's transport parameters from the configuration.
-fn transport(cfg: &Config) -> Result<quinn::TransportConfig, String> {
+/// quinn's transport parameters from the configuration; with `pace`, the congestion
+/// controller is bounded by the in-flight bound (`quic_pace.rs`).
+fn transport(cfg: &Config, pace: Option<Arc<PaceLink>>) -> Result<quinn::TransportConfig, String> {
     let mut t = quinn::TransportConfig::default();
     t.max_concurrent_bidi_streams(VarInt::from_u32(cfg.limits.max_concurrent_streams))
         .max_concurrent_uni_streams(VarInt::from_u32(MAX_UNI_STREAMS))
@@ -117,12 +127,14 @@ fn transport(cfg: &Config) -> Result<quinn::TransportConfig, String> {
         .enable_segmentation_offload(true)
         // Streams of one priority take turns; urgencies are distinct priorities (see above).
         .send_fairness(true);
-    match cfg.quic.congestion {
-        QuicCongestion::Cubic => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
-        QuicCongestion::Bbr => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
-        QuicCongestion::NewReno => {
-            t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()))
-        }
+    let inner: Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> = match cfg.quic.congestion {
+        QuicCongestion::Cubic => Arc::new(quinn::congestion::CubicConfig::default()),
+        QuicCongestion::Bbr => Arc::new(quinn::congestion::BbrConfig::default()),
+        QuicCongestion::NewReno => Arc::new(quinn::congestion::NewRenoConfig::default()),
+    };
+    match pace {
+        Some(link) => t.congestion_controller_factory(Arc::new(BoundedFactory { inner, link })),
+        None => t.congestion_controller_factory(inner),
     };
     Ok(t)
 }
@@ -310,8 +322,11 @@ enum Flushed {
 }
 
 impl Out {
-    fn flush(&mut self) -> Flushed {
+    /// Hand queued bytes to quinn; an urgent stream's (RFC 9218 urgency 0 or 1, and our
+    /// control and QPACK streams) also go past the in-flight bound as `pace` allows.
+    fn flush(&mut self, pace: Option<&PaceLink>) -> Flushed {
         let mut cx = Context::from_waker(&self.waker);
+        let pace = pace.filter(|_| self.priority >= quinn_priority(URGENT));
         while !self.queue.is_empty() {
             // The chunks themselves go to quinn (no copy into its buffer): it empties those it
             // took whole and advances the one it took part of.
@@ -319,6 +334,9 @@ impl Out {
             match polled {
                 Poll::Ready(Ok(w)) => {
                     self.queue.drain(..w.chunks);
+                    if let Some(p) = pace {
+                        p.urgent(w.bytes);
+                    }
                     if w.bytes == 0 && !self.queue.is_empty() {
                         // Not expected (quinn reports no room as Pending): look again later
                         // rather than spin, and never finish the stream over unsent bytes.
@@ -339,9 +357,17 @@ impl Out {
     }
 }
 
+/// quinn sends higher priorities first; RFC 9218 urgency 0 is the most urgent.
+fn quinn_priority(urgency: u8) -> i32 {
+    7 - i32::from(urgency.min(7))
+}
+
 /// Everything one connection task works with.
 struct Driver {
     quic: quinn::Connection,
+    /// The in-flight bound's link to this connection's congestion controller (`[quic]
+    /// limit_inflight`).
+    pace: Option<Arc<PaceLink>>,
     engine: Connection,
     state: Arc<State>,
     peer: SocketAddr,
@@ -378,7 +404,8 @@ async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let peer = incoming.remote_address();
-    let connecting = match incoming.accept_with(Arc::new(for_peer(server, &state.cfg, peer))) {
+    let (config, pace) = for_peer(server, &state.cfg, peer);
+    let connecting = match incoming.accept_with(Arc::new(config)) {
         Ok(c) => c,
         Err(e) => {
             tracing::debug!(%peer, %e, "QUIC connection not accepted");
@@ -430,6 +457,7 @@ async fn serve(
     };
     let mut d = Driver {
         quic: quic.clone(),
+        pace,
         engine,
         peer,
         outs: HashMap::new(),
@@ -671,8 +699,7 @@ impl Driver {
                     let urgency = self.engine.priority(stream).map(|p| p.urgency);
                     let Some(out) = self.outs.get_mut(&stream) else { continue };
                     if let Some(u) = urgency {
-                        // quinn sends higher priorities first; RFC 9218 urgency 0 is the most urgent.
-                        let p = 7 - i32::from(u.min(7));
+                        let p = quinn_priority(u);
                         if p != out.priority {
                             out.priority = p;
                             let _ = out.send.set_priority(p);
@@ -704,7 +731,7 @@ impl Driver {
 
     fn flush(&mut self, id: u64) {
         let Some(out) = self.outs.get_mut(&id) else { return };
-        match out.flush() {
+        match out.flush(self.pace.as_deref()) {
             Flushed::Done => {
                 if std::mem::take(&mut out.blocked) {
                     self.engine.on_stream_writable(id);
@@ -743,6 +770,9 @@ impl Driver {
 
     /// quinn's send window from its congestion window, and the receive window from the tuner.
     fn tune_windows(&mut self, now: Instant) {
+        if let Some(p) = &self.pace {
+            p.set_guarded(self.engine.mixed_urgencies());
+        }
         let stats = self.quic.stats();
         let window = send_window(stats.path.cwnd, self.state.h3.quantum);
         if worth_setting(self.send_window, window) {

@@ -8,5 +8,6 @@ pub(crate) mod h3;
 pub(crate) mod listen;
 pub(crate) mod pace;
 pub(crate) mod progress;
+pub(crate) mod quic_pace;
 pub(crate) mod stream;
 pub(crate) mod tls;

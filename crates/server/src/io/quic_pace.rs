@@ -1,0 +1,429 @@
+//! The in-flight bound over QUIC: quinn's congestion controller (CUBIC, BBR or NewReno),
+//! wrapped so that its window never exceeds the bound of [`pace`](super::pace), the policy the
+//! HTTP/2 driver applies to TCP.
+//!
+//! Why a wrapper: quinn lets through whatever its controller's `window()` says is allowed, and
+//! paces at 1.25 × window / smoothed RTT (its `connection/pacing.rs`), not at the rate a
+//! controller computes. So every controller fills the bottleneck's queue: CUBIC by design on a
+//! drop-tail buffer; quinn's BBR because its window is 2 × its bandwidth estimate × min RTT
+//! plus the ACK-aggregation allowance, none of it paced at BBR's own rate, and because in
+//! startup it grows the window by every acknowledged byte until the pipe is deemed full (its
+//! `calculate_cwnd` compares the gain, not the window, with the target), so three rounds of
+//! doubling past the bandwidth-delay product land in the queue at once. The lab measured up to
+//! ~370 packets queued and, with BBR, about half of all packets dropped. In-flight is the one
+//! quantity quinn enforces, so that is where the bound goes: `window()` returns the smaller of
+//! the controller's window and the bound, and quinn's pacer then paces from that.
+//!
+//! The bound's inputs come from the ACKs quinn reports: bytes acknowledged (the counter rounds
+//! are measured on), the RTT of each acknowledged packet (the newest packet of an ACK gives
+//! the smallest), and whether the connection had run out of data (quinn's `app_limited`, the
+//! "busy" of [`InflightCap::update`]). The minimum RTT is windowed ([`MinRtt`]): quinn's
+//! estimator keeps the connection's lifetime minimum, which a standing queue from another
+//! flow would turn into a bound below a fair share.
+//!
+//! A standing queue that the bound's own bytes cannot explain is another flow's: against a
+//! loss-based flow that keeps a drop-tail buffer full, a bound near the BDP would starve (the
+//! lab measured 0.8 Mbit/s against CUBIC's 19 on a 20 Mbit/s link). While such a queue stands
+//! ([`Contention`]) the bound steps aside and the congestion controller competes on its own.
+//!
+//! Two signals come from the driver through [`PaceLink`]: bytes of urgent responses (RFC 9218
+//! urgency 0 and 1) it handed quinn, which the bound lets through on top of itself as the TCP
+//! path does (quinn sends the most urgent stream first, so the next bytes sent are those); and
+//! whether the connection has carried several urgencies (a page load), which keeps the cruise
+//! gain from the start ([`InflightCap::set_guarded`]).
+//!
+//! Sans-IO: time comes in with every call; nothing here reads a clock or touches a socket.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics};
+use quinn_proto::RttEstimator;
+
+use super::pace::{Contention, InflightCap, MinRtt, Sample};
+
+/// What a connection's driver tells its controller.
+#[derive(Debug, Default)]
+pub(crate) struct PaceLink {
+    /// Urgent bytes handed to quinn and not yet counted as sent.
+    urgent: AtomicU64,
+    /// The connection has carried responses of several urgencies.
+    guarded: AtomicBool,
+}
+
+impl PaceLink {
+    /// `n` bytes of urgent data were handed to quinn: let them past the bound.
+    pub(crate) fn urgent(&self, n: usize) {
+        self.urgent.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Keep queues short from the start (see [`InflightCap::set_guarded`]).
+    pub(crate) fn set_guarded(&self, on: bool) {
+        self.guarded.store(on, Ordering::Relaxed);
+    }
+
+    /// Count `n` bytes sent against the urgent allowance.
+    fn sent(&self, n: u64) {
+        let _ =
+            self.urgent.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| (u > 0).then(|| u.saturating_sub(n)));
+    }
+}
+
+/// Builds a bounded controller around the controller `inner` builds; one per connection (the
+/// link is that connection's).
+pub(crate) struct BoundedFactory {
+    pub(crate) inner: Arc<dyn ControllerFactory + Send + Sync>,
+    pub(crate) link: Arc<PaceLink>,
+}
+
+impl ControllerFactory for BoundedFactory {
+    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(Bounded::new(self.inner.clone().build(now, current_mtu), self.link.clone()))
+    }
+}
+
+/// A congestion controller whose window is bounded near the measured bandwidth-delay product.
+pub(crate) struct Bounded {
+    inner: Box<dyn Controller>,
+    cap: InflightCap,
+    link: Arc<PaceLink>,
+    min_rtt: MinRtt,
+    contention: Contention,
+    /// Bytes acknowledged on the connection so far.
+    acked: u64,
+    /// The smallest RTT sample of the ACK batch being processed.
+    batch_rtt: Option<Duration>,
+    /// The bound as of the last ACK batch (`None`: no estimate yet).
+    bound: Option<u64>,
+}
+
+impl Bounded {
+    pub(crate) fn new(inner: Box<dyn Controller>, link: Arc<PaceLink>) -> Self {
+        Self {
+            inner,
+            cap: InflightCap::new(),
+            link,
+            min_rtt: MinRtt::new(),
+            contention: Contention::default(),
+            acked: 0,
+            batch_rtt: None,
+            bound: None,
+        }
+    }
+
+    /// One packet of `bytes`, sent at `sent`, was acknowledged at `now`.
+    fn acked(&mut self, now: Instant, sent: Instant, bytes: u64) {
+        self.acked += bytes;
+        let sample = now.saturating_duration_since(sent);
+        self.batch_rtt = Some(self.batch_rtt.map_or(sample, |b| b.min(sample)));
+    }
+
+    /// The end of an ACK's batch: one reading for the bound.
+    fn end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool) {
+        if let Some(rtt) = self.batch_rtt.take() {
+            self.min_rtt.update(now, rtt);
+            self.contention.update(now, rtt, self.min_rtt.get(), self.cap.max_rate());
+        }
+        let s = Sample {
+            delivery_rate: 0,
+            acked: self.acked,
+            min_rtt: self.min_rtt.get(),
+            unacked_bytes: in_flight as usize,
+            notsent_bytes: 0,
+        };
+        self.cap.update(now, &s, !app_limited);
+        self.cap.set_guarded(self.link.guarded.load(Ordering::Relaxed));
+        self.bound = if self.contention.contended() { None } else { self.cap.cap(&s).map(|c| c as u64) };
+    }
+
+    /// The bound as of the last ACK batch, if there is one.
+    #[cfg(test)]
+    pub(crate) fn bound(&self) -> Option<u64> {
+        self.bound
+    }
+}
+
+impl Controller for Bounded {
+    fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
+        self.inner.on_sent(now, bytes, last_packet_number);
+        self.link.sent(bytes);
+    }
+
+    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
+        self.inner.on_ack(now, sent, bytes, app_limited, rtt);
+        self.acked(now, sent, bytes);
+    }
+
+    fn on_end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool, largest: Option<u64>) {
+        self.inner.on_end_acks(now, in_flight, app_limited, largest);
+        self.end_acks(now, in_flight, app_limited);
+    }
+
+    fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
+        self.inner.on_congestion_event(now, sent, persistent, lost_bytes);
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.inner.on_mtu_update(new_mtu);
+    }
+
+    fn window(&self) -> u64 {
+        let inner = self.inner.window();
+        match self.bound {
+            Some(b) => inner.min(b.saturating_add(self.link.urgent.load(Ordering::Relaxed))),
+            None => inner,
+        }
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        let mut m = self.inner.metrics();
+        m.congestion_window = self.window();
+        m
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(Self {
+            inner: self.inner.clone_box(),
+            cap: self.cap.clone(),
+            link: self.link.clone(),
+            min_rtt: self.min_rtt,
+            contention: self.contention,
+            acked: self.acked,
+            batch_rtt: self.batch_rtt,
+            bound: self.bound,
+        })
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.inner.initial_window()
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::io::pace::MIN_RTT_WINDOW;
+
+    const PACKET: u64 = 1_200;
+
+    /// A controller that grows its window by every acknowledged byte and never stops: what
+    /// quinn's BBR startup and CUBIC on a deep buffer amount to for the queue. The simulation
+    /// grows it (quinn's `RttEstimator`, which `on_ack` takes, has no public constructor).
+    #[derive(Clone)]
+    struct Runaway(Arc<AtomicU64>);
+
+    impl Controller for Runaway {
+        fn on_congestion_event(&mut self, _: Instant, _: Instant, _: bool, _: u64) {}
+        fn on_mtu_update(&mut self, _: u16) {}
+        fn window(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+        fn clone_box(&self) -> Box<dyn Controller> {
+            Box::new(self.clone())
+        }
+        fn initial_window(&self) -> u64 {
+            12_000
+        }
+        fn into_any(self: Box<Self>) -> Box<dyn Any> {
+            self
+        }
+    }
+
+    /// What a run saw after its warm-up.
+    #[derive(Debug, Default)]
+    struct Seen {
+        /// Largest bottleneck queue, bytes.
+        max_queue: u64,
+        /// Bytes acknowledged per second.
+        rate: f64,
+        /// Packets dropped at the queue (whole run).
+        drops: u64,
+    }
+
+    /// A bottleneck in virtual time: `rate` bytes/s, a drop-tail queue of `limit` bytes, a
+    /// fixed base RTT plus `extra` (another flow's standing queue, from `extra_from` on). The
+    /// sender sends whenever the window allows (no pacing: the worst case for the queue).
+    struct Sim {
+        rate: f64,
+        rtt: Duration,
+        limit: u64,
+        extra: Duration,
+        extra_from: Duration,
+        /// Whether ACK batches report the sender busy (false: application-limited).
+        busy: bool,
+    }
+
+    impl Sim {
+        fn run(&self, c: &mut Bounded, grow: &AtomicU64, secs: f64, warmup: f64) -> Seen {
+            let t0 = Instant::now();
+            let step = Duration::from_micros(100);
+            let mut now = t0;
+            let mut link_free = t0;
+            // Departure times from the bottleneck of packets still queued or in service.
+            let mut queue: VecDeque<Instant> = VecDeque::new();
+            // (ack arrival, sent) per packet in flight, in arrival order.
+            let mut acks: VecDeque<(Instant, Instant)> = VecDeque::new();
+            // When the sender finds out about each dropped packet (a round trip later).
+            let mut lost: VecDeque<Instant> = VecDeque::new();
+            let (mut in_flight, mut pn) = (0u64, 0u64);
+            let mut seen = Seen::default();
+            let mut acked_after_warmup = 0u64;
+            let serialise = Duration::from_secs_f64(PACKET as f64 / self.rate);
+            while now - t0 < Duration::from_secs_f64(secs) {
+                let measuring = now - t0 >= Duration::from_secs_f64(warmup);
+                let mut batch = false;
+                while acks.front().is_some_and(|&(at, _)| at <= now) {
+                    let (_, sent) = acks.pop_front().unwrap();
+                    c.acked(now, sent, PACKET);
+                    grow.fetch_add(PACKET, Ordering::Relaxed);
+                    in_flight -= PACKET;
+                    batch = true;
+                    if measuring {
+                        acked_after_warmup += PACKET;
+                    }
+                }
+                while lost.front().is_some_and(|&at| at <= now) {
+                    lost.pop_front();
+                    in_flight -= PACKET;
+                }
+                if batch {
+                    c.end_acks(now, in_flight, !self.busy);
+                }
+                while queue.front().is_some_and(|&d| d <= now) {
+                    queue.pop_front();
+                }
+                while in_flight + PACKET <= c.window() {
+                    c.on_sent(now, PACKET, pn);
+                    pn += 1;
+                    in_flight += PACKET;
+                    // Bytes waiting (the one in service does not count).
+                    let waiting = queue.len().saturating_sub(1) as u64 * PACKET;
+                    if waiting + PACKET > self.limit {
+                        seen.drops += 1;
+                        lost.push_back(now + self.rtt);
+                        continue;
+                    }
+                    let depart = link_free.max(now) + serialise;
+                    link_free = depart;
+                    queue.push_back(depart);
+                    let extra = if now - t0 >= self.extra_from { self.extra } else { Duration::ZERO };
+                    acks.push_back((depart + self.rtt + extra, now));
+                    if measuring {
+                        seen.max_queue = seen.max_queue.max(queue.len().saturating_sub(1) as u64 * PACKET);
+                    }
+                }
+                now += step;
+            }
+            seen.rate = acked_after_warmup as f64 / (secs - warmup);
+            seen
+        }
+    }
+
+    fn bounded(window: u64) -> (Bounded, Arc<AtomicU64>, Arc<PaceLink>) {
+        let grow = Arc::new(AtomicU64::new(window));
+        let link = Arc::new(PaceLink::default());
+        (Bounded::new(Box::new(Runaway(grow.clone())), link.clone()), grow, link)
+    }
+
+    /// 5 Mbit/s × 40 ms (BDP 25 kB) behind a 1 MB drop-tail queue: the pageload link.
+    fn slow_link() -> Sim {
+        Sim {
+            rate: 625_000.0,
+            rtt: Duration::from_millis(40),
+            limit: 1_000_000,
+            extra: Duration::ZERO,
+            extra_from: Duration::MAX,
+            busy: true,
+        }
+    }
+
+    #[test]
+    fn a_runaway_window_fills_the_queue_without_the_bound() {
+        // The control: readings that never count (every batch application-limited) leave the
+        // bound without an estimate, so the runaway window alone decides, and the queue fills.
+        let (mut c, grow, _) = bounded(12_000);
+        let seen = Sim { busy: false, ..slow_link() }.run(&mut c, &grow, 4.0, 1.0);
+        assert_eq!(c.bound(), None);
+        assert!(seen.drops > 0 && seen.max_queue > 900_000, "{seen:?}");
+    }
+
+    #[test]
+    fn the_bound_keeps_the_queue_short_and_the_link_full() {
+        let (mut c, grow, _) = bounded(12_000);
+        let seen = slow_link().run(&mut c, &grow, 6.0, 2.0);
+        let bdp = 25_000.0;
+        assert_eq!(seen.drops, 0, "{seen:?}");
+        assert!(seen.rate >= 0.95 * 625_000.0, "{seen:?}");
+        // The cruise bound: 1.25 × BDP, 5 ms of slack and 4 kB; what exceeds the BDP queues
+        // (about 13 kB here, against the 1 MB the runaway window alone fills).
+        assert!((seen.max_queue as f64) < 0.6 * bdp, "{seen:?}");
+        assert!(grow.load(Ordering::Relaxed) > 1_000_000, "the inner window ran away meanwhile");
+        let b = c.bound().unwrap();
+        assert!((30_000..45_000).contains(&b), "{b}");
+        assert_eq!(c.window(), b);
+    }
+
+    #[test]
+    fn the_controller_decides_when_its_window_is_smaller() {
+        let (mut c, grow, _) = bounded(12_000);
+        let _ = slow_link().run(&mut c, &grow, 2.0, 1.0);
+        let b = c.bound().unwrap();
+        grow.store(b / 2, Ordering::Relaxed);
+        assert_eq!(c.window(), b / 2);
+    }
+
+    #[test]
+    fn urgent_bytes_go_past_the_bound_once() {
+        let (mut c, grow, link) = bounded(12_000);
+        let _ = slow_link().run(&mut c, &grow, 2.0, 1.0);
+        let b = c.bound().unwrap();
+        link.urgent(50_000);
+        assert_eq!(c.window(), b + 50_000);
+        let t = Instant::now();
+        for pn in 0..40 {
+            c.on_sent(t, PACKET, pn);
+        }
+        assert_eq!(c.window(), b + 2_000);
+        c.on_sent(t, PACKET, 41);
+        assert_eq!(c.window(), b + 800);
+        c.on_sent(t, PACKET, 42);
+        assert_eq!(c.window(), b, "the allowance is used up, not overdrawn");
+        // The inner window still bounds urgent data.
+        grow.store(b, Ordering::Relaxed);
+        link.urgent(50_000);
+        assert_eq!(c.window(), b);
+    }
+
+    #[test]
+    fn a_page_load_keeps_the_cruise_gain_from_the_start() {
+        // Two connections in startup, one guarded: its bound is the smaller.
+        let (mut plain, g1, _) = bounded(12_000);
+        let (mut guarded, g2, link) = bounded(12_000);
+        link.set_guarded(true);
+        let _ = slow_link().run(&mut plain, &g1, 0.2, 0.1);
+        let _ = slow_link().run(&mut guarded, &g2, 0.2, 0.1);
+        let (p, g) = (plain.bound().unwrap(), guarded.bound().unwrap());
+        assert!(g < p, "guarded {g}, plain {p}");
+    }
+
+    #[test]
+    fn another_flows_standing_queue_is_learnt_within_two_rtt_windows() {
+        // From 3 s on every packet also waits 200 ms in a queue another flow keeps full. With a
+        // lifetime minimum RTT and no contention rule the bound would settle near 1.25 × rate ×
+        // 40 ms: a sixth of the link. The bound steps aside while that queue stands, and the
+        // windowed minimum learns the new RTT; the rate comes back.
+        let (mut c, grow, _) = bounded(12_000);
+        let sim = Sim { extra: Duration::from_millis(200), extra_from: Duration::from_secs(3), ..slow_link() };
+        let secs = 3.0 + 2.0 * MIN_RTT_WINDOW.as_secs_f64() + 5.0;
+        let seen = sim.run(&mut c, &grow, secs, secs - 3.0);
+        assert!(seen.rate >= 0.8 * 625_000.0, "{seen:?}");
+    }
+}
