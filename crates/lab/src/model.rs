@@ -11,6 +11,12 @@
 //! 4. the fixed one-way delay: delivery at the end of serialisation plus the delay.
 //!
 //! Packets are delivered in the order they arrived, even across a change of parameters.
+//!
+//! Queue readings: every packet that reaches step 2 (random loss aside, dropped or not) reports
+//! what it found there ([`Seen`]: packets and bytes waiting ahead of it, and how long it would
+//! wait for the serialiser), and an [`Occupancy`] gathers these into histograms with fixed
+//! buckets. Histograms only grow, so the difference of two readings ([`Occupancy::since`]) is
+//! the distribution over the arrivals between them: a window such as one transfer.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -243,9 +249,15 @@ impl Direction {
     /// Decides the fate of a packet of `len` bytes arriving at `now`. `now` should not go
     /// backwards between calls (if it does, it is treated as the latest time seen).
     pub fn handle_packet(&mut self, now: Instant, len: usize) -> Verdict {
+        self.handle_packet_seen(now, len).0
+    }
+
+    /// [`Direction::handle_packet`], also returning what the packet found at the queue (`None`
+    /// when the random loss took it before it got there).
+    pub fn handle_packet_seen(&mut self, now: Instant, len: usize) -> (Verdict, Option<Seen>) {
         // 1. Random loss.
         if self.spec.loss_pct > 0.0 && self.rng.next_f64() * 100.0 < self.spec.loss_pct {
-            return Verdict::Drop(Reason::Loss);
+            return (Verdict::Drop(Reason::Loss), None);
         }
         // 2. Drop-tail queue: only packets that have to wait for the serialiser count.
         self.expire(now);
@@ -253,13 +265,14 @@ impl Direction {
             Some(free) if free > now => free,
             _ => now,
         };
+        let seen = Seen { packets: self.waiting.len(), bytes: self.waiting_bytes, wait: start - now };
         if start > now {
             let full = match self.spec.queue {
                 Queue::Packets(n) => self.waiting.len() >= n,
                 Queue::Bytes(b) => self.waiting_bytes + len > b,
             };
             if full {
-                return Verdict::Drop(Reason::Queue);
+                return (Verdict::Drop(Reason::Queue), Some(seen));
             }
             self.waiting.push_back((start, len));
             self.waiting_bytes += len;
@@ -279,7 +292,246 @@ impl Direction {
             at = at.max(last);
         }
         self.last_delivery = Some(at);
-        Verdict::Deliver(at)
+        (Verdict::Deliver(at), Some(seen))
+    }
+}
+
+/// What a packet found when it reached the drop-tail queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// Packets waiting for the serialiser ahead of it.
+    pub packets: usize,
+    /// Their bytes.
+    pub bytes: usize,
+    /// How long until the serialiser is free: its queueing delay (the waiting packets at the
+    /// link rate, plus the rest of the packet being serialised). A packet dropped by the queue
+    /// reports the delay it would have had.
+    pub wait: Duration,
+}
+
+/// Bits of sub-bucket resolution above the exact range: 64 buckets per power of two, so a
+/// bucket is at most 1/64 (1.6 %) of its values wide.
+const SUB_BITS: u32 = 6;
+/// Values below this have a bucket each.
+const EXACT: u64 = 2 << SUB_BITS;
+/// Values from 2^(TOP_EXP + 1) on share the last bucket (packets, bytes or µs: never reached).
+const TOP_EXP: u32 = 39;
+/// Buckets of a [`Histogram`].
+pub const BUCKETS: usize = EXACT as usize + (((TOP_EXP - SUB_BITS) as usize) << SUB_BITS);
+
+/// The bucket of `v`: `v` itself below 128, then 64 buckets per power of two.
+pub fn bucket_of(v: u64) -> usize {
+    if v < EXACT {
+        return v as usize;
+    }
+    let v = v.min((1u64 << (TOP_EXP + 1)) - 1);
+    let exp = 63 - v.leading_zeros();
+    let shift = exp - SUB_BITS;
+    let sub = (v >> shift) - (1 << SUB_BITS);
+    EXACT as usize + (((exp - SUB_BITS - 1) as usize) << SUB_BITS) + sub as usize
+}
+
+/// The smallest and the largest value of bucket `i`.
+pub fn bucket_range(i: usize) -> (u64, u64) {
+    if i < EXACT as usize {
+        return (i as u64, i as u64);
+    }
+    let k = i - EXACT as usize;
+    let exp = (k >> SUB_BITS) as u32 + SUB_BITS + 1;
+    let first = (k as u64 & ((1 << SUB_BITS) - 1)) + (1 << SUB_BITS);
+    let shift = exp - SUB_BITS;
+    (first << shift, ((first + 1) << shift) - 1)
+}
+
+/// Counts of non-negative integers in the fixed buckets of [`bucket_of`]: exact below 128,
+/// within 1.6 % above.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Histogram {
+    /// [`BUCKETS`] counts, or empty when nothing was recorded.
+    counts: Vec<u64>,
+}
+
+impl std::fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let used: Vec<(u64, u64)> =
+            self.counts.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (bucket_range(i).0, *n)).collect();
+        f.debug_struct("Histogram").field("count", &self.count()).field("from_value_count", &used).finish()
+    }
+}
+
+impl Histogram {
+    /// A histogram of these bucket counts (as many as [`BUCKETS`]; missing ones are 0, extra
+    /// ones are added to the last bucket).
+    pub fn from_counts(mut counts: Vec<u64>) -> Self {
+        if counts.iter().all(|n| *n == 0) {
+            return Self::default();
+        }
+        if counts.len() > BUCKETS {
+            let extra: u64 = counts[BUCKETS..].iter().sum();
+            counts.truncate(BUCKETS);
+            counts[BUCKETS - 1] += extra;
+        }
+        counts.resize(BUCKETS, 0);
+        Self { counts }
+    }
+
+    /// Counts one value.
+    pub fn record(&mut self, v: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS];
+        }
+        self.counts[bucket_of(v)] += 1;
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The values recorded since `earlier`, a reading of the same histogram before.
+    pub fn since(&self, earlier: &Self) -> Self {
+        let counts = (0..self.counts.len())
+            .map(|i| self.counts[i].saturating_sub(earlier.counts.get(i).copied().unwrap_or(0)))
+            .collect();
+        Self::from_counts(counts)
+    }
+
+    /// The `q` quantile (0–1): the value at or below which at least that fraction of the
+    /// recorded values lie, as the middle of its bucket (exact below 128). `None` when empty.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let (lo, hi) = bucket_range(i);
+                return Some(lo + (hi - lo) / 2);
+            }
+        }
+        None
+    }
+
+    /// The largest value recorded, to within its bucket (the bucket's largest value); `None`
+    /// when empty.
+    pub fn max(&self) -> Option<u64> {
+        self.counts.iter().rposition(|c| *c > 0).map(|i| bucket_range(i).1)
+    }
+}
+
+/// The queue as arriving packets found it: histograms of [`Seen`] over every packet that
+/// reached the queue, and the largest values exactly.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Occupancy {
+    /// Packets waiting ahead.
+    pub packets: Histogram,
+    /// Bytes waiting ahead.
+    pub bytes: Histogram,
+    /// Queueing delay in µs.
+    pub wait_us: Histogram,
+    /// Most packets found waiting (over the whole reading; see [`Occupancy::since`]).
+    pub peak_packets: u64,
+    /// Most bytes found waiting.
+    pub peak_bytes: u64,
+    /// Longest queueing delay, µs.
+    pub peak_wait_us: u64,
+}
+
+impl Occupancy {
+    /// Counts one arrival.
+    pub fn record(&mut self, s: Seen) {
+        let wait_us = u64::try_from(s.wait.as_micros()).unwrap_or(u64::MAX);
+        self.packets.record(s.packets as u64);
+        self.bytes.record(s.bytes as u64);
+        self.wait_us.record(wait_us);
+        self.peak_packets = self.peak_packets.max(s.packets as u64);
+        self.peak_bytes = self.peak_bytes.max(s.bytes as u64);
+        self.peak_wait_us = self.peak_wait_us.max(wait_us);
+    }
+
+    /// Arrivals counted.
+    pub fn arrivals(&self) -> u64 {
+        self.packets.count()
+    }
+
+    /// The arrivals since `earlier`, a reading of the same queue before. The histograms are
+    /// exact differences; the peaks of the window are its histograms' largest buckets (within
+    /// 1.6 %; exact below 128), capped by the exact peaks of the whole reading.
+    pub fn since(&self, earlier: &Self) -> Self {
+        let (packets, bytes, wait_us) = (
+            self.packets.since(&earlier.packets),
+            self.bytes.since(&earlier.bytes),
+            self.wait_us.since(&earlier.wait_us),
+        );
+        Self {
+            peak_packets: packets.max().map_or(0, |m| m.min(self.peak_packets)),
+            peak_bytes: bytes.max().map_or(0, |m| m.min(self.peak_bytes)),
+            peak_wait_us: wait_us.max().map_or(0, |m| m.min(self.peak_wait_us)),
+            packets,
+            bytes,
+            wait_us,
+        }
+    }
+
+    /// The figures the reports show.
+    pub fn summary(&self) -> QueueSummary {
+        let ms = |us: Option<u64>| us.map_or(0.0, |us| us as f64 / 1e3);
+        QueueSummary {
+            arrivals: self.arrivals(),
+            p50_packets: self.packets.quantile(0.5).unwrap_or(0),
+            p95_packets: self.packets.quantile(0.95).unwrap_or(0),
+            peak_packets: self.peak_packets,
+            peak_bytes: self.peak_bytes,
+            p50_ms: ms(self.wait_us.quantile(0.5)),
+            p95_ms: ms(self.wait_us.quantile(0.95)),
+            peak_ms: ms(Some(self.peak_wait_us)),
+        }
+    }
+}
+
+/// The queue occupancy of a reading in a few figures: what arriving packets found, median,
+/// 95th percentile and peak, in packets and as queueing delay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct QueueSummary {
+    /// Packets that reached the queue (the random loss's aside).
+    pub arrivals: u64,
+    /// Median of the packets found waiting.
+    pub p50_packets: u64,
+    /// 95th percentile of the packets found waiting.
+    pub p95_packets: u64,
+    /// Most packets found waiting.
+    pub peak_packets: u64,
+    /// Most bytes found waiting.
+    pub peak_bytes: u64,
+    /// Median queueing delay, ms.
+    pub p50_ms: f64,
+    /// 95th percentile of the queueing delay, ms.
+    pub p95_ms: f64,
+    /// Longest queueing delay, ms.
+    pub peak_ms: f64,
+}
+
+impl std::fmt::Display for QueueSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.arrivals == 0 {
+            return write!(f, "queue: no packet reached it");
+        }
+        write!(
+            f,
+            "queue found by {} arrivals: p50 {} packets / {:.1} ms, p95 {} / {:.1} ms, peak {} packets, {} bytes, \
+             {:.1} ms",
+            self.arrivals,
+            self.p50_packets,
+            self.p50_ms,
+            self.p95_packets,
+            self.p95_ms,
+            self.peak_packets,
+            self.peak_bytes,
+            self.peak_ms
+        )
     }
 }
 
@@ -420,6 +672,121 @@ mod tests {
         for _ in 0..10 {
             assert_eq!(d.handle_packet(t0, 65535), Verdict::Deliver(t0));
         }
+    }
+
+    #[test]
+    fn histogram_buckets_cover_every_value_once() {
+        assert_eq!(BUCKETS, 128 + 33 * 64);
+        let mut next = 0;
+        for i in 0..BUCKETS {
+            let (lo, hi) = bucket_range(i);
+            assert_eq!(lo, next, "bucket {i} does not start where {} ended", i.wrapping_sub(1));
+            assert!(hi >= lo);
+            assert_eq!((bucket_of(lo), bucket_of(hi)), (i, i));
+            // At most 1/64 of its values wide (exact below 128).
+            assert!((hi - lo) as f64 <= lo as f64 / 64.0, "bucket {i}: {lo}–{hi}");
+            next = hi + 1;
+        }
+        assert_eq!(next, 1 << 40);
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+        assert_eq!(bucket_range(bucket_of(1000)), (1000, 1007));
+    }
+
+    #[test]
+    fn histogram_quantiles_and_windows() {
+        let mut h = Histogram::default();
+        assert_eq!((h.count(), h.quantile(0.5), h.max()), (0, None, None));
+        for v in 1..=100 {
+            h.record(v);
+        }
+        assert_eq!((h.count(), h.quantile(0.5), h.quantile(0.95), h.max()), (100, Some(50), Some(95), Some(100)));
+        assert_eq!((h.quantile(0.0), h.quantile(1.0)), (Some(1), Some(100)));
+        let earlier = h.clone();
+        for _ in 0..10 {
+            h.record(1_000_000);
+        }
+        // The window holds the ten large values only, to within their bucket.
+        let w = h.since(&earlier);
+        assert_eq!(w.count(), 10);
+        let (lo, hi) = bucket_range(bucket_of(1_000_000));
+        assert!(lo <= 1_000_000 && hi >= 1_000_000 && hi - lo < 1_000_000 / 64);
+        assert_eq!(w.max(), Some(hi));
+        assert_eq!(w.quantile(0.5), Some(lo + (hi - lo) / 2));
+        // A window with nothing in it is empty; an older reading minus a newer one too.
+        assert_eq!(h.since(&h), Histogram::default());
+        assert_eq!(earlier.since(&h).count(), 0);
+        assert_eq!(Histogram::from_counts(vec![0; 3]), Histogram::default());
+        assert_eq!(Histogram::from_counts(vec![1; BUCKETS + 2]).count(), BUCKETS as u64 + 2);
+    }
+
+    /// Records every arrival of `packets` (arrival time, length) into an occupancy; returns the
+    /// verdicts.
+    fn feed(
+        d: &mut Direction,
+        occ: &mut Occupancy,
+        packets: impl IntoIterator<Item = (Instant, usize)>,
+    ) -> Vec<Verdict> {
+        packets
+            .into_iter()
+            .map(|(at, len)| {
+                let (v, seen) = d.handle_packet_seen(at, len);
+                if let Some(s) = seen {
+                    occ.record(s);
+                }
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn occupancy_of_a_burst_and_of_a_window_after_it() {
+        let t0 = Instant::now();
+        // 1500 B at 12 Mbit/s: 1 ms each; five may wait.
+        let mut d = Direction::new(spec(12.0, 10, Queue::Packets(5), 0.0), 1);
+        let mut occ = Occupancy::default();
+        let v = feed(&mut d, &mut occ, (0..10).map(|_| (t0, 1500)));
+        assert_eq!(v.iter().filter(|v| **v == Verdict::Drop(Reason::Queue)).count(), 4);
+        // Found waiting: 0 (straight onto the wire), 0 (waits for the first), 1, 2, 3, 4, then
+        // four drops that found the queue full (5).
+        let s = occ.summary();
+        assert_eq!((s.arrivals, s.p50_packets, s.p95_packets, s.peak_packets, s.peak_bytes), (10, 3, 5, 5, 7500));
+        // The dropped ones would have waited for the packet on the wire and the five queued.
+        // Delays found: 0, 1, 2, 3, 4, 5 ms, then 6 ms four times (within a bucket's 1.6 %).
+        assert_eq!(s.peak_ms, 6.0);
+        assert!((s.p50_ms - 4.0).abs() < 4.0 / 64.0, "{s:?}");
+        assert!((s.p95_ms - 6.0).abs() < 6.0 / 64.0, "{s:?}");
+        // A window after the queue drained: paced arrivals find it empty.
+        let before = occ.clone();
+        let later = t0 + Duration::from_millis(20);
+        feed(&mut d, &mut occ, (0..50u32).map(|i| (later + Duration::from_millis(2) * i, 1500)));
+        let w = occ.since(&before).summary();
+        assert_eq!((w.arrivals, w.p95_packets, w.peak_packets, w.peak_bytes, w.peak_ms), (50, 0, 0, 0, 0.0));
+        // The whole reading keeps the burst.
+        assert_eq!(occ.summary().peak_packets, 5);
+        // Lost packets never reach the queue and are not counted.
+        let mut lossy = Direction::new(spec(12.0, 0, Queue::Packets(5), 100.0), 1);
+        let mut none = Occupancy::default();
+        feed(&mut lossy, &mut none, (0..10).map(|_| (t0, 1500)));
+        assert_eq!(none.arrivals(), 0);
+    }
+
+    #[test]
+    fn occupancy_of_a_standing_queue() {
+        let t0 = Instant::now();
+        // Twice the rate for two seconds into a 100-packet queue: it fills in about 0.2 s and
+        // stays full; arrivals then find 100 (or 99, just after one left) packets and a delay
+        // of about 100 ms.
+        let mut d = Direction::new(spec(12.0, 5, Queue::Packets(100), 0.0), 1);
+        let mut occ = Occupancy::default();
+        feed(&mut d, &mut occ, (0..4000u32).map(|i| (t0 + Duration::from_micros(500) * i, 1500)));
+        let s = occ.summary();
+        assert_eq!(s.arrivals, 4000);
+        assert!((99..=100).contains(&s.p50_packets) && s.p95_packets == 100 && s.peak_packets == 100, "{s:?}");
+        assert_eq!(s.peak_bytes, 150_000);
+        for ms in [s.p50_ms, s.p95_ms, s.peak_ms] {
+            assert!((99.0..=102.0).contains(&ms), "{s:?}");
+        }
+        assert!(s.to_string().contains("p95 100 / 10"), "{s}");
     }
 
     #[test]

@@ -30,12 +30,19 @@ fn download_quick() {
         let good: Vec<f64> =
             rows.iter().filter(|r| r.server == "sluice" && r.protocol == protocol && r.ok).map(|r| r.mbps).collect();
         assert!(good.iter().any(|m| *m > 0.0), "no successful sluice {protocol} download in results.csv:\n{csv}");
+        // Beside each figure, the link's server → client direction during that download.
+        for r in rows.iter().filter(|r| r.server == "sluice" && r.protocol == protocol && r.ok) {
+            let link = r.link.unwrap_or_else(|| panic!("sluice {protocol} run {} has no link reading:\n{csv}", r.run));
+            assert!(link.peak_packets >= link.p95_packets && link.p95_packets >= link.p50_packets, "{link:?}");
+            assert!(link.queue_drops_per_100mb >= 0.0 && link.peak_ms >= 0.0, "{link:?}");
+        }
         assert!(rows.iter().any(|r| r.server == "caddy" && r.protocol == protocol), "no caddy {protocol} row:\n{csv}");
         eprintln!("sluice {protocol}: {good:?} Mbit/s");
     }
     let summary = std::fs::read_to_string(out.path().join("summary.md")).expect("summary.md");
     assert!(summary.contains("| h3/h2 |") && summary.contains("| sluice |"), "{summary}");
     assert!(summary.contains("not measured here"), "{summary}");
+    assert!(summary.contains("| sluice | h3 |") && summary.contains("queue drops / 100 MB"), "{summary}");
     let png = std::fs::read(out.path().join("download.png")).expect("download.png");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }

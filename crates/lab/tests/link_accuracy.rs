@@ -220,6 +220,16 @@ fn queue(lab: &Lab) {
     );
     assert!(c.up.dropped_queue >= 150, "{c:?}");
     assert!(f(&r, "received") >= 5.0, "{r}");
+    // The queue readings: the burst found the queue full (5 packets of 1028 B, 8.2 ms each at
+    // 1 Mbit/s, and the one on the wire), the datagrams coming back found it empty.
+    let (up, down) = (c.up.queue(), c.down.queue());
+    eprintln!("queue readings: up {up}; down {down}");
+    // (A window's peak bytes are exact to within their histogram bucket, 1.6 %.)
+    assert_eq!(up.peak_packets, 5, "{up:?}");
+    assert!((5 * 1028..=5 * 1028 * 65 / 64).contains(&up.peak_bytes), "{up:?}");
+    assert_eq!(up.p95_packets, 5, "{up:?}");
+    assert!((40.0..=50.0).contains(&up.peak_ms), "{up:?}");
+    assert!(up.arrivals >= 200 && down.peak_packets <= 1, "{up:?} {down:?}");
 }
 
 /// `sluice-lab link` sets the link up, answers through it, and on SIGTERM prints the counters

@@ -19,16 +19,23 @@
 //! namespace's default (`net.ipv4.tcp_congestion_control`) is set to `bbr` too, so Caddy's
 //! HTTP/2 runs on BBR there (accepted sockets of a listener that did not choose its congestion
 //! control take the namespace's default), and restored afterwards. HTTP/3 runs on each server's
-//! own QUIC congestion control (Sluice: `[quic] congestion`, default cubic; quic-go: its own).
+//! own QUIC congestion control (Sluice: `[quic] congestion`, its default unless a variant sets
+//! it; quic-go: its own).
 //!
-//! With `--servers` left at the global default, the experiment runs `sluice`, `sluice-h3bbr`
-//! (HTTP/3 on quinn's BBR) and `caddy`: nginx
+//! With `--servers` left at the global default, the experiment runs `sluice` (its defaults),
+//! `sluice-h3cubic` and `sluice-h3bbr` (HTTP/3 on quinn's CUBIC, on its BBR) and `caddy`; a list
+//! given replaces it (`sluice-h3nocap`: HTTP/3 without Sluice's in-flight bound). nginx
 //! 1.22 and h2o 2.2 (the Debian packages) have no HTTP/3. Listed explicitly they are skipped
 //! with that reason; Sluice's variants (`sluice-cwnd`, `sluice-fixed64k`, …) run as they are.
 //!
-//! Output: `results.csv` (one row per transfer, as it goes), `summary.md` (per case each server's
-//! h2 and h3 medians with min–max, the h3/h2 ratio of the medians and whether Sluice meets the
-//! bar; the issue's nginx figures quoted, marked as such), `download.png`/`.svg` (the loss-free
+//! Beside each download the emulated link's server → client direction is read over that
+//! transfer: packets dropped by the full queue and by the random loss per 100 MB delivered, and
+//! the queue as arriving packets found it (p50/p95/peak in packets and ms).
+//!
+//! Output: `results.csv` (one row per transfer, as it goes, with the link's readings),
+//! `summary.md` (per case each server's h2 and h3 medians with min–max, the h3/h2 ratio of the
+//! medians and whether Sluice meets the bar, then the link readings per server and protocol;
+//! the issue's nginx figures quoted, marked as such), `download.png`/`.svg` (the loss-free
 //! cases) and `download-loss.png`/`.svg` (the loss case: the chart's panel titles show rate
 //! and RTT only, so it gets a chart of its own).
 
@@ -40,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use super::chart;
 use super::proc;
-use super::report::{self, Row, Summary};
+use super::report::{self, LinkWindow, Row, Summary};
 use super::servers::{self, ServerKind, Setup};
 use super::stage::{self, Stage};
 use super::statics::fmt_stat;
@@ -56,9 +63,9 @@ pub const QUICK_BODY_BYTES: u64 = 20_000_000;
 /// The file served, in the docroot.
 pub const FILE: &str = "body.bin";
 /// A small file for the readiness probes.
-const READY_FILE: &str = "ready.txt";
+pub(crate) const READY_FILE: &str = "ready.txt";
 /// Its contents.
-const READY_TEXT: &str = "ready\n";
+pub(crate) const READY_TEXT: &str = "ready\n";
 /// The bar for Sluice's h3/h2 ratio without loss.
 pub const BAR: f64 = 0.95;
 /// The bar with loss (HTTP/2 on BBR).
@@ -214,14 +221,20 @@ pub fn proto_order(run: u32) -> [Proto; 2] {
     }
 }
 
-/// The servers to run for `requested`: the global default list means Sluice and Caddy; peers
+/// The servers the global default `--servers` means here: Sluice with its defaults, with
+/// HTTP/3 on CUBIC and on BBR, and Caddy.
+pub const DOWNLOAD_DEFAULT: [ServerKind; 4] = [
+    ServerKind::Sluice,
+    ServerKind::SluiceFlow(servers::Flow::QuicCubic),
+    ServerKind::SluiceFlow(servers::Flow::QuicBbr),
+    ServerKind::Caddy,
+];
+
+/// The servers to run for `requested`: the global default list means [`DOWNLOAD_DEFAULT`]; peers
 /// without HTTP/3 here (and the `-tuned` variants) are skipped with the reason.
 pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<Skipped>), String> {
     if requested == servers::DEFAULT {
-        return Ok((
-            vec![ServerKind::Sluice, ServerKind::SluiceFlow(servers::Flow::QuicBbr), ServerKind::Caddy],
-            Vec::new(),
-        ));
+        return Ok((DOWNLOAD_DEFAULT.to_vec(), Vec::new()));
     }
     let mut keep = Vec::new();
     let mut skipped = Vec::new();
@@ -237,6 +250,9 @@ pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<
             ServerKind::CaddyTuned => Some(
                 "the download experiment runs Caddy's HTTP/2 on BBR in the loss case by itself; list `caddy` instead",
             ),
+            ServerKind::SluiceH3 | ServerKind::CaddyH3 => {
+                Some("the download experiment runs HTTP/3 for every server by itself; list `sluice` or `caddy` instead")
+            }
         };
         match reason {
             None => keep.push(k),
@@ -298,13 +314,13 @@ pub fn parse_get_json(out: &str) -> Result<GetFigures, String> {
 }
 
 /// Body bytes from the client's timeout message (`… with N body bytes transferred`).
-fn partial_bytes(stderr: &str) -> Option<u64> {
+pub(crate) fn partial_bytes(stderr: &str) -> Option<u64> {
     let (before, _) = stderr.split_once(" body bytes transferred")?;
     before.rsplit(' ').next()?.parse().ok()
 }
 
 /// A multi-line message on one line, at most 400 characters.
-fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     let joined = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
     if joined.chars().count() > 400 {
         joined.chars().take(399).chain(['…']).collect()
@@ -356,7 +372,7 @@ pub fn judge(
 }
 
 /// `sluice get` arguments for `url` over `proto`, bounded by `limit`.
-fn get_args(proto: Proto, url: &str, limit: Duration) -> Vec<String> {
+pub(crate) fn get_args(proto: Proto, url: &str, limit: Duration) -> Vec<String> {
     let max = limit.as_secs().to_string();
     let connect = CONNECT_TIMEOUT_S.to_string();
     ["get", proto.flag(), "-k", "-s", "--json", "--connect-timeout", &connect, "--max-time", &max, url]
@@ -366,7 +382,7 @@ fn get_args(proto: Proto, url: &str, limit: Duration) -> Vec<String> {
 }
 
 /// `https://<server>:<port>/<file>`.
-fn url(kind: ServerKind, file: &str) -> String {
+pub(crate) fn url(kind: ServerKind, file: &str) -> String {
     format!("https://{SERVER_ADDR}:{}/{file}", kind.port())
 }
 
@@ -421,6 +437,14 @@ pub fn markdown(rows: &[Row], cases: &[Case], body: u64, notes: &[String]) -> St
         md.push('\n');
         for server in s.servers.iter().filter(|n| n.starts_with("sluice")) {
             md.push_str(&verdict(server, s.ratio(&case.name, server, "h3", "h2"), case));
+        }
+        if let Some(table) = report::link_table(rows, &case.name, "Mbit/s") {
+            md.push_str(
+                "\nThe link's server → client direction during each download (medians over the successful runs): \
+                 packets dropped by the full queue and by the random loss per 100 MB delivered, and the queue as \
+                 arriving packets found it.\n\n",
+            );
+            md.push_str(&table);
         }
     }
     if shown.len() > 1 {
@@ -600,7 +624,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                     continue;
                 }
             }
-            if let Err(e) = probe_h3(&stage, &client, *kind) {
+            if let Err(e) = probe_h3(&stage, &client, &url(*kind, READY_FILE), READY_TEXT.len() as u64) {
                 eprintln!("sluice-lab: WARNING {}: HTTP/3 does not answer ({e}); its h3 runs will fail", kind.name());
                 run_notes.push(format!(
                     "`{}` did not answer the HTTP/3 readiness probe within {} s ({}); its h3 runs are recorded \
@@ -651,16 +675,25 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                         done += 1;
                         let before = stage.stats();
                         let limit = if case.lossy() { limit.min(LOSS_MAX_TIME) } else { limit };
-                        let row = download_once(&mut stage, &client, case, kind, proto, run, body, limit)?;
+                        let mut row = download_once(&mut stage, &client, case, kind, proto, run, body, limit)?;
                         // Ctrl-C reaches the client too: that failure is not the server's.
                         proc::check_interrupt()?;
                         let window = stage.stats().since(&before);
+                        row.link = LinkWindow::of(&window.down);
                         cpu_max = cpu_max.max(window.cpu_pct());
+                        let q = window.down.queue();
                         let fwd = format!(
-                            "forwarder {:.0} % CPU; down: {} lost, {} queue drops",
+                            "forwarder {:.0} % CPU; down: {} lost, {} queue drops; queue p50/p95/peak {}/{}/{} \
+                             packets, {:.1}/{:.1}/{:.1} ms",
                             window.cpu_pct(),
                             window.down.dropped_loss,
-                            window.down.dropped_queue
+                            window.down.dropped_queue,
+                            q.p50_packets,
+                            q.p95_packets,
+                            q.peak_packets,
+                            q.p50_ms,
+                            q.p95_ms,
+                            q.peak_ms
                         );
                         let what = if row.ok {
                             format!("{:.1} Mbit/s ({:.2} s; {fwd})", row.mbps, row.seconds)
@@ -726,19 +759,15 @@ pub fn write_docroot(dir: &Path, body: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Polls the small file over HTTP/3 until it arrives, or [`H3_READY_TIMEOUT`] passes.
-fn probe_h3(stage: &Stage, client: &str, kind: ServerKind) -> Result<(), String> {
+/// Polls `url` (a file of `bytes` bytes) with `sluice get --http3` (`client`) from the client
+/// namespace until it arrives, or [`H3_READY_TIMEOUT`] passes.
+pub(crate) fn probe_h3(stage: &Stage, client: &str, url: &str, bytes: u64) -> Result<(), String> {
     let end = Instant::now() + H3_READY_TIMEOUT;
     let limit = Duration::from_secs(3);
     loop {
         proc::check_interrupt()?;
-        let f = stage.client(
-            client,
-            &get_args(Proto::H3, &url(kind, READY_FILE), limit),
-            limit + Duration::from_secs(2),
-        )?;
-        let (_, _, error) =
-            judge(f.success(), &f.describe(), &f.stderr, &f.stdout, Proto::H3, READY_TEXT.len() as u64, limit);
+        let f = stage.client(client, &get_args(Proto::H3, url, limit), limit + Duration::from_secs(2))?;
+        let (_, _, error) = judge(f.success(), &f.describe(), &f.stderr, &f.stdout, Proto::H3, bytes, limit);
         if error.is_empty() {
             return Ok(());
         }
@@ -817,9 +846,9 @@ fn notes(
         ),
         "Servers serve the same docroot as static files over TLS with one self-signed certificate, and HTTP/3 \
          on UDP at the same port: `sluice` (`[[site]] root`, `[quic] enabled = true`; its TCP sockets use BBR \
-         by default, `[tcp] congestion = \"bbr\"`; QUIC uses `[quic] congestion`, default cubic), `caddy` \
-         (`file_server`, `servers { protocols h1 h2 h3 }`: quic-go; its TCP follows the namespace's default \
-         congestion control)."
+         by default, `[tcp] congestion = \"bbr\"`; QUIC runs on the `[quic]` defaults unless a variant sets \
+         them), `caddy` (`file_server`, `servers { protocols h1 h2 h3 }`: quic-go; its TCP follows the \
+         namespace's default congestion control)."
             .into(),
     ];
     if cases.iter().any(Case::lossy) {
@@ -831,10 +860,10 @@ fn notes(
     }
     if default_list {
         n.push(
-            "`--servers` was the global default: the download experiment runs `sluice`, `sluice-h3bbr` (HTTP/3 on \
-             quinn's BBR, for the loss case: CUBIC, like every loss-based controller, is held to about \
-             MSS/RTT × 1.22/√p there, some 4 Mbit/s at 0.5 % and 40 ms) and `caddy` (nginx 1.22 and h2o 2.2, the \
-             Debian packages, have no HTTP/3)."
+            "`--servers` was the global default: the download experiment runs `sluice` (its defaults), \
+             `sluice-h3cubic` and `sluice-h3bbr` (HTTP/3 on quinn's CUBIC and on its BBR: in the loss case CUBIC, \
+             like every loss-based controller, is held to about MSS/RTT × 1.22/√p, some 4 Mbit/s at 0.5 % and \
+             40 ms) and `caddy` (nginx 1.22 and h2o 2.2, the Debian packages, have no HTTP/3)."
                 .into(),
         );
     }
@@ -905,7 +934,8 @@ mod tests {
     #[test]
     fn server_selection() {
         let (k, s) = select_servers(&servers::DEFAULT).unwrap();
-        assert_eq!(k, [ServerKind::Sluice, ServerKind::SluiceFlow(servers::Flow::QuicBbr), ServerKind::Caddy]);
+        let names: Vec<&str> = k.iter().map(|k| k.name()).collect();
+        assert_eq!(names, ["sluice", "sluice-h3cubic", "sluice-h3bbr", "caddy"]);
         assert!(s.is_empty());
         let cwnd = ServerKind::parse("sluice-cwnd").unwrap();
         let asked = [ServerKind::Caddy, ServerKind::Nginx, cwnd, ServerKind::H2o, ServerKind::CaddyTuned];
@@ -982,6 +1012,7 @@ mod tests {
             seconds: 1.0,
             ok: error.is_empty(),
             sink_seconds: None,
+            link: None,
             error: error.into(),
         }
     }
@@ -1019,6 +1050,13 @@ mod tests {
         assert!(md.contains("not measured here") && md.contains("nginx 1.31: h3/h2 = 0.40"), "{md}");
         assert!(md.contains("h3/h2 ≤ 0.18 (quoted)"), "{md}");
         assert!(md.contains("- 200mbit-40ms caddy h3 run 1: sluice get exit 7: boom\n"), "{md}");
+        assert!(!md.contains("queue drops / 100 MB"), "no link table without readings:\n{md}");
+        let mut rows = sample();
+        rows[0].link = Some(LinkWindow { queue_drops_per_100mb: 7.0, peak_packets: 900.0, ..LinkWindow::default() });
+        let md = markdown(&rows, &cases(false), BODY_BYTES, &[]);
+        assert!(md.contains("The link's server → client direction during each download"), "{md}");
+        assert!(md.contains("| sluice | h2 | 188.0 | 7.0 | 0.0 | 0 / 0 / 900 | 0.0 / 0.0 / 0.0 | 1 |"), "{md}");
+        assert!(md.contains("| caddy | h3 | n/a | n/a | n/a | n/a | n/a | 0 |"), "{md}");
         // No successful pair: n/a, with the bar.
         let v = verdict("sluice", None, &cases(false)[0]);
         assert!(v.contains("n/a") && v.contains("≥ 0.95"), "{v}");

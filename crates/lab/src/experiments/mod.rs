@@ -3,13 +3,18 @@
 //! ```text
 //! sluice-lab run upload [--runs N] [--out DIR] [--servers sluice,nginx,nginx512,h2o,caddy] [--quick]
 //!                       [--sluice PATH] [--max-minutes M]
-//! sluice-lab run download [--runs N] [--out DIR] [--servers sluice,caddy] [--quick]
-//!                         [--sluice PATH] [--max-minutes M]
+//! sluice-lab run download [--runs N] [--out DIR] [--servers sluice,sluice-h3cubic,sluice-h3bbr,caddy]
+//!                         [--quick] [--sluice PATH] [--max-minutes M]
+//! sluice-lab run pageload [--runs N] [--out DIR] [--servers …,sluice-h3,caddy-h3] [--quick]
+//! sluice-lab run fairness [--runs N] [--out DIR] [--servers sluice,sluice-h3cubic,…] [--quick]
 //! ```
 //!
 //! `--servers` also knows `sluice-fixed64k`, `sluice-fixed512k`, `sluice-writeup`, `sluice-quiche` and `sluice-hyper`:
-//! Sluice with that receive-window policy (`[flow] policy`) beside its default; and `sluice-cwnd`:
-//! Sluice filling the congestion window (`[tcp] limit_inflight = false`).
+//! Sluice with that receive-window policy (`[flow] policy`) beside its default; `sluice-cwnd`:
+//! Sluice filling the congestion window (`[tcp] limit_inflight = false`); `sluice-h3bbr`,
+//! `sluice-h3cubic`: HTTP/3 on quinn's BBR, CUBIC (`[quic] congestion`); `sluice-h3nocap`: HTTP/3
+//! without the in-flight bound (`[quic] limit_inflight = false`); `sluice-tcpcubic`: TCP on
+//! CUBIC without the in-flight bound (`[tcp] congestion = "cubic"`, `limit_inflight = false`).
 //!
 //! Each experiment starts the lab (two namespaces joined by the emulated link), the servers
 //! inside the server namespace (TLS on the server address, one self-signed certificate), runs
@@ -22,13 +27,21 @@
 //! Experiments: `upload` (the HTTP/2 upload write-up), `priority` (a critical resource on a busy
 //! connection, the prioritization write-up; `--servers` also knows `nginx-tuned`, `h2o-tuned`,
 //! `caddy-tuned`), `pageload` (the same at browser level: headless Chromium, a web font
-//! discovered while images stream), `download` (a 200 MB file over HTTP/2 and HTTP/3 from Sluice
-//! and Caddy, `sluice get` as the client, at three rates and RTTs and with 0.5 % loss; with the
-//! global default `--servers` it runs `sluice,caddy`, the servers with HTTP/3 here); `origin` is
-//! not yet available.
+//! discovered while images stream; `sluice-h3` and `caddy-h3` load it over HTTP/3), `download`
+//! (a 200 MB file over HTTP/2 and HTTP/3 from Sluice and Caddy, `sluice get` as the client, at
+//! three rates and RTTs and with 0.5 % loss; with the global default `--servers` it runs
+//! `sluice,sluice-h3cubic,sluice-h3bbr,caddy`, the servers with HTTP/3 here), `fairness` (an
+//! HTTP/3 download and a TCP CUBIC download sharing the link); `origin` is not yet available.
+//!
+//! Beside their figures, `download`, `pageload` and `fairness` report the emulated link during
+//! each transfer (`upload` in `results.csv` only), in the direction of its data: drops per 100 MB delivered (by the
+//! full queue, by the random loss) and the queue as arriving packets found it (p50/p95/peak,
+//! packets and ms).
 
 pub mod chart;
+pub mod digest;
 pub mod download;
+pub mod fairness;
 pub mod h2client;
 pub mod pageload;
 pub mod priority;
@@ -59,6 +72,8 @@ pub enum ExperimentName {
     Priority,
     /// Headless Chromium loads a page: a web font discovered while 20 images stream, busy vs idle.
     Pageload,
+    /// One HTTP/3 download and one TCP CUBIC download sharing the link: each one's share.
+    Fairness,
     /// Connections per page with ORIGIN frames (not yet available).
     Origin,
 }
@@ -71,6 +86,7 @@ impl ExperimentName {
             Self::Download => "download",
             Self::Priority => "priority",
             Self::Pageload => "pageload",
+            Self::Fairness => "fairness",
             Self::Origin => "origin",
         }
     }
@@ -82,8 +98,9 @@ impl ExperimentName {
             Self::Priority => priority::run(plan),
             Self::Pageload => pageload::run(plan),
             Self::Download => download::run(plan),
+            Self::Fairness => fairness::run(plan),
             Self::Origin => Err(format!(
-                "experiment `{}` is not yet available (available: upload, download, priority, pageload)",
+                "experiment `{}` is not yet available (available: upload, download, priority, pageload, fairness)",
                 self.name()
             )),
         }
@@ -93,7 +110,7 @@ impl ExperimentName {
 /// Arguments of `sluice-lab run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The experiment: upload, download, priority, pageload (origin: not yet available).
+    /// The experiment: upload, download, priority, pageload, fairness (origin: not yet available).
     #[arg(value_enum)]
     pub experiment: ExperimentName,
     /// Runs per server, protocol and case (default 5; 1 with --quick).
@@ -104,12 +121,17 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     /// Servers, comma-separated, in first-run order. Also known: sluice-fixed64k, sluice-fixed512k,
     /// sluice-writeup, sluice-quiche, sluice-hyper (Sluice with that `[flow] policy`), sluice-cwnd
-    /// (Sluice with `[tcp] limit_inflight = false`); for `priority`
-    /// also nginx-tuned, h2o-tuned, caddy-tuned (tcp_notsent_lowat 16384 and BBR in the server namespace).
-    /// For `download` this default means sluice,caddy (nginx and h2o have no HTTP/3 here).
+    /// (Sluice with `[tcp] limit_inflight = false`), sluice-h3bbr, sluice-h3cubic (`[quic]
+    /// congestion`), sluice-h3nocap (`[quic] limit_inflight = false`), sluice-tcpcubic; for
+    /// `priority` also nginx-tuned, h2o-tuned, caddy-tuned (tcp_notsent_lowat 16384 and BBR in the
+    /// server namespace); for `pageload` also sluice-h3, caddy-h3 (Chromium forced onto HTTP/3).
+    /// For `download` this default means sluice,sluice-h3cubic,sluice-h3bbr,caddy (nginx and h2o
+    /// have no HTTP/3 here); for `pageload` it gains sluice-h3,caddy-h3; for `fairness` (the HTTP/3
+    /// side against a TCP CUBIC download) it means sluice.
     #[arg(long, default_value = "sluice,nginx,nginx512,h2o,caddy")]
     pub servers: String,
-    /// Smoke run: 1 run, the first case only (the CI's "one upload case"); `download`: a 20 MB body.
+    /// Smoke run: 1 run, the first case only (the CI's "one upload case"); `download`: a 20 MB
+    /// body; `fairness`: a 5 s window.
     #[arg(long)]
     pub quick: bool,
     /// `upload` only: also run a 1 Gbit/s × 2 ms case (the emulator reaches about 820 Mbit/s with
@@ -210,7 +232,7 @@ pub fn resolve_servers(plan: &Plan) -> Result<(Vec<Active>, Vec<Skipped>), Strin
     let mut skipped = Vec::new();
     for &k in &plan.servers {
         let bin = match k {
-            ServerKind::Sluice | ServerKind::SluiceFlow(_) => sluice.clone(),
+            ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => sluice.clone(),
             _ => servers::find_program(k.program())
                 .ok_or_else(|| format!("`{}` not found (Debian package {})", k.program(), k.package())),
         };
@@ -258,7 +280,7 @@ pub fn versions(active: &[Active], scratch: &Path) -> Vec<String> {
         seen.push(k.program());
         let args: &[&str] = match k {
             ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => &["-v"],
-            ServerKind::Caddy | ServerKind::CaddyTuned => &["version"],
+            ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => &["version"],
             _ => &["--version"],
         };
         probe(k.program(), bin, args);

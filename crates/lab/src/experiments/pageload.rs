@@ -10,7 +10,20 @@
 //!
 //! Every load uses a fresh profile (`--user-data-dir` in a new directory): no cache, no
 //! connection reuse between loads. The page reads its own timings on `load` and writes them
-//! into the DOM, which `--dump-dom` prints.
+//! into the DOM, which `--dump-dom` prints; the page and every resource must have come over
+//! HTTP/2 (Resource Timing's `nextHopProtocol`), or the load fails.
+//!
+//! HTTP/3: `sluice-h3` and `caddy-h3` are Sluice and Caddy serving the same docroot with HTTP/3
+//! on the TLS port's UDP twin, and Chromium forced onto QUIC for their origin
+//! (`--origin-to-force-quic-on`, and `--ignore-certificate-errors-spki-list` with the pin of
+//! the lab's certificate: Chromium ignores `--ignore-certificate-errors` over QUIC). Both pages
+//! load over HTTP/3 there, so their ratio is h3-busy/h3-idle; a load in which the page or any
+//! resource came over something other than `h3` fails, with the resources named. The global
+//! default `--servers` gains both.
+//!
+//! Beside each figure, the link's server → client direction over the busy load: packets
+//! dropped by the full queue and by the random loss per 100 MB delivered, and the queue as
+//! arriving packets found it (p50/p95/peak, packets and ms).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -20,13 +33,19 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::chart::{self, Axis};
+use super::digest;
 use super::priority::Case;
 use super::proc;
-use super::report::{self, Stat, Summary};
+use super::report::{self, LinkWindow, Stat, Summary};
 use super::servers::{self, ServerKind};
+use super::stage::Stage;
 use super::statics::{self, fmt_stat, order, Row, Spec};
 use super::Plan;
 use crate::net::{self, CLIENT_NS, SERVER_ADDR};
+
+/// The servers added to the global default `--servers`: Sluice and Caddy serving HTTP/3 too,
+/// Chromium forced onto it.
+pub const PAGELOAD_H3: [ServerKind; 2] = [ServerKind::SluiceH3, ServerKind::CaddyH3];
 
 /// Images on the busy page.
 pub const IMAGES: usize = 20;
@@ -79,10 +98,27 @@ pub struct Load {
     pub fcp_ms: f64,
     /// The load event.
     pub load_ms: f64,
-    /// Protocol of the font's response (`h2` expected).
+    /// Protocol of the font's response (`h2` expected; `h3` for the `-h3` servers).
     pub protocol: String,
     /// Images with a complete response.
     pub images: usize,
+    /// Every resource and the page itself (`/` + its path), with the protocol it came over.
+    #[serde(skip)]
+    pub protocols: Vec<(String, String)>,
+}
+
+impl Load {
+    /// Checks that the page and every resource came over `want` (`h2`, `h3`).
+    pub fn check_protocols(&self, want: &str) -> Result<(), String> {
+        let off: Vec<String> =
+            self.protocols.iter().filter(|(_, p)| p != want).map(|(name, p)| format!("{name} ({p:?})")).collect();
+        if off.is_empty() {
+            return Ok(());
+        }
+        let shown = off.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let more = if off.len() > 5 { format!(" and {} more", off.len() - 5) } else { String::new() };
+        Err(format!("{} of {} loads did not come over {want}: {shown}{more}", off.len(), self.protocols.len()))
+    }
 }
 
 /// One measurement: the busy page and the idle page of one server.
@@ -94,6 +130,10 @@ pub struct Outcome {
     pub idle: Load,
     /// busy.font_ms / idle.font_ms.
     pub ratio: f64,
+    /// The link's server → client direction during the busy load (Chromium's start and end
+    /// included): drops per 100 MB and the queue as arriving packets found it.
+    #[serde(skip)]
+    pub link: Option<LinkWindow>,
 }
 
 /// One row of the results.
@@ -101,14 +141,16 @@ pub type BRow = Row<Outcome>;
 
 /// The CSV header.
 pub const CSV_HEADER: &str = "experiment,case,rtt_ms,rate_mbit,server,run,font_busy_ms,font_idle_ms,ratio,\
-font_fetch_busy_ms,font_fetch_idle_ms,fcp_busy_ms,fcp_idle_ms,load_busy_ms,protocol,ok,error\n";
+font_fetch_busy_ms,font_fetch_idle_ms,fcp_busy_ms,fcp_idle_ms,load_busy_ms,protocol,queue_drops_per_100mb,\
+loss_drops_per_100mb,queue_p50_pkts,queue_p95_pkts,queue_peak_pkts,queue_p50_ms,queue_p95_ms,queue_peak_ms,ok,error\n";
 
 /// One CSV line.
 pub fn csv_line(r: &BRow) -> String {
     let (b, i) = (&r.outcome.busy, &r.outcome.idle);
     let error = r.error.replace(['"', '\n', '\r'], " ");
+    let link = r.outcome.link.map_or_else(|| [(); 8].map(|()| String::new()), |l| l.fields()).join(",");
     format!(
-        "pageload,{},{},{},{},{},{:.1},{:.1},{:.4},{:.1},{:.1},{:.1},{:.1},{:.1},{},{},\"{}\"\n",
+        "pageload,{},{},{},{},{},{:.1},{:.1},{:.4},{:.1},{:.1},{:.1},{:.1},{:.1},{},{link},{},\"{}\"\n",
         r.case,
         r.rtt_ms,
         r.rate_mbit,
@@ -153,6 +195,8 @@ pub fn page(images: bool) -> String {
            }});\n\
            performance.getEntriesByType('paint').forEach(function (e) {{ r.paint[e.name] = e.startTime; }});\n\
            r.load = performance.now();\n\
+           var nav = performance.getEntriesByType('navigation')[0];\n\
+           r.nav = {{name: location.pathname, protocol: nav ? nav.nextHopProtocol : ''}};\n\
            r.origin = performance.timeOrigin;\n\
            document.getElementById('t').textContent = 'SLUICE-' + 'TIMINGS:' + JSON.stringify(r) + ':END';\n\
          }});\n</script></body></html>\n"
@@ -234,6 +278,14 @@ struct Timings {
     resources: Vec<Resource>,
     paint: std::collections::HashMap<String, f64>,
     load: f64,
+    #[serde(default)]
+    nav: Option<Nav>,
+}
+
+#[derive(serde::Deserialize)]
+struct Nav {
+    name: String,
+    protocol: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -255,6 +307,8 @@ pub fn parse_dom(dom: &str) -> Result<Load, String> {
         return Err("the font's timing is incomplete".into());
     }
     let images = t.resources.iter().filter(|r| r.name.ends_with(".bmp") && r.end > 0.0).count();
+    let mut protocols: Vec<(String, String)> = t.nav.iter().map(|n| (n.name.clone(), n.protocol.clone())).collect();
+    protocols.extend(t.resources.iter().map(|r| (r.name.clone(), r.protocol.clone())));
     Ok(Load {
         font_ms: font.end - font.request,
         font_fetch_ms: font.end - font.start,
@@ -262,6 +316,7 @@ pub fn parse_dom(dom: &str) -> Result<Load, String> {
         load_ms: t.load,
         protocol: font.protocol.clone(),
         images,
+        protocols,
     })
 }
 
@@ -280,7 +335,18 @@ fn client_cpu() -> Option<usize> {
     })
 }
 
-fn load(chromium: &Path, url: &str, scratch: &Path) -> Result<Load, String> {
+/// How Chromium reaches a server forced onto HTTP/3: `--origin-to-force-quic-on` for its
+/// origin, and the pin of the lab's certificate (Chromium ignores `--ignore-certificate-errors`
+/// over QUIC).
+struct Quic {
+    /// `10.99.0.2:8460`.
+    origin: String,
+    /// base64 SHA-256 of the certificate's SubjectPublicKeyInfo.
+    pin: String,
+}
+
+/// Loads `url` once; every resource must come over h2, or over h3 with `quic`.
+fn load(chromium: &Path, url: &str, scratch: &Path, quic: Option<&Quic>) -> Result<Load, String> {
     let profile = scratch.join("profile");
     let _ = fs::remove_dir_all(&profile);
     fs::create_dir_all(&profile).map_err(|e| format!("creating {}: {e}", profile.display()))?;
@@ -308,6 +374,10 @@ fn load(chromium: &Path, url: &str, scratch: &Path) -> Result<Load, String> {
         "--mute-audio",
     ]);
     cmd.arg(format!("--user-data-dir={}", profile.display()));
+    if let Some(q) = quic {
+        cmd.arg(format!("--origin-to-force-quic-on={}", q.origin));
+        cmd.arg(format!("--ignore-certificate-errors-spki-list={}", q.pin));
+    }
     cmd.env("HOME", &profile).env("XDG_CONFIG_HOME", &profile).env("XDG_CACHE_HOME", &profile);
     cmd.args(["--dump-dom", url]);
     let f = proc::run_bounded(cmd, LOAD_LIMIT, scratch)?;
@@ -317,23 +387,41 @@ fn load(chromium: &Path, url: &str, scratch: &Path) -> Result<Load, String> {
         return Err(format!("chromium: {} ({last})", f.describe()));
     }
     let l = parse_dom(&f.stdout)?;
-    if l.protocol != "h2" {
-        return Err(format!("the font came over `{}`, not h2", l.protocol));
-    }
+    l.check_protocols(if quic.is_some() { "h3" } else { "h2" })?;
     Ok(l)
 }
 
-/// One measurement of the server on `port`: the idle page, then the busy one.
-fn measure(chromium: &Path, port: u16, scratch: &Path) -> Result<Outcome, String> {
-    let base = format!("https://{SERVER_ADDR}:{port}");
-    let idle = load(chromium, &format!("{base}/idle.html"), scratch)?;
+/// One measurement of `kind`: the idle page, then the busy one (both over HTTP/3 for the `-h3`
+/// servers, with the certificate pin `pin` gives), with the link's readings over the busy load.
+fn measure(
+    chromium: &Path,
+    kind: ServerKind,
+    stage: &Stage,
+    scratch: &Path,
+    pin: &dyn Fn() -> Result<String, String>,
+) -> Result<Outcome, String> {
+    let origin = format!("{SERVER_ADDR}:{}", kind.port());
+    let quic = if kind.is_h3() { Some(Quic { origin: origin.clone(), pin: pin()? }) } else { None };
+    let base = format!("https://{origin}");
+    let idle = load(chromium, &format!("{base}/idle.html"), scratch, quic.as_ref())?;
     proc::sleep(PAUSE)?;
-    let busy = load(chromium, &format!("{base}/page.html"), scratch)?;
+    let before = stage.stats();
+    let busy = load(chromium, &format!("{base}/page.html"), scratch, quic.as_ref())?;
+    let link = LinkWindow::of(&stage.stats().since(&before).down);
     if busy.images != IMAGES {
         return Err(format!("{} of {IMAGES} images loaded", busy.images));
     }
     let ratio = if idle.font_ms > 0.0 { busy.font_ms / idle.font_ms } else { f64::NAN };
-    Ok(Outcome { busy, idle, ratio })
+    Ok(Outcome { busy, idle, ratio, link })
+}
+
+/// The protocol a server's loads must come over.
+fn protocol_of(server: &str) -> &'static str {
+    if ServerKind::parse(server).is_ok_and(ServerKind::is_h3) {
+        "h3"
+    } else {
+        "h2"
+    }
 }
 
 /// Statistics of one server in one case.
@@ -402,28 +490,60 @@ pub fn markdown(rows: &[BRow], notes: &[String]) -> String {
                 None => {}
             }
         }
-        if let Some(c) = cell(rows, case, "sluice") {
-            let lowest = servers
+        for (me, who) in [("sluice", "Sluice's font time"), ("sluice-h3", "Sluice's font time over HTTP/3")] {
+            let Some(c) = cell(rows, case, me) else { continue };
+            let peers = if protocol_of(me) == "h3" { "the HTTP/3 servers here" } else { "the servers here" };
+            let lower = servers
                 .iter()
-                .filter(|s| s.as_str() != "sluice")
+                .filter(|s| s.as_str() != me && protocol_of(s) == protocol_of(me))
                 .filter_map(|s| cell(rows, case, s).map(|o| (s, o.font_busy.median)))
                 .filter(|(_, m)| *m < c.font_busy.median)
                 .map(|(s, m)| format!("{s} {m:.0} ms"))
                 .collect::<Vec<_>>();
-            let lowest = if lowest.is_empty() {
-                "the lowest of the servers here".to_string()
+            let lowest = if lower.is_empty() {
+                format!("the lowest of {peers}")
             } else {
-                format!("not the lowest (lower: {})", lowest.join(", "))
+                format!("not the lowest of {peers} (lower: {})", lower.join(", "))
             };
             let verdict = if c.ratio.median <= BAR { "meets" } else { "misses" };
             md.push_str(&format!(
-                "\nSluice's font time on the busy page is {lowest}; its busy/idle ratio {:.2} {verdict} the bar of ≤ {BAR}.\n",
+                "\n{who} on the busy page is {lowest}; its busy/idle ratio {:.2} {verdict} the bar of ≤ {BAR}.\n",
                 c.ratio.median
             ));
+        }
+        if let Some(table) = report::link_table(&link_rows(rows), case, "font busy ms") {
+            md.push_str(
+                "\nThe link's server → client direction during each busy load (Chromium's start-up and exit \
+                 included; medians over the successful runs): packets dropped by the full queue and by the random \
+                 loss per 100 MB delivered, and the queue as arriving packets found it.\n\n",
+            );
+            md.push_str(&table);
         }
     }
     md.push_str(&statics::failed_section(rows));
     md
+}
+
+/// The rows as the generic report sees them: the figure is the font's time on the busy page,
+/// the protocol the one the server's loads must come over, with the busy load's link readings.
+fn link_rows(rows: &[BRow]) -> Vec<report::Row> {
+    rows.iter()
+        .map(|r| report::Row {
+            experiment: "pageload".into(),
+            case: r.case.clone(),
+            rtt_ms: r.rtt_ms,
+            rate_mbit: r.rate_mbit,
+            server: r.server.clone(),
+            protocol: protocol_of(&r.server).into(),
+            run: r.run,
+            mbps: r.outcome.busy.font_ms,
+            seconds: r.outcome.busy.load_ms / 1e3,
+            ok: r.ok(),
+            sink_seconds: None,
+            link: r.outcome.link,
+            error: r.error.clone(),
+        })
+        .collect()
 }
 
 /// Writes `summary.md`, `pageload.png` and `pageload.svg` (font ms on the busy page).
@@ -444,6 +564,7 @@ pub fn write_outputs(dir: &Path, rows: &[BRow], notes: &[String]) -> Result<(), 
             seconds: r.outcome.busy.load_ms / 1e3,
             ok: r.ok(),
             sink_seconds: None,
+            link: None,
             error: r.error.clone(),
         })
         .collect();
@@ -466,7 +587,27 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         Ok(f) if f.success() => vec![format!("chromium: {}", f.stdout.trim())],
         _ => Vec::new(),
     };
-    let measure = |kind: ServerKind| measure(&chromium, kind.port(), &scratch);
+    // The pin of the certificate the run generates (work/key.pem), read at the first HTTP/3 load.
+    let key = plan.out.join("work").join("key.pem");
+    let pinned: std::cell::OnceCell<String> = std::cell::OnceCell::new();
+    let pin = || -> Result<String, String> {
+        if let Some(p) = pinned.get() {
+            return Ok(p.clone());
+        }
+        let pem = fs::read_to_string(&key).map_err(|e| format!("reading {}: {e}", key.display()))?;
+        let p = digest::spki_pin(&pem)?;
+        Ok(pinned.get_or_init(|| p).clone())
+    };
+    let measure = |kind: ServerKind, stage: &Stage| measure(&chromium, kind, stage, &scratch, &pin);
+    // The global default list gains the HTTP/3 servers here.
+    let plan = &Plan {
+        servers: if plan.servers == servers::DEFAULT {
+            servers::DEFAULT.iter().copied().chain(PAGELOAD_H3).collect()
+        } else {
+            plan.servers.clone()
+        },
+        ..plan.clone()
+    };
     let spec = Spec {
         name: "pageload",
         cases: &cases,
@@ -476,12 +617,22 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         csv_header: CSV_HEADER,
         csv_line,
         describe: |o| {
+            let link = o.link.map_or_else(String::new, |l| {
+                format!(
+                    "; busy load down: queue drops {:.0}/100 MB, queue p50/p95/peak {} packets, {} ms",
+                    l.queue_drops_per_100mb,
+                    l.fmt_packets(),
+                    l.fmt_ms()
+                )
+            });
             format!(
-                "font busy {:.0} ms, idle {:.0} ms, ratio {:.2}; FCP {:.0} ms; load {:.0} ms",
-                o.busy.font_ms, o.idle.font_ms, o.ratio, o.busy.fcp_ms, o.busy.load_ms
+                "{}: font busy {:.0} ms, idle {:.0} ms, ratio {:.2}; FCP {:.0} ms; load {:.0} ms{link}",
+                o.busy.protocol, o.busy.font_ms, o.idle.font_ms, o.ratio, o.busy.fcp_ms, o.busy.load_ms
             )
         },
         pause: PAUSE,
+        h3: true,
+        probe_bytes: CSS_BYTES as u64,
     };
     let ran = statics::run(plan, &spec, versions)?;
     let mut notes = notes(&cases, plan.runs);
@@ -535,9 +686,21 @@ fn notes(cases: &[Case], runs: u32) -> Vec<String> {
         },
         format!(
             "Servers as in `priority` (static files over TLS); the `-tuned` variants run in a second phase with {} \
-             set in the server namespace.",
+             set in the server namespace. Every load must have fetched the page and every resource over h2 \
+             (Resource Timing's `nextHopProtocol`), or it fails.",
             statics::tuning_note()
         ),
+        "`sluice-h3` and `caddy-h3`: the same servers with HTTP/3 on the TLS port's UDP twin (Sluice \
+         `[quic] enabled = true`, Caddy `protocols h1 h2 h3`), Chromium forced onto QUIC for their origin \
+         (`--origin-to-force-quic-on`, and `--ignore-certificate-errors-spki-list` with the pin of the lab's \
+         certificate: Chromium ignores `--ignore-certificate-errors` over QUIC). Both pages load over HTTP/3, so \
+         their ratio is h3-busy/h3-idle; a load in which the page or any resource came over something other than \
+         h3 fails, with the resources named."
+            .to_owned(),
+        "Link readings: the emulated link's server → client direction from the start of the busy load's \
+         Chromium to its exit: packets dropped by the full queue and by the random loss per 100 MB delivered, and \
+         the queue as arriving packets found it (p50 / p95 / peak in packets, and as queueing delay in ms)."
+            .to_owned(),
     ]
 }
 
@@ -561,6 +724,19 @@ mod tests {
         let l = parse_dom(&dom((100.0, 110.0, 300.0), "h2")).unwrap();
         assert_eq!((l.font_ms, l.font_fetch_ms, l.fcp_ms, l.load_ms), (190.0, 200.0, 120.5, 950.0));
         assert_eq!((l.protocol.as_str(), l.images), ("h2", 1));
+        assert_eq!(l.protocols.len(), 3);
+        assert_eq!(l.check_protocols("h2"), Ok(()));
+        let e = l.check_protocols("h3").unwrap_err();
+        assert!(e.starts_with("3 of 3 loads did not come over h3: /style.css (\"h2\")"), "{e}");
+        // One resource off the protocol fails the load; the page itself counts too.
+        let l = parse_dom(&dom((100.0, 110.0, 300.0), "h3")).unwrap();
+        assert_eq!(l.check_protocols("h2").unwrap_err(), "1 of 3 loads did not come over h2: /font.woff2 (\"h3\")");
+        let with_nav = dom((1.0, 2.0, 3.0), "h3")
+            .replace("\"load\":950", "\"load\":950,\"nav\":{\"name\":\"/page.html\",\"protocol\":\"http/1.1\"}")
+            .replace("\"h2\"", "\"h3\"");
+        let l = parse_dom(&with_nav).unwrap();
+        assert_eq!(l.protocols[0], ("/page.html".to_string(), "http/1.1".to_string()));
+        assert!(l.check_protocols("h3").unwrap_err().contains("1 of 4 loads"), "{:?}", l.protocols);
         assert!(parse_dom("<html></html>").unwrap_err().contains("did not report"));
         assert!(parse_dom(&dom((100.0, 0.0, 300.0), "h2")).unwrap_err().contains("incomplete"));
         let no_font = dom((1.0, 2.0, 3.0), "h2").replace("/font.woff2", "/other");
@@ -604,6 +780,7 @@ mod tests {
                 busy: Load { font_ms: busy, fcp_ms: 300.0, load_ms: 9000.0, protocol: "h2".into(), ..Load::default() },
                 idle: Load { font_ms: idle, ..Load::default() },
                 ratio: busy / idle,
+                link: error.is_empty().then_some(LinkWindow { queue_drops_per_100mb: 20.0, ..LinkWindow::default() }),
             },
             error: error.into(),
         };
@@ -620,11 +797,29 @@ mod tests {
         assert!(md.contains("| nginx | 560 (560–560) | 100 (100–100) | 5.60 (5.60–5.60) | 300 (300–300) |"), "{md}");
         assert!(md.contains("the lowest of the servers here") && md.contains("meets the bar"), "{md}");
         assert!(md.contains("5mbit nginx run 2: boom"));
-        let slow = vec![row("sluice", 1, 700.0, 100.0, ""), row("h2o", 1, 300.0, 100.0, "")];
+        assert!(md.contains("| sluice | h2 | 130.0 | 20.0 | 0.0 | 0 / 0 / 0 | 0.0 / 0.0 / 0.0 | 2 |"), "{md}");
+        assert!(md.contains("| nginx | h2 | 560.0 | 20.0 | 0.0 |"), "{md}");
+        let slow = vec![
+            row("sluice", 1, 700.0, 100.0, ""),
+            row("h2o", 1, 300.0, 100.0, ""),
+            row("sluice-h3", 1, 200.0, 100.0, ""),
+            row("caddy-h3", 1, 250.0, 100.0, ""),
+        ];
         let md = markdown(&slow, &[]);
-        assert!(md.contains("not the lowest (lower: h2o 300 ms)") && md.contains("misses"), "{md}");
-        let line = csv_line(&rows[3]);
-        assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count(), "{line}");
+        assert!(md.contains("not the lowest of the servers here (lower: h2o 300 ms)") && md.contains("misses"), "{md}");
+        assert!(
+            md.contains(
+                "Sluice's font time over HTTP/3 on the busy page is the lowest of the HTTP/3 servers here; its \
+             busy/idle ratio 2.00 misses"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| sluice-h3 | h3 | 200.0 |") && md.contains("| caddy-h3 | h3 | 250.0 |"), "{md}");
+        for r in [&rows[0], &rows[3]] {
+            let line = csv_line(r);
+            assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count(), "{line}");
+        }
+        assert!(csv_line(&rows[0]).contains(",h2,20.00,0.00,0,0,0,0.00,0.00,0.00,true,"), "{}", csv_line(&rows[0]));
         let dir = tempfile::tempdir().unwrap();
         write_outputs(dir.path(), &rows, &[]).unwrap();
         assert!(dir.path().join("pageload.svg").exists());

@@ -201,6 +201,7 @@ fn chart_rows(rows: &[PRow]) -> Vec<report::Row> {
             seconds: r.outcome.css_busy_ms / 1e3,
             ok: r.ok() && r.outcome.ratio.is_finite(),
             sink_seconds: None,
+            link: None,
             error: r.error.clone(),
         })
         .collect()
@@ -233,7 +234,8 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(plan.quick), |c| &c.name)?;
-    let measure = |kind: ServerKind| net::in_netns(CLIENT_NS, || h2client::measure(SERVER_ADDR, kind.port()))?;
+    let measure =
+        |kind: ServerKind, _: &stage::Stage| net::in_netns(CLIENT_NS, || h2client::measure(SERVER_ADDR, kind.port()))?;
     let spec = Spec {
         name: "priority",
         cases: &cases,
@@ -244,6 +246,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         csv_line,
         describe: |o| serde_json::to_string(o).unwrap_or_default(),
         pause: PAUSE,
+        h3: false,
+        probe_bytes: CSS_BYTES,
     };
     let ran = statics::run(plan, &spec, Vec::new())?;
     let mut notes = notes(&cases, plan.runs);

@@ -6,10 +6,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::model::QueueSummary;
+use crate::net::DirStats;
+
 /// Columns of `results.csv`, in order. The first ten are the ones every experiment writes;
 /// `sink_seconds` is what the upload sink measured itself (time from request head to last body
-/// byte; far below `seconds` when a proxy buffered the whole body first), `error` why a run
-/// failed.
+/// byte; far below `seconds` when a proxy buffered the whole body first); the `…drops…` and
+/// `queue_…` columns are the emulated link during the transfer, in the direction that carried
+/// its data ([`LinkWindow`]); `error` why a run failed.
 pub const CSV_HEADER: &[&str] = &[
     "experiment",
     "case",
@@ -22,8 +26,131 @@ pub const CSV_HEADER: &[&str] = &[
     "seconds",
     "ok",
     "sink_seconds",
+    "queue_drops_per_100mb",
+    "loss_drops_per_100mb",
+    "queue_p50_pkts",
+    "queue_p95_pkts",
+    "queue_peak_pkts",
+    "queue_p50_ms",
+    "queue_p95_ms",
+    "queue_peak_ms",
     "error",
 ];
+
+/// The link columns of [`CSV_HEADER`], in order.
+const LINK_COLUMNS: std::ops::Range<usize> = 11..19;
+
+/// The emulated link during one transfer, in the direction that carried its data (server →
+/// client for a download): drops per 100 MB (10^8 bytes of IP packets) delivered in that
+/// direction, by the full queue and by the random loss, and the queue as arriving packets found
+/// it ([`QueueSummary`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkWindow {
+    /// Packets dropped by the full drop-tail queue, per 100 MB delivered.
+    pub queue_drops_per_100mb: f64,
+    /// Packets dropped by the random loss, per 100 MB delivered.
+    pub loss_drops_per_100mb: f64,
+    /// Median packets found waiting.
+    pub p50_packets: f64,
+    /// 95th percentile of the packets found waiting.
+    pub p95_packets: f64,
+    /// Most packets found waiting.
+    pub peak_packets: f64,
+    /// Median queueing delay, ms.
+    pub p50_ms: f64,
+    /// 95th percentile of the queueing delay, ms.
+    pub p95_ms: f64,
+    /// Longest queueing delay, ms.
+    pub peak_ms: f64,
+}
+
+impl LinkWindow {
+    /// The reading of one direction over a window (`Stats::since`); `None` when that direction
+    /// delivered nothing.
+    pub fn of(d: &DirStats) -> Option<Self> {
+        let (queue, loss) = d.drops_per_100mb()?;
+        Some(Self::with_queue(queue, loss, &d.queue()))
+    }
+
+    /// From drop rates and a queue summary.
+    pub fn with_queue(queue_drops_per_100mb: f64, loss_drops_per_100mb: f64, q: &QueueSummary) -> Self {
+        Self {
+            queue_drops_per_100mb,
+            loss_drops_per_100mb,
+            p50_packets: q.p50_packets as f64,
+            p95_packets: q.p95_packets as f64,
+            peak_packets: q.peak_packets as f64,
+            p50_ms: q.p50_ms,
+            p95_ms: q.p95_ms,
+            peak_ms: q.peak_ms,
+        }
+    }
+
+    /// The CSV fields, in the order of [`CSV_HEADER`].
+    pub fn fields(&self) -> [String; 8] {
+        [
+            format!("{:.2}", self.queue_drops_per_100mb),
+            format!("{:.2}", self.loss_drops_per_100mb),
+            fmt_num(self.p50_packets),
+            fmt_num(self.p95_packets),
+            fmt_num(self.peak_packets),
+            format!("{:.2}", self.p50_ms),
+            format!("{:.2}", self.p95_ms),
+            format!("{:.2}", self.peak_ms),
+        ]
+    }
+
+    /// Parses [`LinkWindow::fields`]: `None` when any is empty or not a number.
+    pub fn parse(fields: &[&str]) -> Option<Self> {
+        let v: Vec<f64> =
+            fields.iter().map(|f| f.trim().parse::<f64>().ok().filter(|x| x.is_finite())).collect::<Option<_>>()?;
+        let [queue_drops_per_100mb, loss_drops_per_100mb, p50_packets, p95_packets, peak_packets, p50_ms, p95_ms, peak_ms] =
+            v[..]
+        else {
+            return None;
+        };
+        Some(Self {
+            queue_drops_per_100mb,
+            loss_drops_per_100mb,
+            p50_packets,
+            p95_packets,
+            peak_packets,
+            p50_ms,
+            p95_ms,
+            peak_ms,
+        })
+    }
+
+    /// The median of each figure over `windows` (`None` when empty).
+    pub fn median_of(windows: &[Self]) -> Option<Self> {
+        let m = |f: fn(&Self) -> f64| Stat::of(&windows.iter().map(f).collect::<Vec<_>>()).map(|s| s.median);
+        Some(Self {
+            queue_drops_per_100mb: m(|w| w.queue_drops_per_100mb)?,
+            loss_drops_per_100mb: m(|w| w.loss_drops_per_100mb)?,
+            p50_packets: m(|w| w.p50_packets)?,
+            p95_packets: m(|w| w.p95_packets)?,
+            peak_packets: m(|w| w.peak_packets)?,
+            p50_ms: m(|w| w.p50_ms)?,
+            p95_ms: m(|w| w.p95_ms)?,
+            peak_ms: m(|w| w.peak_ms)?,
+        })
+    }
+
+    /// `12.3 / 0.0` (queue / loss drops per 100 MB).
+    pub fn fmt_drops(&self) -> String {
+        format!("{:.1} / {:.1}", self.queue_drops_per_100mb, self.loss_drops_per_100mb)
+    }
+
+    /// `3 / 40 / 667` (p50 / p95 / peak, packets).
+    pub fn fmt_packets(&self) -> String {
+        format!("{:.0} / {:.0} / {:.0}", self.p50_packets, self.p95_packets, self.peak_packets)
+    }
+
+    /// `0.2 / 3.1 / 40.0` (p50 / p95 / peak, ms).
+    pub fn fmt_ms(&self) -> String {
+        format!("{:.1} / {:.1} / {:.1}", self.p50_ms, self.p95_ms, self.peak_ms)
+    }
+}
 
 /// One run of one server, protocol and case.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +177,8 @@ pub struct Row {
     pub ok: bool,
     /// Time the sink measured, when it answered.
     pub sink_seconds: Option<f64>,
+    /// The emulated link during the transfer (`None`: not read, or nothing delivered).
+    pub link: Option<LinkWindow>,
     /// Why the run failed (empty when ok).
     pub error: String,
 }
@@ -77,12 +206,14 @@ impl Row {
             seconds: 0.0,
             ok: false,
             sink_seconds: None,
+            link: None,
             error: String::new(),
         }
     }
 
     fn fields(&self) -> Vec<String> {
-        vec![
+        let link = self.link.map_or_else(|| [(); 8].map(|()| String::new()), |l| l.fields());
+        let mut v = vec![
             self.experiment.clone(),
             self.case.clone(),
             fmt_num(self.rtt_ms),
@@ -94,8 +225,10 @@ impl Row {
             format!("{:.4}", self.seconds),
             self.ok.to_string(),
             self.sink_seconds.map(|s| format!("{s:.4}")).unwrap_or_default(),
-            self.error.clone(),
-        ]
+        ];
+        v.extend(link);
+        v.push(self.error.clone());
+        v
     }
 }
 
@@ -205,6 +338,7 @@ pub fn parse_csv(text: &str) -> Result<Vec<Row>, String> {
     }
     let sink_idx = col("sink_seconds");
     let err_idx = col("error");
+    let link_idx: Option<Vec<usize>> = CSV_HEADER[LINK_COLUMNS].iter().map(|name| col(name)).collect();
     let mut rows = Vec::with_capacity(body.len());
     for (i, rec) in body.iter().enumerate() {
         let line = i + 2;
@@ -233,6 +367,10 @@ pub fn parse_csv(text: &str) -> Result<Vec<Row>, String> {
                 _ => return Err(format!("CSV line {line}: `ok` is neither true nor false: {ok:?}")),
             },
             sink_seconds: sink_idx.and_then(|k| rec.get(k)).and_then(|s| s.trim().parse().ok()),
+            link: link_idx.as_ref().and_then(|idx| {
+                let fields: Option<Vec<&str>> = idx.iter().map(|&k| rec.get(k).map(String::as_str)).collect();
+                LinkWindow::parse(&fields?)
+            }),
             error: err_idx.and_then(|k| rec.get(k)).cloned().unwrap_or_default(),
         });
     }
@@ -350,6 +488,49 @@ impl Summary {
     pub fn max_value(&self) -> f64 {
         self.cells.values().filter_map(|c| c.stat).map(|s| s.max).fold(0.0, f64::max)
     }
+}
+
+/// The link table of one case: per server and protocol, the median figure of the successful
+/// runs beside the medians of their link readings (`figure` names the figure's column, e.g.
+/// `Mbit/s`; `readings`: successful runs with a reading). Servers and protocols in first-seen order; `None` when no row of the case has a
+/// reading.
+pub fn link_table(rows: &[Row], case: &str, figure: &str) -> Option<String> {
+    let here: Vec<&Row> = rows.iter().filter(|r| r.case == case).collect();
+    if !here.iter().any(|r| r.link.is_some()) {
+        return None;
+    }
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for r in &here {
+        if !pairs.contains(&(r.server.as_str(), r.protocol.as_str())) {
+            pairs.push((&r.server, &r.protocol));
+        }
+    }
+    let mut md = format!(
+        "| server | protocol | {figure} | queue drops / 100 MB | loss drops / 100 MB | queue p50 / p95 / peak, packets \
+         | queue p50 / p95 / peak, ms | readings |\n|---|---|---:|---:|---:|---:|---:|---:|\n"
+    );
+    for (server, protocol) in pairs {
+        let ok: Vec<&Row> =
+            here.iter().copied().filter(|r| r.server == server && r.protocol == protocol && r.ok).collect();
+        let figure = Stat::of(&ok.iter().map(|r| r.mbps).collect::<Vec<_>>())
+            .map_or_else(|| "n/a".into(), |s| format!("{:.1}", s.median));
+        let windows: Vec<LinkWindow> = ok.iter().filter_map(|r| r.link).collect();
+        let (drops_q, drops_l, packets, ms) = match LinkWindow::median_of(&windows) {
+            Some(w) => (
+                format!("{:.1}", w.queue_drops_per_100mb),
+                format!("{:.1}", w.loss_drops_per_100mb),
+                w.fmt_packets(),
+                w.fmt_ms(),
+            ),
+            None => ("n/a".into(), "n/a".into(), "n/a".into(), "n/a".into()),
+        };
+        let _ = writeln!(
+            md,
+            "| {server} | {protocol} | {figure} | {drops_q} | {drops_l} | {packets} | {ms} | {} |",
+            windows.len()
+        );
+    }
+    Some(md)
 }
 
 /// Formats a throughput cell: `median (min–max)`, or `n/a`.
@@ -508,6 +689,46 @@ upload,200mbit-10ms,10,200,sluice,h2,1,95,1,true,,
         assert!(md.contains("| sluice | 0.53 | 0.50 |"), "{md}");
         assert!(md.contains("| nginx | 0.23 | n/a |"), "{md}");
         assert!(md.contains("- Expect: 100-continue disabled"));
+    }
+
+    #[test]
+    fn link_columns_round_trip() {
+        let mut rows = parse_csv(SMALL).unwrap();
+        assert!(rows.iter().all(|r| r.link.is_none()), "files without the columns still parse");
+        let w = LinkWindow {
+            queue_drops_per_100mb: 12.5,
+            loss_drops_per_100mb: 0.0,
+            p50_packets: 3.0,
+            p95_packets: 40.0,
+            peak_packets: 667.0,
+            p50_ms: 0.25,
+            p95_ms: 3.5,
+            peak_ms: 40.02,
+        };
+        rows[0].link = Some(w);
+        let text = to_csv(&rows);
+        assert!(text.lines().next().unwrap().ends_with(",queue_peak_ms,error"), "{text}");
+        assert!(text.contains(",0.4500,12.50,0.00,3,40,667,0.25,3.50,40.02,\n"), "{text}");
+        assert_eq!(parse_csv(&text).unwrap(), rows);
+        assert_eq!(w.fmt_drops(), "12.5 / 0.0");
+        assert_eq!((w.fmt_packets().as_str(), w.fmt_ms().as_str()), ("3 / 40 / 667", "0.2 / 3.5 / 40.0"));
+        let twice = LinkWindow { peak_packets: 1.0, ..w };
+        let m = LinkWindow::median_of(&[w, twice, w]).unwrap();
+        assert_eq!((m.peak_packets, m.p95_ms), (667.0, 3.5));
+        assert_eq!(LinkWindow::median_of(&[]), None);
+        assert_eq!(LinkWindow::parse(&["1", "2", "3", "4", "5", "6", "7", ""]), None);
+        let d = DirStats { bytes: 200_000_000, dropped_queue: 10, dropped_loss: 2, ..DirStats::default() };
+        let l = LinkWindow::of(&d).unwrap();
+        assert_eq!((l.queue_drops_per_100mb, l.loss_drops_per_100mb, l.peak_packets), (5.0, 1.0, 0.0));
+        assert_eq!(LinkWindow::of(&DirStats::default()), None);
+        let table = link_table(&rows, "200mbit-40ms", "Mbit/s").unwrap();
+        assert!(table.starts_with("| server | protocol | Mbit/s | queue drops / 100 MB |"), "{table}");
+        assert!(
+            table.contains("| sluice | h1 | 180.0 | 12.5 | 0.0 | 3 / 40 / 667 | 0.2 / 3.5 / 40.0 | 1 |"),
+            "{table}"
+        );
+        assert!(table.contains("| nginx | h2 | 42.0 | n/a | n/a | n/a | n/a | 0 |"), "{table}");
+        assert_eq!(link_table(&rows, "200mbit-10ms", "Mbit/s"), None);
     }
 
     #[test]

@@ -36,8 +36,16 @@ pub enum Flow {
     Hyper,
     /// Default windows; sends fill the congestion window (no in-flight bound near the BDP).
     FillCwnd,
-    /// HTTP/3 on quinn's BBR instead of CUBIC (`[quic] congestion = "bbr"`).
+    /// HTTP/3 on quinn's BBR (`[quic] congestion = "bbr"`).
     QuicBbr,
+    /// HTTP/3 on quinn's CUBIC (`[quic] congestion = "cubic"`), whatever Sluice's default.
+    QuicCubic,
+    /// HTTP/3 without Sluice's in-flight bound: quinn's congestion window alone decides what is
+    /// sent (`[quic] limit_inflight = false`; a Sluice binary without that setting refuses it).
+    QuicNoCap,
+    /// Its TCP sockets on CUBIC, filling the congestion window (`[tcp] congestion = "cubic"`,
+    /// `limit_inflight = false`): the `fairness` experiment's TCP competitor.
+    TcpCubic,
 }
 
 impl Flow {
@@ -52,6 +60,9 @@ impl Flow {
         match self {
             Self::FillCwnd => "\n[tcp]\nlimit_inflight = false\n".into(),
             Self::QuicBbr => "\n[quic]\ncongestion = \"bbr\"\n".into(),
+            Self::QuicCubic => "\n[quic]\ncongestion = \"cubic\"\n".into(),
+            Self::QuicNoCap => "\n[quic]\nlimit_inflight = false\n".into(),
+            Self::TcpCubic => "\n[tcp]\ncongestion = \"cubic\"\nlimit_inflight = false\n".into(),
             _ => format!("\n[flow]\npolicy = \"{}\"\n{windows}", self.policy()),
         }
     }
@@ -63,7 +74,7 @@ impl Flow {
             Self::Writeup => "writeup",
             Self::Quiche => "quiche",
             Self::Hyper => "hyper",
-            Self::FillCwnd | Self::QuicBbr => "auto",
+            Self::FillCwnd | Self::QuicBbr | Self::QuicCubic | Self::QuicNoCap | Self::TcpCubic => "auto",
         }
     }
 
@@ -72,6 +83,9 @@ impl Flow {
         match self {
             Self::FillCwnd => "`[tcp] limit_inflight = false`".into(),
             Self::QuicBbr => "`[quic] congestion = \"bbr\"`".into(),
+            Self::QuicCubic => "`[quic] congestion = \"cubic\"`".into(),
+            Self::QuicNoCap => "`[quic] limit_inflight = false`".into(),
+            Self::TcpCubic => "`[tcp] congestion = \"cubic\"`, `limit_inflight = false`".into(),
             _ => format!("`[flow] policy = \"{}\"`", self.policy()),
         }
     }
@@ -99,6 +113,10 @@ pub enum ServerKind {
     H2oTuned,
     /// Caddy with the same tuning: `priority` experiment only.
     CaddyTuned,
+    /// Sluice serving HTTP/3 too, the client forced onto it: `pageload` experiment only.
+    SluiceH3,
+    /// Caddy serving HTTP/3 too, the client forced onto it: `pageload` experiment only.
+    CaddyH3,
 }
 
 /// The servers run by default, in the default order.
@@ -106,7 +124,7 @@ pub const DEFAULT: [ServerKind; 5] =
     [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
 
 /// Every server `--servers` knows.
-pub const ALL: [ServerKind; 15] = [
+pub const ALL: [ServerKind; 20] = [
     ServerKind::Sluice,
     ServerKind::Nginx,
     ServerKind::Nginx512,
@@ -119,9 +137,14 @@ pub const ALL: [ServerKind; 15] = [
     ServerKind::SluiceFlow(Flow::Hyper),
     ServerKind::SluiceFlow(Flow::FillCwnd),
     ServerKind::SluiceFlow(Flow::QuicBbr),
+    ServerKind::SluiceFlow(Flow::QuicCubic),
+    ServerKind::SluiceFlow(Flow::QuicNoCap),
+    ServerKind::SluiceFlow(Flow::TcpCubic),
     ServerKind::NginxTuned,
     ServerKind::H2oTuned,
     ServerKind::CaddyTuned,
+    ServerKind::SluiceH3,
+    ServerKind::CaddyH3,
 ];
 
 impl ServerKind {
@@ -136,6 +159,9 @@ impl ServerKind {
             Self::SluiceFlow(Flow::Hyper) => "sluice-hyper",
             Self::SluiceFlow(Flow::FillCwnd) => "sluice-cwnd",
             Self::SluiceFlow(Flow::QuicBbr) => "sluice-h3bbr",
+            Self::SluiceFlow(Flow::QuicCubic) => "sluice-h3cubic",
+            Self::SluiceFlow(Flow::QuicNoCap) => "sluice-h3nocap",
+            Self::SluiceFlow(Flow::TcpCubic) => "sluice-tcpcubic",
             Self::Nginx => "nginx",
             Self::Nginx512 => "nginx512",
             Self::H2o => "h2o",
@@ -143,12 +169,19 @@ impl ServerKind {
             Self::NginxTuned => "nginx-tuned",
             Self::H2oTuned => "h2o-tuned",
             Self::CaddyTuned => "caddy-tuned",
+            Self::SluiceH3 => "sluice-h3",
+            Self::CaddyH3 => "caddy-h3",
         }
     }
 
     /// Whether this is a variant run with the write-up's sysctl tuning in the server namespace.
     pub fn is_tuned(self) -> bool {
         matches!(self, Self::NginxTuned | Self::H2oTuned | Self::CaddyTuned)
+    }
+
+    /// Whether this is a variant whose client is forced onto HTTP/3.
+    pub fn is_h3(self) -> bool {
+        matches!(self, Self::SluiceH3 | Self::CaddyH3)
     }
 
     /// Parses a name from `--servers`.
@@ -190,9 +223,14 @@ impl ServerKind {
             Self::SluiceFlow(Flow::Hyper) => 8451,
             Self::SluiceFlow(Flow::FillCwnd) => 8456,
             Self::SluiceFlow(Flow::QuicBbr) => 8457,
+            Self::SluiceFlow(Flow::QuicCubic) => 8458,
+            Self::SluiceFlow(Flow::QuicNoCap) => 8459,
+            Self::SluiceFlow(Flow::TcpCubic) => 8462,
             Self::NginxTuned => 8453,
             Self::H2oTuned => 8454,
             Self::CaddyTuned => 8455,
+            Self::SluiceH3 => 8460,
+            Self::CaddyH3 => 8461,
         }
     }
 
@@ -207,26 +245,26 @@ impl ServerKind {
 
     /// Whether the server proxies to the upstream sink.
     pub fn uses_sink(self) -> bool {
-        !matches!(self, Self::Sluice | Self::SluiceFlow(_))
+        !matches!(self, Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3)
     }
 
     /// The program this server runs.
     pub fn program(self) -> &'static str {
         match self {
-            Self::Sluice | Self::SluiceFlow(_) => "sluice",
+            Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3 => "sluice",
             Self::Nginx | Self::Nginx512 | Self::NginxTuned => "nginx",
             Self::H2o | Self::H2oTuned => "h2o",
-            Self::Caddy | Self::CaddyTuned => "caddy",
+            Self::Caddy | Self::CaddyTuned | Self::CaddyH3 => "caddy",
         }
     }
 
     /// The Debian package that provides the program.
     pub fn package(self) -> &'static str {
         match self {
-            Self::Sluice | Self::SluiceFlow(_) => "(this workspace: cargo build --release -p sluice)",
+            Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3 => "(this workspace: cargo build --release -p sluice)",
             Self::Nginx | Self::Nginx512 | Self::NginxTuned => "nginx-light",
             Self::H2o | Self::H2oTuned => "h2o",
-            Self::Caddy | Self::CaddyTuned => "caddy",
+            Self::Caddy | Self::CaddyTuned | Self::CaddyH3 => "caddy",
         }
     }
 }
@@ -538,6 +576,9 @@ pub fn launch(kind: ServerKind, s: &Setup) -> Result<Launch, String> {
         ServerKind::NginxTuned | ServerKind::H2oTuned | ServerKind::CaddyTuned => {
             return Err(format!("`{}` is only for the priority experiment", kind.name()))
         }
+        ServerKind::SluiceH3 | ServerKind::CaddyH3 => {
+            return Err(format!("`{}` is only for the pageload experiment", kind.name()))
+        }
     };
     let (args, env) = args_env(kind, &dir, name);
     Ok(Launch { args, env, config: (name.into(), text) })
@@ -547,12 +588,14 @@ pub fn launch(kind: ServerKind, s: &Setup) -> Result<Launch, String> {
 fn args_env(kind: ServerKind, dir: &str, name: &str) -> (Vec<String>, Vec<(String, String)>) {
     let conf = format!("{dir}/{name}");
     match kind {
-        ServerKind::Sluice | ServerKind::SluiceFlow(_) => (vec!["serve".into(), "--config".into(), conf], vec![]),
+        ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => {
+            (vec!["serve".into(), "--config".into(), conf], vec![])
+        }
         ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => {
             (vec!["-p".into(), format!("{dir}/"), "-e".into(), format!("{dir}/error.log"), "-c".into(), conf], vec![])
         }
         ServerKind::H2o | ServerKind::H2oTuned => (vec!["-c".into(), conf], vec![]),
-        ServerKind::Caddy | ServerKind::CaddyTuned => (
+        ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => (
             vec!["run".into(), "--config".into(), conf, "--adapter".into(), "caddyfile".into()],
             vec![
                 ("HOME".into(), dir.to_string()),
@@ -571,7 +614,7 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
     let (dir, cert, key) = s.paths()?;
     let root = check_config_path(docroot)?;
     let (name, text) = match kind {
-        ServerKind::Sluice | ServerKind::SluiceFlow(_) => (
+        ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => (
             "sluice.toml",
             format!(
                 "# Generated by sluice-lab: static files for the priority experiment.\n\
@@ -626,7 +669,7 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
                 root = dq(&root),
             ),
         ),
-        ServerKind::Caddy | ServerKind::CaddyTuned => (
+        ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => (
             "Caddyfile",
             format!(
                 "# Generated by sluice-lab: Caddy static files for the priority experiment.\n\
@@ -667,7 +710,7 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
 pub fn static_launch_h3(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Launch, String> {
     let mut l = static_launch(kind, s, docroot)?;
     match kind {
-        ServerKind::Sluice | ServerKind::SluiceFlow(_) => {
+        ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => {
             // HTTP/3 on UDP, the TLS listener's port (inside a variant's own [quic] table, if any).
             if l.config.1.contains("\n[quic]\n") {
                 l.config.1 = l.config.1.replacen("\n[quic]\n", "\n[quic]\nenabled = true\n", 1);
@@ -675,7 +718,7 @@ pub fn static_launch_h3(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<L
                 l.config.1.push_str("\n# HTTP/3 on UDP, the TLS listener's port.\n[quic]\nenabled = true\n");
             }
         }
-        ServerKind::Caddy | ServerKind::CaddyTuned => {
+        ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => {
             const H12: &str = "\t\tprotocols h1 h2\n";
             if !l.config.1.contains(H12) {
                 return Err("the Caddyfile has no `protocols h1 h2` line to extend with h3".into());
@@ -855,6 +898,12 @@ mod tests {
         let kind = ServerKind::SluiceFlow(Flow::FillCwnd);
         let c = static_launch_h3(kind, &setup(kind), root).unwrap().config.1;
         assert!(c.contains("[tcp]\nlimit_inflight = false\n") && c.contains("[quic]\nenabled = true"), "{c}");
+        let kind = ServerKind::parse("sluice-h3nocap").unwrap();
+        let c = static_launch_h3(kind, &setup(kind), root).unwrap().config.1;
+        assert!(c.contains("\n[quic]\nenabled = true\nlimit_inflight = false\n") && c.contains(":8459\""), "{c}");
+        let kind = ServerKind::parse("sluice-h3cubic").unwrap();
+        let c = static_launch_h3(kind, &setup(kind), root).unwrap().config.1;
+        assert!(c.contains("\n[quic]\nenabled = true\ncongestion = \"cubic\"\n"), "{c}");
         for kind in [ServerKind::Nginx, ServerKind::H2o] {
             assert!(static_launch_h3(kind, &setup(kind), root).unwrap_err().contains("no HTTP/3"));
         }

@@ -132,8 +132,11 @@ pub struct Spec<'a, O> {
     /// Writes the docroot into the directory given.
     pub docroot: &'a dyn Fn(&Path) -> Result<(), String>,
     /// Measures the server (its TLS port is `kind.port()` on the server address) once, on the
-    /// link of the current case.
-    pub measure: &'a dyn Fn(ServerKind) -> Result<O, String>,
+    /// link of the current case (the stage, for the link's counters).
+    pub measure: &'a dyn Fn(ServerKind, &Stage) -> Result<O, String>,
+    /// Whether the experiment knows the `-h3` servers (served with HTTP/3 too, the client
+    /// forced onto it); elsewhere they are skipped with the reason.
+    pub h3: bool,
     /// The CSV header.
     pub csv_header: &'static str,
     /// One CSV line.
@@ -142,6 +145,13 @@ pub struct Spec<'a, O> {
     pub describe: fn(&O) -> String,
     /// Pause after each measurement, so queues drain.
     pub pause: Duration,
+    /// Size of `style.css` in the docroot (the `-h3` servers' HTTP/3 readiness probe).
+    pub probe_bytes: u64,
+}
+
+/// A multi-line message on one line.
+fn one_line(s: &str) -> String {
+    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ")
 }
 
 /// What a run produced; `outcome` is the error that stopped it early, if any (the rows so far
@@ -162,7 +172,14 @@ pub struct Ran<O> {
 /// Runs `spec`: starts the lab, the servers phase by phase, measures, writes `results.csv`.
 /// Errors before the first measurement are returned; later ones end up in [`Ran::outcome`].
 pub fn run<O: Default>(plan: &Plan, spec: &Spec<'_, O>, extra_versions: Vec<String>) -> Result<Ran<O>, String> {
-    let (active, mut skipped) = super::resolve_servers(plan)?;
+    let (mut active, mut skipped) = super::resolve_servers(plan)?;
+    if !spec.h3 {
+        for (k, _) in active.iter().filter(|(k, _)| k.is_h3()) {
+            let reason = format!("the {} experiment has no HTTP/3 client; `{}` is for pageload", spec.name, k.name());
+            skipped.push(Skipped { server: *k, reason });
+        }
+        active.retain(|(k, _)| !k.is_h3());
+    }
     for s in &skipped {
         eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
     }
@@ -267,14 +284,29 @@ impl<O: Default> Phases<'_, O> {
         for (kind, bin) in phase {
             let setup = Setup::new(*kind, self.work, SERVER_ADDR, self.cert, self.key);
             let url = format!("https://{SERVER_ADDR}:{}/style.css", kind.port());
-            let started = servers::static_launch(*kind, &setup, self.docroot)
-                .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
+            let launch = if kind.is_h3() {
+                servers::static_launch_h3(*kind, &setup, self.docroot)
+            } else {
+                servers::static_launch(*kind, &setup, self.docroot)
+            };
+            let started = launch.and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
             match started {
                 Ok(()) => running.push(*kind),
                 Err(e) => {
                     eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                    let line = e.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
-                    skipped.push(Skipped { server: *kind, reason: format!("did not start: {line}") });
+                    skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", one_line(&e)) });
+                    continue;
+                }
+            }
+            if kind.is_h3() {
+                // The UDP listener may come up after the TCP one: wait until HTTP/3 answers too,
+                // with the project's client (a load that misses it fails on its protocol check).
+                let probe = servers::find_sluice(self.plan.sluice.as_deref()).and_then(|client| {
+                    let client = client.to_str().ok_or("the sluice binary's path is not UTF-8")?.to_string();
+                    super::download::probe_h3(stage, &client, &url, self.spec.probe_bytes)
+                });
+                if let Err(e) = probe {
+                    eprintln!("sluice-lab: WARNING {}: HTTP/3 does not answer ({})", kind.name(), one_line(&e));
                 }
             }
         }
@@ -302,7 +334,7 @@ impl<O: Default> Phases<'_, O> {
                         outcome: O::default(),
                         error: String::new(),
                     };
-                    match stage.check_alive(kind.name()).and_then(|()| (self.spec.measure)(kind)) {
+                    match stage.check_alive(kind.name()).and_then(|()| (self.spec.measure)(kind, stage)) {
                         Ok(o) => row.outcome = o,
                         Err(e) => row.error = e.lines().next().unwrap_or_default().to_string(),
                     }

@@ -312,7 +312,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                         }
                         done += 1;
                         let before = stage.stats();
-                        let row = if proto == Proto::H3 {
+                        let mut row = if proto == Proto::H3 {
                             upload_h3(&mut stage, &sluice_bin, case, kind, run, &body_arg)?
                         } else {
                             upload_once(&mut stage, case, kind, proto, run, &body_arg, &work)?
@@ -320,6 +320,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                         // Ctrl-C reaches curl too: that failure is not the server's.
                         proc::check_interrupt()?;
                         let window = stage.stats().since(&before);
+                        row.link = report::LinkWindow::of(&window.up);
                         cpu_max = cpu_max.max(window.cpu_pct());
                         println!(
                             "[{done}/{total}] {} run {run} {:<14} {}: {}",
@@ -698,6 +699,7 @@ mod tests {
             seconds,
             ok: true,
             sink_seconds: sink,
+            link: None,
             error: String::new(),
         };
         let rows = [mk("h2o", 2.0, Some(0.02)), mk("nginx", 2.0, Some(1.9)), mk("nginx", 1.0, Some(1.0))];

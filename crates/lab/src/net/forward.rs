@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::tun::{self, Tun};
-use crate::model::{DirSpec, Direction, LinkSpec, Reason, Verdict};
+use crate::model::{self, DirSpec, Direction, Histogram, LinkSpec, Occupancy, QueueSummary, Reason, Seen, Verdict};
 
 /// Counters of one direction.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct DirStats {
     /// Packets delivered to the other side.
     pub packets: u64,
@@ -21,20 +21,42 @@ pub struct DirStats {
     pub dropped_loss: u64,
     /// Packets dropped because the queue was full.
     pub dropped_queue: u64,
+    /// Bytes delivered of TCP packets (IPv4 protocol 6): one flow's share when the others are
+    /// UDP.
+    pub tcp_bytes: u64,
+    /// Bytes delivered of UDP packets (IPv4 protocol 17; QUIC).
+    pub udp_bytes: u64,
+    /// TCP packets dropped because the queue was full.
+    pub tcp_dropped_queue: u64,
+    /// UDP packets dropped because the queue was full.
+    pub udp_dropped_queue: u64,
     /// Packets lost to read or write errors on the TUN devices (should stay 0).
     pub errors: u64,
     /// CPU seconds used by this direction's forwarder thread, including the receiving network
     /// stack that each TUN write runs.
     pub cpu_secs: f64,
+    /// The drop-tail queue as arriving packets found it (see [`DirStats::queue`] for the
+    /// figures).
+    #[serde(rename = "queue", serialize_with = "summarise")]
+    pub occupancy: Occupancy,
+}
+
+fn summarise<S: serde::Serializer>(o: &Occupancy, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&o.summary(), s)
 }
 
 impl DirStats {
     fn since(&self, e: &Self) -> Self {
         Self {
+            occupancy: self.occupancy.since(&e.occupancy),
             packets: self.packets.saturating_sub(e.packets),
             bytes: self.bytes.saturating_sub(e.bytes),
             dropped_loss: self.dropped_loss.saturating_sub(e.dropped_loss),
             dropped_queue: self.dropped_queue.saturating_sub(e.dropped_queue),
+            tcp_bytes: self.tcp_bytes.saturating_sub(e.tcp_bytes),
+            udp_bytes: self.udp_bytes.saturating_sub(e.udp_bytes),
+            tcp_dropped_queue: self.tcp_dropped_queue.saturating_sub(e.tcp_dropped_queue),
+            udp_dropped_queue: self.udp_dropped_queue.saturating_sub(e.udp_dropped_queue),
             errors: self.errors.saturating_sub(e.errors),
             cpu_secs: (self.cpu_secs - e.cpu_secs).max(0.0),
         }
@@ -44,10 +66,25 @@ impl DirStats {
     pub fn dropped(&self) -> u64 {
         self.dropped_loss + self.dropped_queue
     }
+
+    /// The queue occupancy in figures: what arriving packets found (median, 95th percentile,
+    /// peak; packets and queueing delay).
+    pub fn queue(&self) -> QueueSummary {
+        self.occupancy.summary()
+    }
+
+    /// Drops per 100 MB (10^8 bytes) delivered: (by the queue, by the random loss); `None`
+    /// when nothing was delivered.
+    pub fn drops_per_100mb(&self) -> Option<(f64, f64)> {
+        (self.bytes > 0).then(|| {
+            let per = 1e8 / self.bytes as f64;
+            (self.dropped_queue as f64 * per, self.dropped_loss as f64 * per)
+        })
+    }
 }
 
 /// Forwarder counters: per direction, and the wall time they cover.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Stats {
     /// Client → server.
     pub up: DirStats,
@@ -106,6 +143,7 @@ impl std::fmt::Display for Stats {
                 d.errors,
                 d.cpu_secs,
             )?;
+            writeln!(f, "      {}", d.queue())?;
         }
         write!(
             f,
@@ -117,13 +155,70 @@ impl std::fmt::Display for Stats {
     }
 }
 
+/// An [`Occupancy`] the forwarder thread records into while others read it.
+#[derive(Debug)]
+struct SharedOccupancy {
+    packets: Box<[AtomicU64]>,
+    bytes: Box<[AtomicU64]>,
+    wait_us: Box<[AtomicU64]>,
+    peak_packets: AtomicU64,
+    peak_bytes: AtomicU64,
+    peak_wait_us: AtomicU64,
+}
+
+impl Default for SharedOccupancy {
+    fn default() -> Self {
+        let buckets = || (0..model::BUCKETS).map(|_| AtomicU64::new(0)).collect();
+        Self {
+            packets: buckets(),
+            bytes: buckets(),
+            wait_us: buckets(),
+            peak_packets: AtomicU64::new(0),
+            peak_bytes: AtomicU64::new(0),
+            peak_wait_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl SharedOccupancy {
+    fn record(&self, s: Seen) {
+        let wait_us = u64::try_from(s.wait.as_micros()).unwrap_or(u64::MAX);
+        for (h, peak, v) in [
+            (&self.packets, &self.peak_packets, s.packets as u64),
+            (&self.bytes, &self.peak_bytes, s.bytes as u64),
+            (&self.wait_us, &self.peak_wait_us, wait_us),
+        ] {
+            h[model::bucket_of(v)].fetch_add(1, Ordering::Relaxed);
+            peak.fetch_max(v, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(&self) -> Occupancy {
+        let read = |h: &[AtomicU64]| Histogram::from_counts(h.iter().map(|c| c.load(Ordering::Relaxed)).collect());
+        Occupancy {
+            packets: read(&self.packets),
+            bytes: read(&self.bytes),
+            wait_us: read(&self.wait_us),
+            peak_packets: self.peak_packets.load(Ordering::Relaxed),
+            peak_bytes: self.peak_bytes.load(Ordering::Relaxed),
+            peak_wait_us: self.peak_wait_us.load(Ordering::Relaxed),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     packets: AtomicU64,
     bytes: AtomicU64,
     dropped_loss: AtomicU64,
     dropped_queue: AtomicU64,
+    tcp_bytes: AtomicU64,
+    udp_bytes: AtomicU64,
+    tcp_dropped_queue: AtomicU64,
+    udp_dropped_queue: AtomicU64,
     errors: AtomicU64,
+    /// What arriving packets found at the queue.
+    occupancy: SharedOccupancy,
     /// CPU nanoseconds, stored by the thread when it ends.
     final_cpu_ns: AtomicU64,
     /// The thread's CPU clock, for reading while it runs.
@@ -139,8 +234,13 @@ impl Counters {
             bytes: self.bytes.load(Ordering::Relaxed),
             dropped_loss: self.dropped_loss.load(Ordering::Relaxed),
             dropped_queue: self.dropped_queue.load(Ordering::Relaxed),
+            tcp_bytes: self.tcp_bytes.load(Ordering::Relaxed),
+            udp_bytes: self.udp_bytes.load(Ordering::Relaxed),
+            tcp_dropped_queue: self.tcp_dropped_queue.load(Ordering::Relaxed),
+            udp_dropped_queue: self.udp_dropped_queue.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             cpu_secs: cpu_ns as f64 / 1e9,
+            occupancy: self.occupancy.snapshot(),
         }
     }
 }
@@ -276,14 +376,28 @@ pub(crate) fn run(shared: Arc<Shared>, way: Way, from: Arc<Tun>, to: Arc<Tun>, b
         for i in 0..READ_BATCH {
             let mut buf = pool.pop().unwrap_or_else(|| vec![0u8; buf_size]);
             match tun::read_packet(in_fd, &mut buf) {
-                Ok(Some(len)) => match model.handle_packet(Instant::now(), len) {
-                    Verdict::Deliver(at) => scheduled.push_back(Scheduled { at, len, buf }),
-                    Verdict::Drop(reason) => {
-                        let c = if reason == Reason::Loss { &counters.dropped_loss } else { &counters.dropped_queue };
-                        c.fetch_add(1, Ordering::Relaxed);
-                        pool.push(buf);
+                Ok(Some(len)) => {
+                    let (verdict, seen) = model.handle_packet_seen(Instant::now(), len);
+                    if let Some(seen) = seen {
+                        counters.occupancy.record(seen);
                     }
-                },
+                    match verdict {
+                        Verdict::Deliver(at) => scheduled.push_back(Scheduled { at, len, buf }),
+                        Verdict::Drop(reason) => {
+                            let c =
+                                if reason == Reason::Loss { &counters.dropped_loss } else { &counters.dropped_queue };
+                            c.fetch_add(1, Ordering::Relaxed);
+                            if reason == Reason::Queue {
+                                match ip_protocol(&buf[..len]) {
+                                    Some(TCP) => counters.tcp_dropped_queue.fetch_add(1, Ordering::Relaxed),
+                                    Some(UDP) => counters.udp_dropped_queue.fetch_add(1, Ordering::Relaxed),
+                                    _ => 0,
+                                };
+                            }
+                            pool.push(buf);
+                        }
+                    }
+                }
                 Ok(None) => {
                     pool.push(buf);
                     break;
@@ -311,6 +425,11 @@ pub(crate) fn run(shared: Arc<Shared>, way: Way, from: Arc<Tun>, to: Arc<Tun>, b
                 Ok(()) => {
                     counters.packets.fetch_add(1, Ordering::Relaxed);
                     counters.bytes.fetch_add(p.len as u64, Ordering::Relaxed);
+                    match ip_protocol(&p.buf[..p.len]) {
+                        Some(TCP) => counters.tcp_bytes.fetch_add(p.len as u64, Ordering::Relaxed),
+                        Some(UDP) => counters.udp_bytes.fetch_add(p.len as u64, Ordering::Relaxed),
+                        _ => 0,
+                    };
                 }
                 Err(e) => {
                     let n = counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -342,6 +461,16 @@ pub(crate) fn run(shared: Arc<Shared>, way: Way, from: Arc<Tun>, to: Arc<Tun>, b
     if let Ok(mut c) = counters.clock.lock() {
         *c = None;
     }
+}
+
+/// IPv4's protocol numbers of TCP and UDP.
+const TCP: u8 = 6;
+/// See [`TCP`].
+const UDP: u8 = 17;
+
+/// The protocol field of an IPv4 packet (`None` for anything else).
+fn ip_protocol(packet: &[u8]) -> Option<u8> {
+    (packet.len() >= 20 && packet[0] >> 4 == 4).then(|| packet[9])
 }
 
 /// Waits until `timeout` has passed or, if `watch`, until `fd` is readable (nanosecond
@@ -376,5 +505,46 @@ mod tests {
         assert_eq!(a.since(&b).up.packets, 0);
         assert_eq!(Stats::default().cpu_pct(), 0.0);
         assert!(b.to_string().contains("forwarder CPU: 1.50 s in 2.0 s = 75.0 % of one core"));
+    }
+
+    #[test]
+    fn queue_readings_are_shared_and_windowed() {
+        let shared = SharedOccupancy::default();
+        let mut plain = Occupancy::default();
+        let seen = |packets: usize, ms: u64| Seen { packets, bytes: packets * 1500, wait: Duration::from_millis(ms) };
+        for i in 0..20 {
+            shared.record(seen(i, i as u64));
+            plain.record(seen(i, i as u64));
+        }
+        assert_eq!(shared.snapshot(), plain);
+        let at = |occupancy: Occupancy, bytes| Stats {
+            down: DirStats { bytes, dropped_queue: 4, dropped_loss: 1, occupancy, ..DirStats::default() },
+            ..Stats::default()
+        };
+        let first = at(shared.snapshot(), 50_000_000);
+        for _ in 0..10 {
+            shared.record(seen(2, 1));
+        }
+        let second = at(shared.snapshot(), 250_000_000);
+        let w = second.since(&first);
+        let q = w.down.queue();
+        assert_eq!((q.arrivals, q.p50_packets, q.peak_packets), (10, 2, 2));
+        // A window's peak bytes: 3000 to within its bucket (2976–3007).
+        assert_eq!(q.peak_bytes, 3007);
+        assert_eq!(second.down.queue().peak_packets, 19);
+        // No drops in the window (the counters did not move), 200 MB delivered.
+        assert_eq!(w.down.drops_per_100mb(), Some((0.0, 0.0)));
+        assert_eq!(second.down.drops_per_100mb(), Some((1.6, 0.4)));
+        assert_eq!(DirStats::default().drops_per_100mb(), None);
+        let text = second.to_string();
+        assert!(text.contains("queue found by 30 arrivals: p50 4 packets"), "{text}");
+        assert!(text.contains("peak 19 packets, 28500 bytes, 19.0 ms"), "{text}");
+        assert!(text.contains("up  : 0 packets") && text.contains("queue: no packet reached it"), "{text}");
+        assert_eq!(ip_protocol(&[0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 99, 0, 2, 10, 99, 0, 1]), Some(UDP));
+        assert_eq!(ip_protocol(&[0x45, 0, 0, 20, 0, 0, 0, 0, 64, 6, 0, 0, 10, 99, 0, 2, 10, 99, 0, 1]), Some(TCP));
+        assert_eq!(ip_protocol(&[0x60; 40]), None);
+        assert_eq!(ip_protocol(&[0x45; 10]), None);
+        let json = serde_json::to_value(&second).unwrap();
+        assert_eq!(json["down"]["queue"]["peak_packets"], 19, "{json}");
     }
 }

@@ -11,8 +11,9 @@
 //!
 //! Creates two network namespaces, `sluice-lab-c` (the client, 10.99.0.1 on `slab-c`) and
 //! `sluice-lab-s` (the server, 10.99.0.2 on `slab-s`), joined by an emulated link, and runs until
-//! SIGINT (Ctrl-C), SIGTERM or SIGHUP; then prints the forwarder's counters (packets, drops, CPU)
-//! and removes the namespaces. Needs root.
+//! SIGINT (Ctrl-C), SIGTERM or SIGHUP; then prints the forwarder's counters (packets, drops, CPU,
+//! and the queue as arriving packets found it: p50/p95/peak in packets and ms, peak bytes) and
+//! removes the namespaces. Needs root.
 //!
 //! - `--rate`: Mbit/s (10^6 bit/s of IP packets) each way; 0 = unlimited.
 //! - `--delay`: one-way delay in ms each way (so the RTT is twice it): `--rate 200 --delay 20`
