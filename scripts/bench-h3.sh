@@ -13,7 +13,8 @@
 #   --bytes N     body size (default 1000000000)
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
 #   --keep        keep the temp dir (config, logs)
-# Env: SLUICE_BIN (another sluice binary).
+# Env: SLUICE_BIN (another sluice binary); SLUICE_EXTRA_CONFIG (TOML appended to the server's
+# configuration, e.g. $'[quic]\ncongestion = "cubic"' to compare a variant).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,6 +70,7 @@ addr = "127.0.0.1:$PORT"
 tls = true
 [speedtest]
 max_download_bytes = $BYTES
+${SLUICE_EXTRA_CONFIG:-}
 EOF
 "${PIN_SERVER[@]}" "$SLUICE" serve --config "$WORK/sluice.toml" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
