@@ -29,7 +29,9 @@
 //! Under the bound the controller is told its window is unused whenever the bound is the
 //! limit (RFC 9002 §7.8), and losses up to [`LOSS_TOLERANCE`] of what is sent stay here: with
 //! the queue kept short they are random, not congestion. That is what lets a loss-based
-//! controller keep its rate on a lossy path.
+//! controller keep its rate on a lossy path. While losses stay within it the bound decides
+//! alone, also above the controller's window (quinn's BBR held loopback HTTP/3 to 6–7 Gbit/s
+//! with its 2 × estimate × min RTT window); above it, the smaller of the two.
 //!
 //! Two signals come from the driver through [`PaceLink`]: bytes of urgent responses (RFC 9218
 //! urgency 0 and 1) it handed quinn, which the bound lets through on top of itself as the TCP
@@ -238,9 +240,16 @@ impl Controller for Bounded {
 
     fn window(&self) -> u64 {
         let inner = self.inner.window();
-        match self.bound {
-            Some(b) => inner.min(b.saturating_add(self.link.urgent.load(Ordering::Relaxed))),
-            None => inner,
+        let Some(bound) = self.bound else { return inner };
+        let bound = bound.saturating_add(self.link.urgent.load(Ordering::Relaxed));
+        if self.loss_fraction() <= LOSS_TOLERANCE {
+            // A clean path: the bound decides, also above the controller's window. quinn's BBR
+            // keeps its window at 2 × its bandwidth estimate × min RTT, which on a path whose
+            // RTT is mostly queueing in a busy receiver (loopback) held HTTP/3 to 6–7 Gbit/s
+            // where CUBIC, or the bound, reached 9–11.
+            bound
+        } else {
+            inner.min(bound)
         }
     }
 
@@ -456,11 +465,21 @@ mod tests {
     }
 
     #[test]
-    fn the_controller_decides_when_its_window_is_smaller() {
+    fn the_controller_decides_when_losses_exceed_the_tolerance() {
         let (mut c, grow, _) = bounded(12_000);
         let _ = slow_link().run(&mut c, &grow, 2.0, 1.0);
         let b = c.bound().unwrap();
         grow.store(b / 2, Ordering::Relaxed);
+        // A clean path: the bound decides, even above the controller's window.
+        assert_eq!(c.window(), b);
+        // Five per cent lost: the controller's smaller window decides again.
+        let t = Instant::now() + Duration::from_secs(3);
+        for _ in 0..1_000 {
+            c.acked(t, t, PACKET);
+        }
+        for _ in 0..60 {
+            c.on_congestion_event(t, t, false, PACKET);
+        }
         assert_eq!(c.window(), b / 2);
     }
 
@@ -480,10 +499,6 @@ mod tests {
         assert_eq!(c.window(), b + 800);
         c.on_sent(t, PACKET, 42);
         assert_eq!(c.window(), b, "the allowance is used up, not overdrawn");
-        // The inner window still bounds urgent data.
-        grow.store(b, Ordering::Relaxed);
-        link.urgent(50_000);
-        assert_eq!(c.window(), b);
     }
 
     #[test]
@@ -550,6 +565,6 @@ mod tests {
         // The runaway window is far above the bound now.
         assert!(c.bound_limits());
         grow.store(c.bound().unwrap() / 2, Ordering::Relaxed);
-        assert!(!c.bound_limits(), "the controller's own window is the limit");
+        assert!(!c.bound_limits(), "the bound is above the controller's window: not limiting it");
     }
 }
