@@ -38,11 +38,20 @@ async def run(url, n, timeout):
     cfg.server_name = u.hostname
     sent = 0
     async with connect(u.hostname, u.port or 443, configuration=cfg, create_protocol=Client) as c:
-        for _ in range(n):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while sent < n and loop.time() < deadline:
             if c.closed.done():
                 break
+            sid = c._quic.get_next_available_stream_id()
+            if sid // 4 >= c._quic._remote_max_streams_bidi:
+                # No stream credit: wait for the server's MAX_STREAMS. (aioquic would queue the
+                # stream as blocked and then send RESET_STREAM for a stream id above the
+                # server's limit, which the server rightly closes with STREAM_LIMIT_ERROR.)
+                c.transmit()
+                await asyncio.sleep(0.005)
+                continue
             try:
-                sid = c._quic.get_next_available_stream_id()
                 c.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
                                         (b":authority", u.netloc.encode()), (b":path", b"/hello.txt")])
                 c._quic.reset_stream(sid, 0x10C)

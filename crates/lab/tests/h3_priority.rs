@@ -9,7 +9,7 @@
 //! timings: whatever a sender has queued ahead of the urgent response, in the network or in
 //! its own buffers, arrives first. With the in-flight bound alone this test saw 0.64–1.16 MB
 //! ahead and no drops: the bytes waited in quinn's send buffer, which started at quinn's 10 MB
-//! default and let urgent writes wait for room (`io/h3.rs`); with those fixed, 116 kB.
+//! default and let urgent writes wait for room (`io/h3.rs`); with those fixed, 75–128 kB.
 //!
 //! Needs root (namespaces, TUN), curl (the readiness probe), python3 with aioquic and the Sluice
 //! binary next to sluice-lab; without them it prints SKIP (and fails under CI=true, where they

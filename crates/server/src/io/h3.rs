@@ -401,8 +401,8 @@ struct Driver {
     finishing: tokio::task::JoinSet<()>,
     /// The send window given to quinn last.
     send_window: u64,
-    /// The largest send window given in the last second, and when it was given: quinn's
-    /// buffered bytes (unacknowledged plus unsent) are at most that (see `make_room`).
+    /// The largest send window the tuning gave in the last second, and when: about the most
+    /// quinn can hold (unacknowledged plus unsent), which an urgent stream's raise goes past.
     send_window_high: (u64, Instant),
     /// Receive-window tuning of the whole connection (one "stream" for the tuner).
     tuner: sluice_h2::tune::AutoTune,
@@ -763,7 +763,10 @@ impl Driver {
             } else {
                 self.send_window
             };
-            self.set_send_window(now, high + want);
+            // Not recorded as the high-water mark: repeated raises (a QPACK stream's many small
+            // writes) must not ratchet the window up.
+            self.send_window = high + want;
+            self.quic.set_send_window(self.send_window);
             let Some(out) = self.outs.get_mut(&id) else { return };
             flushed = out.flush(self.pace.as_deref());
         }
