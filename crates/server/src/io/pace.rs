@@ -259,11 +259,19 @@ impl InflightCap {
         let measured = self.busy && busy && elapsed <= 2 * round_len;
         self.round_start = Some((now, s.acked));
         self.busy = busy;
-        if !measured {
-            return;
-        }
         let delivered = s.acked.saturating_sub(start_acked);
         let rate = (delivered as f64 / elapsed.as_secs_f64()).round() as u64;
+        if !measured {
+            // Until a busy round has ended, what an application-limited round delivered is a
+            // floor under the path's rate, and the bound's only estimate where the transport
+            // gives no rate samples of its own (QUIC): without it the first burst after a
+            // quiet start (a page's images, requested once its stylesheet is in) goes out at
+            // whatever the controller's window has grown to.
+            if self.rounds.is_empty() && elapsed <= 2 * round_len {
+                self.first_rate = self.first_rate.max(rate);
+            }
+            return;
+        }
         if rate > 0 {
             self.rounds.push_back((self.round, rate));
         }
@@ -492,6 +500,25 @@ mod tests {
             c.update(p.t + 20 * MS, &Sample { acked: p.acked, ..sample(RATE, 0) }, false);
             p.round(&mut c, RATE / 2, RATE / 2, true);
         }
+        assert_eq!(c.max_rate(), RATE);
+    }
+
+    #[test]
+    fn application_limited_rounds_give_a_floor_until_a_busy_round_ends() {
+        let mut c = InflightCap::new();
+        let mut p = Path::new(&mut c);
+        // Quiet rounds (a page's first requests): their rate is the only estimate.
+        p.round(&mut c, RATE / 10, 0, false);
+        assert_eq!(c.max_rate(), RATE / 10);
+        assert_eq!(c.cap(&sample(RATE / 10, 0)), Some(MIN_BASE + HEADROOM));
+        p.round(&mut c, RATE / 5, 0, false);
+        assert_eq!(c.max_rate(), RATE / 5);
+        // Busy rounds (the first reading busy begins one) replace the floor with a measurement.
+        p.round(&mut c, RATE, 0, true);
+        p.round(&mut c, RATE, 0, true);
+        assert_eq!(c.max_rate(), RATE);
+        // Later quiet rounds change nothing.
+        p.round(&mut c, 2 * RATE, 0, false);
         assert_eq!(c.max_rate(), RATE);
     }
 

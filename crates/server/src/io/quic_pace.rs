@@ -451,11 +451,11 @@ mod tests {
 
     #[test]
     fn a_runaway_window_fills_the_queue_without_the_bound() {
-        // The control: readings that never count (every batch application-limited) leave the
-        // bound without an estimate, so the runaway window alone decides, and the queue fills.
+        // The control: readings that never count as busy (every batch application-limited)
+        // give the bound no more than a floor, soon overrun: the queue the runaway window
+        // builds reads as another flow's, the bound steps aside, and the queue fills.
         let (mut c, grow, _) = bounded(12_000);
         let seen = Sim { busy: false, ..slow_link() }.run(&mut c, &grow, 4.0, 1.0);
-        assert_eq!(c.bound(), None);
         assert!(seen.drops > 0 && seen.max_queue > 900_000, "{seen:?}");
     }
 
