@@ -15,7 +15,9 @@
 //! round's length) and `min_rtt` the connection's minimum RTT. The kernel's own per-ACK
 //! delivery-rate samples stand in only until the first busy round has ended: they spike well
 //! above the bottleneck's rate when ACKs come bunched (803 kB/s measured on a 625 kB/s link),
-//! and a maximum filter keeps such a spike, with the queue it allows, for ten rounds. `gain` is
+//! and a maximum filter keeps such a spike, with the queue it allows, for ten rounds. Beside
+//! them, until then, what application-limited rounds delivered is a floor (the only estimate
+//! over QUIC, which has no such samples). `gain` is
 //! [`STARTUP_GAIN`] while the rate grows (the last busy round raised it by a quarter or more,
 //! the threshold of BBR's full-pipe rule), else [`CRUISE_GAIN`]: room for the congestion
 //! controller's bandwidth probing, and for the rate to show growth again if the path gets

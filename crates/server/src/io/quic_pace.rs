@@ -30,8 +30,9 @@
 //! limit (RFC 9002 §7.8), and losses up to [`LOSS_TOLERANCE`] of what is sent stay here: with
 //! the queue kept short they are random, not congestion. That is what lets a loss-based
 //! controller keep its rate on a lossy path. On a short fast path (loopback, a LAN), while
-//! losses stay within it, the bound decides alone, also above the controller's window (quinn's BBR held loopback HTTP/3 to 6–7 Gbit/s
-//! with its 2 × estimate × min RTT window); above it, the smaller of the two.
+//! losses stay within it, the bound decides alone, also above the controller's window
+//! (quinn's BBR held loopback HTTP/3 to 6–7 Gbit/s with its 2 × estimate × min RTT window);
+//! elsewhere, or above it, the smaller of the two.
 //!
 //! Two signals come from the driver through [`PaceLink`]: bytes of urgent responses (RFC 9218
 //! urgency 0 and 1) it handed quinn, which the bound lets through on top of itself as the TCP
