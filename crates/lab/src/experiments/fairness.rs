@@ -469,11 +469,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     let deadline = started + bound;
     let mut versions = super::versions(&active, &work);
     versions.push(format!("client: {client} get"));
-    let (cert_pem, key_pem) = servers::self_signed(SERVER_ADDR)?;
-    let cert = work.join("cert.pem");
-    let key = work.join("key.pem");
-    fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
-    super::upload::write_private(&key, &key_pem)?;
+    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
     let docroot = work.join("docroot");
     download::write_docroot(&docroot, file)?;
     for dir in [&work, &plan.out] {

@@ -527,47 +527,33 @@ pub fn markdown(rows: &[BRow], notes: &[String]) -> String {
 /// The rows as the generic report sees them: the figure is the font's time on the busy page,
 /// the protocol the one the server's loads must come over, with the busy load's link readings.
 fn link_rows(rows: &[BRow]) -> Vec<report::Row> {
-    rows.iter()
-        .map(|r| report::Row {
-            experiment: "pageload".into(),
-            case: r.case.clone(),
-            rtt_ms: r.rtt_ms,
-            rate_mbit: r.rate_mbit,
-            server: r.server.clone(),
-            protocol: protocol_of(&r.server).into(),
-            run: r.run,
-            mbps: r.outcome.busy.font_ms,
-            seconds: r.outcome.busy.load_ms / 1e3,
-            ok: r.ok(),
-            sink_seconds: None,
-            link: r.outcome.link,
-            error: r.error.clone(),
-        })
-        .collect()
+    rows.iter().map(|r| report_row(r, protocol_of(&r.server), r.outcome.link)).collect()
+}
+
+/// One load as a generic report row: the figure is the font's time on the busy page.
+fn report_row(r: &BRow, protocol: &str, link: Option<LinkWindow>) -> report::Row {
+    report::Row {
+        experiment: "pageload".into(),
+        case: r.case.clone(),
+        rtt_ms: r.rtt_ms,
+        rate_mbit: r.rate_mbit,
+        server: r.server.clone(),
+        protocol: protocol.into(),
+        run: r.run,
+        mbps: r.outcome.busy.font_ms,
+        seconds: r.outcome.busy.load_ms / 1e3,
+        ok: r.ok(),
+        sink_seconds: None,
+        link,
+        error: r.error.clone(),
+    }
 }
 
 /// Writes `summary.md`, `pageload.png` and `pageload.svg` (font ms on the busy page).
 pub fn write_outputs(dir: &Path, rows: &[BRow], notes: &[String]) -> Result<(), String> {
     let md_path = dir.join("summary.md");
     fs::write(&md_path, markdown(rows, notes)).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
-    let chart_rows: Vec<report::Row> = rows
-        .iter()
-        .map(|r| report::Row {
-            experiment: "pageload".into(),
-            case: r.case.clone(),
-            rtt_ms: r.rtt_ms,
-            rate_mbit: r.rate_mbit,
-            server: r.server.clone(),
-            protocol: "font busy".into(),
-            run: r.run,
-            mbps: r.outcome.busy.font_ms,
-            seconds: r.outcome.busy.load_ms / 1e3,
-            ok: r.ok(),
-            sink_seconds: None,
-            link: None,
-            error: r.error.clone(),
-        })
-        .collect();
+    let chart_rows: Vec<report::Row> = rows.iter().map(|r| report_row(r, "font busy", None)).collect();
     let summary = Summary::from_rows(&chart_rows);
     let axis = Axis { desc: "font request → end on the busy page, ms (median, whiskers min–max)", decimals: 0 };
     chart::write_charts_axis(dir, "pageload", &summary, &title(), axis)

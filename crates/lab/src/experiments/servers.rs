@@ -740,6 +740,17 @@ pub fn sink_launch(work: &Path, cert: &Path, key: &Path) -> Result<(Setup, Launc
     Ok((s, Launch { args, env: vec![], config: ("sluice.toml".into(), text) }))
 }
 
+/// [`self_signed`] for `addr`, written to `dir` as `cert.pem` and `key.pem` (the key readable
+/// by its owner only); their paths.
+pub fn write_self_signed(dir: &Path, addr: Ipv4Addr) -> Result<(PathBuf, PathBuf), String> {
+    let (cert_pem, key_pem) = self_signed(addr)?;
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    std::fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
+    super::upload::write_private(&key, &key_pem)?;
+    Ok((cert, key))
+}
+
 /// A self-signed certificate (ECDSA P-256) for `addr` (and localhost), as PEM (cert, key).
 pub fn self_signed(addr: Ipv4Addr) -> Result<(String, String), String> {
     let ck = rcgen::generate_simple_self_signed(vec![addr.to_string(), "localhost".to_string()])

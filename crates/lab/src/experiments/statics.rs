@@ -206,11 +206,7 @@ pub fn run<O: Default>(plan: &Plan, spec: &Spec<'_, O>, extra_versions: Vec<Stri
     let started = Instant::now();
     let mut versions = super::versions(&active, &work);
     versions.extend(extra_versions);
-    let (cert_pem, key_pem) = servers::self_signed(SERVER_ADDR)?;
-    let cert = work.join("cert.pem");
-    let key = work.join("key.pem");
-    fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
-    super::upload::write_private(&key, &key_pem)?;
+    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
     let docroot = work.join("docroot");
     (spec.docroot)(&docroot)?;
     // nginx and h2o workers read the files as nobody: every parent must be traversable.

@@ -241,11 +241,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     let deadline = started + bound;
 
     let versions = super::versions(&active, &work);
-    let (cert_pem, key_pem) = servers::self_signed(SERVER_ADDR)?;
-    let cert = work.join("cert.pem");
-    let key = work.join("key.pem");
-    fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
-    write_private(&key, &key_pem)?;
+    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
     let body = work.join("body.bin");
     super::write_random(&body, BODY_BYTES, u64::from(std::process::id()))?;
     let body_arg = format!("@{}", servers::check_config_path(&body)?);
