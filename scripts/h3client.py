@@ -136,17 +136,23 @@ class H3Client(QuicConnectionProtocol):
                 resp.finish()
 
 
+def client_config(hostname, timeout, insecure):
+    """The QUIC configuration of the test clients: ALPN h3, 16 MiB windows, SNI `hostname`
+    (also when another address is dialled), certificate checks off with `insecure`."""
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
+                               idle_timeout=min(timeout, 30.0),
+                               max_data=16 << 20, max_stream_data=16 << 20)
+    config.server_name = hostname
+    if insecure:
+        config.verify_mode = ssl.CERT_NONE
+    return config
+
+
 async def run(args, headers, body, trailers=()):
     # aioquic leaves a failed handshake waiter unretrieved after a timeout: not worth a warning.
     asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: None)
     first = urlsplit(args.urls[0])
-    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
-                               idle_timeout=min(args.timeout, 30.0),
-                               max_data=16 << 20, max_stream_data=16 << 20)
-    # SNI and :authority name the URL's host even when --connect-to picks another address.
-    config.server_name = first.hostname
-    if args.insecure:
-        config.verify_mode = ssl.CERT_NONE
+    config = client_config(first.hostname, args.timeout, args.insecure)
     if args.cafile:
         config.load_verify_locations(cafile=args.cafile)
     loop = asyncio.get_running_loop()

@@ -23,18 +23,15 @@ import contextlib
 import json
 import logging
 import os
-import ssl
 import sys
 import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from h3client import H3Client  # noqa: E402  (shares the request and event plumbing)
+from h3client import H3Client, client_config  # noqa: E402  (shared request and event plumbing)
 
 from aioquic.asyncio import connect  # noqa: E402
-from aioquic.h3.connection import H3_ALPN  # noqa: E402
 from aioquic.h3.events import DataReceived  # noqa: E402
-from aioquic.quic.configuration import QuicConfiguration  # noqa: E402
 
 
 class PrioClient(H3Client):
@@ -77,12 +74,7 @@ def patch_counting(client):
 async def run(args):
     asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: None)
     first = urlsplit(args.bulk[0])
-    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
-                               idle_timeout=min(args.timeout, 30.0),
-                               max_data=16 << 20, max_stream_data=16 << 20)
-    config.server_name = first.hostname
-    if args.insecure:
-        config.verify_mode = ssl.CERT_NONE
+    config = client_config(first.hostname, args.timeout, args.insecure)
     async with contextlib.AsyncExitStack() as stack:
         client = await asyncio.wait_for(stack.enter_async_context(connect(
             args.connect_to or first.hostname, first.port or 443, configuration=config,
