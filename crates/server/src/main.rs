@@ -6,6 +6,7 @@ mod app;
 mod config;
 mod handlers;
 mod io;
+mod proxy;
 mod state;
 
 use std::path::PathBuf;
@@ -132,6 +133,9 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
     let quic_tls =
         if certs.is_empty() || !cfg.quic.enabled { None } else { Some(io::tls::server_config(&certs, &[b"h3"])?) };
     let state = Arc::new(state::State::new(cfg));
+    for up in &state.upstreams {
+        up.start_health_checks();
+    }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     for l in &state.cfg.listeners {

@@ -18,6 +18,8 @@ pub(crate) struct State {
     pub(crate) send_budget: std::sync::Arc<tokio::sync::Semaphore>,
     /// The congestion control set on accepted sockets, when the kernel offers the configured one.
     pub(crate) congestion: Option<String>,
+    /// The upstreams' live state (`Config::upstreams`, same order).
+    pub(crate) upstreams: Vec<std::sync::Arc<crate::proxy::Upstream>>,
 }
 
 impl State {
@@ -57,7 +59,8 @@ impl State {
             ..sluice_h3::Config::default()
         };
         let send_budget = std::sync::Arc::new(tokio::sync::Semaphore::new(cfg.limits.send_buffer));
-        Self { cfg, h2, h3, window_budget, send_budget, congestion }
+        let upstreams = cfg.upstreams.iter().cloned().map(crate::proxy::Upstream::new).collect();
+        Self { cfg, h2, h3, window_budget, send_budget, congestion, upstreams }
     }
 
     /// The minimum-progress rule for a connection's writes and an HTTP/1.1 request body's

@@ -96,8 +96,9 @@ pub(crate) fn valid_authority(a: &str) -> bool {
 /// A request head plus a body reader.
 pub(crate) struct Request {
     /// Protocol the request arrived on.
-    #[allow(dead_code)] // For handlers that answer per protocol (Alt-Svc comes with HTTP/3).
     pub(crate) proto: Proto,
+    /// The client's address.
+    pub(crate) peer: std::net::SocketAddr,
     /// Request method.
     pub(crate) method: Method,
     /// Authority (`:authority` or `Host`), lower-cased, possibly with a port.
@@ -109,7 +110,6 @@ pub(crate) struct Request {
     /// Request headers (pseudo-headers removed).
     pub(crate) headers: HeaderMap,
     /// Whether the connection is TLS.
-    #[allow(dead_code)] // For handlers that answer per scheme (redirects, ORIGIN).
     pub(crate) tls: bool,
     /// The body.
     pub(crate) body: RequestBody,
@@ -274,6 +274,15 @@ impl RequestBody {
         }
     }
 
+    /// Whether the body is known to hold nothing (no bytes will come).
+    pub(crate) fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            BodyRx::Empty => true,
+            BodyRx::Channel(..) => false,
+            BodyRx::Hyper(b) => http_body::Body::is_end_stream(b),
+        }
+    }
+
     /// The request's trailer section, once [`RequestBody::chunk`] has returned `None`.
     pub(crate) fn trailers(&self) -> Option<HeaderMap> {
         match &self.trailers {
@@ -397,6 +406,8 @@ pub(crate) enum Body {
     Concat(std::collections::VecDeque<Self>),
     /// Chunks another task sends, then perhaps trailers ([`Body::stream`]).
     Stream(StreamBody),
+    /// An upstream's response, read as the client takes it (the reverse proxy).
+    Upstream(Box<crate::proxy::body::UpstreamBody>),
     /// A body followed by a trailer section.
     Trailed(Box<Self>, HeaderMap),
 }
@@ -441,6 +452,7 @@ impl Body {
     pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
         match self {
             Self::Stream(s) => s.trailers.take(),
+            Self::Upstream(u) => u.take_trailers(),
             Self::Trailed(_, t) => Some(std::mem::take(t)).filter(|t| !t.is_empty()),
             _ => None,
         }
@@ -455,6 +467,7 @@ impl Body {
             Self::File { len, .. } => Some(*len),
             Self::Concat(parts) => parts.iter().map(Self::len).sum(),
             Self::Stream(s) => s.len,
+            Self::Upstream(u) => u.len(),
             Self::Trailed(b, _) => b.len(),
         }
     }
@@ -462,7 +475,7 @@ impl Body {
     /// Whether the body ends with trailers (known before it is sent: then even an empty body
     /// is sent, so that the trailers can follow).
     pub(crate) fn has_trailers(&self) -> bool {
-        matches!(self, Self::Trailed(..) | Self::Stream(_))
+        matches!(self, Self::Trailed(..) | Self::Stream(_) | Self::Upstream(_))
     }
 
     /// Whether the body is known to be empty.
@@ -488,7 +501,7 @@ impl Body {
                 Some(Some(Ok(Bytes::from_static(&ZEROS[..n]))))
             }
             Self::Trailed(b, _) => b.next_ready(max),
-            Self::File { .. } | Self::Concat(_) | Self::Stream(_) => None,
+            Self::File { .. } | Self::Concat(_) | Self::Stream(_) | Self::Upstream(_) => None,
         }
     }
 
@@ -553,6 +566,7 @@ impl Body {
                     }
                 }
                 Self::Trailed(b, _) => return Box::pin(b.next_chunk(max)).await,
+                Self::Upstream(u) => return u.next(max).await,
                 Self::Stream(s) => {
                     if !s.rest.is_empty() {
                         let n = s.rest.len().min(max);

@@ -72,7 +72,14 @@ pub(crate) trait Interims: Send + Sync + 'static {
 /// `:authority` or else `Host`, lower-cased. A field the `http` crate cannot hold (the engines
 /// already refuse names that are not tokens and values with NUL, CR or LF; this catches other
 /// control characters) makes the request malformed, answered 400, never silently dropped.
-pub(crate) fn to_request(head: RequestHead, body: RequestBody, interim: Interim, tls: bool, proto: Proto) -> Request {
+pub(crate) fn to_request(
+    head: RequestHead,
+    body: RequestBody,
+    interim: Interim,
+    conn: &ConnInfo,
+    proto: Proto,
+) -> Request {
+    let tls = conn.tls;
     // Invariant: the engines accept only token methods (sluice_http::request_head).
     let method = http::Method::from_bytes(&head.method).unwrap_or(http::Method::GET);
     let target = head.path.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
@@ -120,6 +127,7 @@ pub(crate) fn to_request(head: RequestHead, body: RequestBody, interim: Interim,
     }
     Request {
         proto,
+        peer: conn.peer,
         method,
         authority: authority.unwrap_or_default(),
         path,

@@ -36,6 +36,7 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
             Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, &mut req, ep).await,
             None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
         },
+        RouteHandler::Proxy(i) => crate::proxy::serve(&state.upstreams[*i], &mut req, &state.cfg.proxy).await,
     };
     let mut resp = with_alt_svc(resp, alt_svc);
     if !route.headers.is_empty() {

@@ -18,6 +18,7 @@ use toml::Spanned;
 mod defaults;
 mod raw;
 mod site;
+mod upstream;
 
 use defaults::{
     DEFAULT_MAX_DOWNLOAD, DEFAULT_PLAIN_PORT, DEFAULT_TLS_PORT, MAX_HEADER_TABLE_SIZE, MIN_HEADER_LIST_SIZE,
@@ -26,6 +27,7 @@ use raw::*;
 #[cfg(test)]
 pub(crate) use site::HeaderRules;
 pub(crate) use site::{Route, RouteHandler, Site};
+pub(crate) use upstream::{Balance, Cidr, HashKey, ProxySettings, ServerAddr, Upstream, UpstreamProto};
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]
@@ -52,6 +54,10 @@ pub(crate) struct Config {
     pub(crate) tcp: Tcp,
     /// HTTP/3: QUIC on UDP beside every TLS listener.
     pub(crate) quic: Quic,
+    /// `[[upstream]]`: what proxied routes forward to (`RouteHandler::Proxy` indexes it).
+    pub(crate) upstreams: Vec<Upstream>,
+    /// `[proxy]`.
+    pub(crate) proxy: ProxySettings,
 }
 
 /// The QUIC congestion controllers quinn offers.
@@ -330,6 +336,8 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         flow: Flow::default(),
         tcp: Tcp::default(),
         quic: Quic::default(),
+        upstreams: Vec::new(),
+        proxy: ProxySettings::default(),
     }
 }
 
@@ -407,7 +415,9 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     if certificates.is_empty() && listeners.iter().any(|l| l.tls) {
         certificates.push(Certificate { cert: None, key: None, origins: None });
     }
-    let sites = site::sites(&src, raw.site.as_deref())?;
+    let upstreams = upstream::upstreams(&src, &raw.upstream)?;
+    let proxy = upstream::proxy_settings(&src, &raw.proxy)?;
+    let sites = site::sites(&src, raw.site.as_deref(), &upstreams)?;
     let speedtest = Speedtest {
         enabled: raw.speedtest.enabled.unwrap_or(true),
         max_download_bytes: raw.speedtest.max_download_bytes.unwrap_or(DEFAULT_MAX_DOWNLOAD),
@@ -429,6 +439,8 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         flow,
         tcp,
         quic,
+        upstreams,
+        proxy,
     })
 }
 
@@ -781,6 +793,86 @@ mod tests {
     fn err(text: &str) -> ConfigError {
         let dir = tempfile::tempdir().unwrap();
         parse_in(dir.path(), text).unwrap_err()
+    }
+
+    #[test]
+    fn upstreams_and_proxied_routes() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"
+[[upstream]]
+name = "app"
+servers = ["127.0.0.1:9000 weight=2", "unix:/run/app.sock"]
+balance = "hash"
+hash_key = "cookie:session"
+host = "app.internal"
+[upstream.pool]
+max_idle = 8
+idle_secs = 3
+max_connections = 100
+[upstream.timeouts]
+connect_secs = 2
+response_head_secs = 30
+[upstream.health]
+path = "/healthz"
+interval_secs = 2
+[upstream.eject]
+failures = 3
+secs = 10
+[[upstream]]
+name = "grpc"
+servers = ["127.0.0.1:50051"]
+protocol = "h2c"
+[proxy]
+trusted_proxies = ["10.0.0.0/8", "::1"]
+[[site]]
+hosts = ["app.example"]
+proxy = "app"
+[[site]]
+builtin = true
+[[site.route]]
+path = "/rpc/"
+proxy = "grpc"
+"#;
+        let c = parse_in(dir.path(), text).unwrap();
+        assert_eq!(c.upstreams.len(), 2);
+        let app = &c.upstreams[0];
+        assert_eq!(app.servers[0].weight, 2);
+        assert_eq!(app.balance, Balance::Hash(HashKey::Cookie("session".into())));
+        assert_eq!((app.pool_max_idle, app.pool_idle, app.max_connections), (8, Duration::from_secs(3), 100));
+        assert_eq!(app.connect_timeout, Duration::from_secs(2));
+        assert_eq!(app.health.as_ref().unwrap().path, "/healthz");
+        assert_eq!((app.eject_failures, app.eject_for), (3, Duration::from_secs(10)));
+        assert_eq!(c.upstreams[1].protocol, UpstreamProto::H2c);
+        assert_eq!(c.proxy.trusted.len(), 2);
+        assert_eq!(c.sites[0].routes[0].handler, RouteHandler::Proxy(0));
+        assert_eq!(c.sites[1].routes[0].handler, RouteHandler::Proxy(1));
+        // Errors point at the value.
+        let cases: [(&str, usize, &str); 8] = [
+            ("[[site]]\nproxy = \"nope\"\n", 2, "no `[[upstream]]` is named `nope`"),
+            ("[[upstream]]\nname = \"a\"\nservers = [\"127.0.0.1\"]\n", 3, "needs a port"),
+            ("[[upstream]]\nname = \"a\"\nservers = []\n", 3, "at least one server"),
+            ("[[upstream]]\nname = \"a\"\nservers = [\"h:1\"]\nprotocol = \"h3\"\n", 4, "unknown upstream protocol"),
+            ("[[upstream]]\nname = \"a\"\nservers = [\"h:1\"]\nhash_key = \"client_ip\"\n", 4, "needs `balance"),
+            (
+                "[[upstream]]\nname = \"a\"\nservers = [\"h:1\"]\n[[upstream]]\nname = \"a\"\nservers = [\"h:1\"]\n",
+                5,
+                "defined twice",
+            ),
+            ("[proxy]\ntrusted_proxies = [\"10.0.0.0/40\"]\n", 2, "prefix length"),
+            (
+                "[[upstream]]\nname = \"a\"\nservers = [\"h:1\"]\nprotocol = \"h2c\"\n[upstream.tls]\nsni = \"x\"\n",
+                5,
+                "`h2c` is HTTP/2 without TLS",
+            ),
+        ];
+        for (text, line, msg) in cases {
+            let e = err(text);
+            assert_eq!(e.position().map(|p| p.0), Some(line), "{text}: {e}");
+            assert!(e.message().contains(msg), "{text}: {e}");
+        }
+        // A route names one handler only.
+        let e = err("[[upstream]]\nname = \"a\"\nservers = [\"h:1\"]\n[[site]]\nbuiltin = true\nproxy = \"a\"\n");
+        assert!(e.message().contains("not several"), "{e}");
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub(super) struct RawConfig {
     pub(super) tcp: RawTcp,
     #[serde(default)]
     pub(super) quic: RawQuic,
+    #[serde(default)]
+    pub(super) upstream: Vec<Spanned<super::upstream::RawUpstream>>,
+    #[serde(default)]
+    pub(super) proxy: super::upstream::RawProxy,
 }
 
 #[derive(Deserialize, Default)]
@@ -80,6 +84,7 @@ pub(super) struct RawSite {
     pub(super) root: Option<Spanned<String>>,
     pub(super) builtin: Option<Spanned<bool>>,
     pub(super) speedtest: Option<Spanned<bool>>,
+    pub(super) proxy: Option<Spanned<String>>,
     /// Response header rules of the site's own route (`root`/`builtin` at the site level).
     pub(super) headers: Option<Spanned<RawHeaders>>,
     /// `Link` values sent in a 103 (Early Hints) before the site's own route answers.
@@ -95,6 +100,7 @@ pub(super) struct RawRoute {
     pub(super) root: Option<Spanned<String>>,
     pub(super) builtin: Option<Spanned<bool>>,
     pub(super) speedtest: Option<Spanned<bool>>,
+    pub(super) proxy: Option<Spanned<String>>,
     pub(super) headers: Option<Spanned<RawHeaders>>,
     pub(super) early_hints: Option<Vec<Spanned<String>>>,
 }

@@ -42,6 +42,8 @@ pub(crate) enum RouteHandler {
     Builtin,
     /// The speed-test endpoints: `__down`, `__up`, `__ping` as the path's last segment.
     Speedtest,
+    /// The reverse proxy to `Config::upstreams[i]`.
+    Proxy(usize),
 }
 
 /// Response header rules: `remove` first, then `set` (replaces every value), then `add`
@@ -118,20 +120,37 @@ fn header_rules(src: &Source<'_>, raw: Option<&Spanned<RawHeaders>>) -> Result<H
     })
 }
 
+/// What a site-level or route-level table names as its handler.
+pub(super) struct Handlers<'a> {
+    pub(super) root: Option<&'a Spanned<String>>,
+    pub(super) builtin: Option<&'a Spanned<bool>>,
+    pub(super) speedtest: Option<&'a Spanned<bool>>,
+    pub(super) proxy: Option<&'a Spanned<String>>,
+}
+
 /// What serves a site-level or route-level table: exactly one of `root`, `builtin = true`,
-/// `speedtest = true`; `None` when none is given.
+/// `speedtest = true`, `proxy = "upstream"`; `None` when none is given.
 fn handler(
     src: &Source<'_>,
     span: std::ops::Range<usize>,
-    root: Option<&Spanned<String>>,
-    builtin: Option<&Spanned<bool>>,
-    speedtest: Option<&Spanned<bool>>,
+    h: Handlers<'_>,
+    upstreams: &[super::Upstream],
 ) -> Result<Option<RouteHandler>, ConfigError> {
+    let Handlers { root, builtin, speedtest, proxy } = h;
     let builtin = builtin.filter(|b| *b.get_ref());
     let speedtest = speedtest.filter(|b| *b.get_ref());
-    let given = usize::from(root.is_some()) + usize::from(builtin.is_some()) + usize::from(speedtest.is_some());
+    let given = usize::from(root.is_some())
+        + usize::from(builtin.is_some())
+        + usize::from(speedtest.is_some())
+        + usize::from(proxy.is_some());
     if given > 1 {
-        return Err(src.err(span, "give one of `root`, `builtin = true` or `speedtest = true`, not several"));
+        return Err(src.err(span, "give one of `root`, `builtin = true`, `speedtest = true` or `proxy`, not several"));
+    }
+    if let Some(p) = proxy {
+        return match upstreams.iter().position(|u| u.name == *p.get_ref()) {
+            Some(i) => Ok(Some(RouteHandler::Proxy(i))),
+            None => Err(src.err(p.span(), format!("no `[[upstream]]` is named `{}`", p.get_ref()))),
+        };
     }
     if builtin.is_some() {
         return Ok(Some(RouteHandler::Builtin));
@@ -165,7 +184,7 @@ fn early_hints(src: &Source<'_>, raw: Option<&Vec<Spanned<String>>>) -> Result<V
         .collect()
 }
 
-fn route(src: &Source<'_>, r: &Spanned<RawRoute>) -> Result<Route, ConfigError> {
+fn route(src: &Source<'_>, r: &Spanned<RawRoute>, upstreams: &[super::Upstream]) -> Result<Route, ConfigError> {
     let raw = r.get_ref();
     let path = raw.path.get_ref();
     if !path.starts_with('/') || path.contains(['?', '#']) || path.contains("/../") || path.ends_with("/..") {
@@ -173,8 +192,15 @@ fn route(src: &Source<'_>, r: &Spanned<RawRoute>) -> Result<Route, ConfigError> 
             src.err(raw.path.span(), format!("route path `{path}` must start with `/` and hold no `?`, `#` or `..`"))
         );
     }
-    let handler = handler(src, r.span(), raw.root.as_ref(), raw.builtin.as_ref(), raw.speedtest.as_ref())?
-        .ok_or_else(|| src.err(r.span(), "a route needs `root = \"/path\"`, `builtin = true` or `speedtest = true`"))?;
+    let named = Handlers {
+        root: raw.root.as_ref(),
+        builtin: raw.builtin.as_ref(),
+        speedtest: raw.speedtest.as_ref(),
+        proxy: raw.proxy.as_ref(),
+    };
+    let handler = handler(src, r.span(), named, upstreams)?.ok_or_else(|| {
+        src.err(r.span(), "a route needs `root = \"/path\"`, `builtin = true`, `speedtest = true` or `proxy`")
+    })?;
     Ok(Route {
         path: path.clone(),
         handler,
@@ -186,19 +212,25 @@ fn route(src: &Source<'_>, r: &Spanned<RawRoute>) -> Result<Route, ConfigError> 
 /// A site's routes: its `[[site.route]]` tables and, when the site itself names a handler, the
 /// route `/` (the form every configuration had before routes: a site's `root`/`builtin` is its
 /// single route). Sorted longest prefix first.
-fn routes(src: &Source<'_>, s: &Spanned<RawSite>) -> Result<Vec<Route>, ConfigError> {
+fn routes(src: &Source<'_>, s: &Spanned<RawSite>, upstreams: &[super::Upstream]) -> Result<Vec<Route>, ConfigError> {
     let r = s.get_ref();
     let mut out: Vec<(Route, usize)> = Vec::new();
     for raw in r.route.iter().flatten() {
         let line = line_col(src.text, raw.span().start).0;
-        let route = route(src, raw)?;
+        let route = route(src, raw, upstreams)?;
         if let Some((_, other)) = out.iter().find(|(o, _)| o.path == route.path) {
             return Err(src
                 .err(raw.get_ref().path.span(), format!("route `{}` is already defined at line {other}", route.path)));
         }
         out.push((route, line));
     }
-    if let Some(h) = handler(src, s.span(), r.root.as_ref(), r.builtin.as_ref(), r.speedtest.as_ref())? {
+    let named = Handlers {
+        root: r.root.as_ref(),
+        builtin: r.builtin.as_ref(),
+        speedtest: r.speedtest.as_ref(),
+        proxy: r.proxy.as_ref(),
+    };
+    if let Some(h) = handler(src, s.span(), named, upstreams)? {
         if let Some((_, other)) = out.iter().find(|(o, _)| o.path == "/") {
             return Err(
                 src.err(s.span(), format!("the site names a handler for `/` and so does the route at line {other}"))
@@ -221,7 +253,10 @@ fn routes(src: &Source<'_>, s: &Spanned<RawSite>) -> Result<Vec<Route>, ConfigEr
         );
     }
     if out.is_empty() {
-        return Err(src.err(s.span(), "a site needs `root = \"/path\"`, `builtin = true`, or `[[site.route]]` tables"));
+        return Err(src.err(
+            s.span(),
+            "a site needs `root = \"/path\"`, `builtin = true`, `proxy = \"upstream\"` or `[[site.route]]` tables",
+        ));
     }
     let mut routes: Vec<Route> = out.into_iter().map(|(r, _)| r).collect();
     routes.sort_by_key(|r| std::cmp::Reverse(r.path.len()));
@@ -241,7 +276,11 @@ pub(super) fn builtin_site() -> Site {
     }
 }
 
-pub(super) fn sites(src: &Source<'_>, raw: Option<&[Spanned<RawSite>]>) -> Result<Vec<Site>, ConfigError> {
+pub(super) fn sites(
+    src: &Source<'_>,
+    raw: Option<&[Spanned<RawSite>]>,
+    upstreams: &[super::Upstream],
+) -> Result<Vec<Site>, ConfigError> {
     let Some(raw) = raw else {
         return Ok(vec![builtin_site()]);
     };
@@ -279,7 +318,7 @@ pub(super) fn sites(src: &Source<'_>, raw: Option<&[Spanned<RawSite>]>) -> Resul
                 }
             }
         }
-        out.push(Site { hosts, routes: routes(src, s)? });
+        out.push(Site { hosts, routes: routes(src, s, upstreams)? });
     }
     Ok(out)
 }

@@ -268,6 +268,7 @@ mod tests {
     fn req(method: Method, path: &str, query: Option<&str>, body: RequestBody) -> Request {
         Request {
             proto: Proto::Http2,
+            peer: "127.0.0.1:1".parse().unwrap(),
             method,
             authority: "localhost".into(),
             path: path.into(),

@@ -65,6 +65,7 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
         RequestBody::hyper(incoming, state.write_rule()).counting(counters.clone(), state.cfg.limits.max_request_body);
     let req = Request {
         proto: Proto::Http1,
+        peer: info.peer,
         method: parts.method,
         authority,
         path: parts.uri.path().to_owned(),

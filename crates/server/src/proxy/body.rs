@@ -1,0 +1,191 @@
+//! The two bodies of a proxied exchange. [`UpBody`] hands the client's request body to hyper
+//! chunk by chunk: a chunk is taken from the client only when hyper asks for the next, so
+//! HTTP/2 and HTTP/3 credit goes back to the client as the upstream accepts bytes.
+//! [`UpstreamBody`] is read by the client's protocol driver only as the client takes the
+//! response (the bounded per-stream send queue), so a slow client holds the upstream back
+//! instead of buffering the response.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body::{Body as _, Frame, SizeHint};
+
+use crate::app::http::{BodyError, RequestBody};
+
+type Next = Pin<Box<dyn Future<Output = (RequestBody, Option<Result<Bytes, BodyError>>)> + Send>>;
+
+enum UpState {
+    Idle(RequestBody),
+    Reading(Next),
+    Done,
+}
+
+/// A request body for hyper's client, pulled from the client's [`RequestBody`].
+pub(crate) struct UpBody {
+    state: UpState,
+    len: Option<u64>,
+    /// Told when the body has been handed over in full (the response-head timer starts then).
+    done: Option<tokio::sync::watch::Sender<bool>>,
+}
+
+impl UpBody {
+    /// No body.
+    pub(crate) fn empty() -> Self {
+        Self { state: UpState::Done, len: Some(0), done: None }
+    }
+
+    /// The client's body; `len` its declared length, when it has one.
+    pub(crate) fn stream(body: RequestBody, len: Option<u64>, done: tokio::sync::watch::Sender<bool>) -> Self {
+        Self { state: UpState::Idle(body), len, done: Some(done) }
+    }
+
+    fn finished(&mut self) {
+        self.state = UpState::Done;
+        if let Some(d) = self.done.take() {
+            let _ = d.send(true);
+        }
+    }
+}
+
+impl http_body::Body for UpBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        loop {
+            match std::mem::replace(&mut self.state, UpState::Done) {
+                UpState::Done => {
+                    self.finished();
+                    return Poll::Ready(None);
+                }
+                UpState::Idle(mut b) => {
+                    // One boxed future per chunk (up to 64 KiB): `RequestBody::chunk` is async.
+                    self.state = UpState::Reading(Box::pin(async move {
+                        let c = b.chunk().await;
+                        (b, c)
+                    }));
+                }
+                UpState::Reading(mut next) => match next.as_mut().poll(cx) {
+                    Poll::Pending => {
+                        self.state = UpState::Reading(next);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready((b, Some(Ok(d)))) => {
+                        self.state = UpState::Idle(b);
+                        return Poll::Ready(Some(Ok(Frame::data(d))));
+                    }
+                    Poll::Ready((_, Some(Err(e)))) => {
+                        self.finished();
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    Poll::Ready((b, None)) => {
+                        self.finished();
+                        return Poll::Ready(b.trailers().map(|t| Ok(Frame::trailers(t))));
+                    }
+                },
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, UpState::Done)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.len {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+/// What runs when an upstream response has been read to its end (the HTTP/1.1 connection
+/// goes back to the pool).
+pub(crate) type OnEnd = Box<dyn FnOnce() + Send>;
+
+/// A response body read from an upstream.
+pub(crate) struct UpstreamBody {
+    body: hyper::body::Incoming,
+    len: Option<u64>,
+    rest: Bytes,
+    trailers: Option<HeaderMap>,
+    ended: bool,
+    idle: Duration,
+    on_end: Option<OnEnd>,
+    /// Held until the body is dropped: the server's count of requests in progress.
+    _active: super::Active,
+    upstream: std::sync::Arc<str>,
+}
+
+impl UpstreamBody {
+    pub(crate) fn new(
+        body: hyper::body::Incoming,
+        idle: Duration,
+        on_end: Option<OnEnd>,
+        active: super::Active,
+        upstream: std::sync::Arc<str>,
+    ) -> Self {
+        let len = body.size_hint().exact();
+        Self { body, len, rest: Bytes::new(), trailers: None, ended: false, idle, on_end, _active: active, upstream }
+    }
+
+    /// Exact length when the upstream declared one.
+    pub(crate) fn len(&self) -> Option<u64> {
+        self.len
+    }
+
+    /// The trailer section, after the end.
+    pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
+        self.trailers.take()
+    }
+
+    /// The next chunk of at most `max` bytes; `None` at a clean end. An upstream that fails or
+    /// stalls longer than the idle timeout is an error (the client's stream is reset).
+    pub(crate) async fn next(&mut self, max: usize) -> Option<std::io::Result<Bytes>> {
+        use http_body_util::BodyExt;
+        loop {
+            if !self.rest.is_empty() {
+                let n = self.rest.len().min(max);
+                return Some(Ok(self.rest.split_to(n)));
+            }
+            if self.ended {
+                return None;
+            }
+            let frame = match tokio::time::timeout(self.idle, self.body.frame()).await {
+                Err(_) => {
+                    tracing::warn!(upstream = %self.upstream, "upstream response body stalled past idle_secs: client stream reset");
+                    self.ended = true;
+                    return Some(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "upstream body stalled")));
+                }
+                Ok(f) => f,
+            };
+            match frame {
+                None => {
+                    self.ended = true;
+                    if let Some(f) = self.on_end.take() {
+                        f();
+                    }
+                    return None;
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(upstream = %self.upstream, %e, "upstream response body failed: client stream reset");
+                    self.ended = true;
+                    return Some(Err(std::io::Error::other(e)));
+                }
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => self.rest = d,
+                    Err(f) => {
+                        if let Ok(mut t) = f.into_trailers() {
+                            super::headers::strip_hop_by_hop(&mut t);
+                            self.trailers = Some(t);
+                        }
+                    }
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Opening a connection to an upstream server: TCP (no Nagle) or a Unix socket, then TLS when
+//! the upstream has it, then the HTTP/1.1 or HTTP/2 handshake through hyper's client
+//! connections (hyper does the message parsing; the pool, the retries and the timeouts around
+//! it are ours, because hyper's pooled client offers no per-server connection limit, ejection
+//! or learned keep-alive deadline).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::body::UpBody;
+use super::ProxyError;
+use crate::config::{ServerAddr, Upstream, UpstreamProto};
+
+/// A byte stream to an upstream.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+/// Largest response head accepted from an HTTP/1.1 upstream (hyper's minimum read buffer is
+/// 8 KiB; nginx's `proxy_buffer_size` default is 4–8 KiB, Envoy's header limit 60 KiB).
+pub(crate) const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+/// Fields in an HTTP/1.1 response head.
+const MAX_RESPONSE_FIELDS: usize = 128;
+
+/// One upstream's TLS client configuration (ALPN by protocol).
+pub(crate) fn tls_connector(cfg: &Upstream) -> Option<tokio_rustls::TlsConnector> {
+    cfg.tls_config.clone().map(tokio_rustls::TlsConnector::from)
+}
+
+/// A transport connection to `addr`, within `timeout` (TLS handshake included).
+pub(crate) async fn transport(
+    cfg: &Upstream,
+    tls: Option<&tokio_rustls::TlsConnector>,
+    addr: &ServerAddr,
+    timeout: Duration,
+) -> Result<Box<dyn Io>, ProxyError> {
+    let fut = async {
+        let io: Box<dyn Io> = match addr {
+            ServerAddr::Tcp { host, port } => {
+                let s = tokio::net::TcpStream::connect((host.as_str(), *port)).await.map_err(|e| connect_error(&e))?;
+                let _ = s.set_nodelay(true);
+                Box::new(s)
+            }
+            ServerAddr::Unix(path) => {
+                Box::new(tokio::net::UnixStream::connect(path).await.map_err(|e| connect_error(&e))?)
+            }
+        };
+        let Some(tls) = tls else { return Ok(io) };
+        let name = match (&cfg.tls.as_ref().and_then(|t| t.sni.clone()), addr) {
+            (Some(sni), _) => sni.clone(),
+            (None, ServerAddr::Tcp { host, .. }) => host.clone(),
+            (None, ServerAddr::Unix(_)) => "localhost".to_owned(),
+        };
+        let name = rustls::pki_types::ServerName::try_from(name)
+            .map_err(|_| ProxyError::new("tls_protocol_error", "no valid server name for TLS"))?;
+        let s = tls.connect(name, io).await.map_err(|e| {
+            let certificate = e
+                .get_ref()
+                .and_then(|i| i.downcast_ref::<rustls::Error>())
+                .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+            ProxyError::new(if certificate { "tls_certificate_error" } else { "tls_protocol_error" }, e.to_string())
+        })?;
+        if cfg.protocol == UpstreamProto::H2 && s.get_ref().1.alpn_protocol() != Some(b"h2") {
+            return Err(ProxyError::new("tls_protocol_error", "the upstream did not agree to h2 in ALPN"));
+        }
+        Ok(Box::new(s) as Box<dyn Io>)
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(ProxyError::timeout("connection_timeout", "connect timed out")),
+    }
+}
+
+fn connect_error(e: &std::io::Error) -> ProxyError {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => {
+            ProxyError::new("connection_refused", e.to_string())
+        }
+        _ if e.to_string().contains("lookup") || e.to_string().contains("resolve") => {
+            ProxyError::new("dns_error", e.to_string())
+        }
+        _ => ProxyError::new("destination_unavailable", e.to_string()),
+    }
+}
+
+/// An HTTP/1.1 connection over `io`; its connection task runs on its own.
+pub(crate) async fn h1(io: Box<dyn Io>) -> Result<http1::SendRequest<UpBody>, ProxyError> {
+    let (tx, conn) = http1::Builder::new()
+        .max_buf_size(4 * MAX_RESPONSE_HEAD)
+        .max_header_size(MAX_RESPONSE_HEAD)
+        .max_headers(MAX_RESPONSE_FIELDS)
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| ProxyError::new("http_protocol_error", e.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(%e, "upstream HTTP/1.1 connection ended");
+        }
+    });
+    Ok(tx)
+}
+
+/// An HTTP/2 connection over `io`, within `timeout` for the SETTINGS exchange.
+pub(crate) async fn h2(io: Box<dyn Io>, timeout: Duration) -> Result<http2::SendRequest<UpBody>, ProxyError> {
+    let hs = http2::Builder::new(TokioExecutor::new())
+        // Responses stream to the client as it takes them; these windows bound what one
+        // stream and the connection buffer from the upstream meanwhile.
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(4 << 20)
+        .max_header_list_size(MAX_RESPONSE_HEAD as u32)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(Duration::from_secs(30))
+        .handshake(TokioIo::new(io));
+    let (tx, conn) = match tokio::time::timeout(timeout, hs).await {
+        Ok(r) => r.map_err(|e| ProxyError::new("http_protocol_error", e.to_string()))?,
+        Err(_) => return Err(ProxyError::timeout("connection_timeout", "HTTP/2 handshake timed out")),
+    };
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(%e, "upstream HTTP/2 connection ended");
+        }
+    });
+    Ok(tx)
+}
+
+/// The TLS client configuration of an upstream: the given CA bundle or the system's roots,
+/// ALPN `h2` or `http/1.1`, an optional client certificate.
+pub(crate) fn client_config(
+    ca: Option<&std::path::Path>,
+    client_cert: Option<(&std::path::Path, &std::path::Path)>,
+    proto: UpstreamProto,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca {
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| format!("`{}`: {e}", path.display()))?;
+            let mut n = 0;
+            for c in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let c = c.map_err(|e| format!("`{}`: {e}", path.display()))?;
+                roots.add(c).map_err(|e| format!("`{}`: {e}", path.display()))?;
+                n += 1;
+            }
+            if n == 0 {
+                return Err(format!("`{}` holds no PEM certificate", path.display()));
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for c in found.certs {
+                let _ = roots.add(c);
+            }
+            if roots.is_empty() {
+                return Err("no system CA certificates found; give `ca = \"/path/ca.pem\"`".into());
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
+    let mut config = match client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let certs = crate::io::tls::read_chain(cert)?;
+            let key = crate::io::tls::read_key(key)?;
+            builder.with_client_auth_cert(certs, key).map_err(|e| format!("client certificate: {e}"))?
+        }
+    };
+    config.alpn_protocols = match proto {
+        UpstreamProto::H2 => vec![b"h2".to_vec()],
+        _ => vec![b"http/1.1".to_vec()],
+    };
+    Ok(Arc::new(config))
+}

@@ -1,0 +1,271 @@
+//! The fields a proxied request and response carry: hop-by-hop fields removed (RFC 9110
+//! §7.6.1), `Via` added (§7.6.3), the client described to the upstream in `X-Forwarded-*` and
+//! `Forwarded` (RFC 7239), cookie crumbs joined for HTTP/1.1 (RFC 9113 §8.2.3). Pure functions
+//! over `HeaderMap`s, tested here.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::app::http::Proto;
+use crate::config::Cidr;
+
+/// Connection-specific fields (RFC 9110 §7.6.1, RFC 9113 §8.2.2) that never cross a proxy.
+/// `te` is handled apart: `te: trailers` is kept (gRPC asks for trailers with it).
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::PROXY_AUTHENTICATE,
+];
+
+/// Remove the hop-by-hop fields, the ones `Connection` names included. (`Proxy-Authorization`
+/// is meant for a proxy that authenticates; Sluice does not, so it is passed on, as nginx does.)
+pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().to_ascii_lowercase().as_bytes()).ok())
+        .collect();
+    for n in named.iter().chain(HOP_BY_HOP.iter()) {
+        h.remove(n);
+    }
+    let te_trailers = h
+        .get_all(header::TE)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("trailers"))));
+    h.remove(header::TE);
+    if te_trailers {
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// What the forwarding fields say about a request.
+pub(crate) struct Forwarding<'a> {
+    pub(crate) peer: SocketAddr,
+    pub(crate) tls: bool,
+    pub(crate) proto: Proto,
+    /// The authority the client asked for.
+    pub(crate) authority: &'a str,
+    pub(crate) trusted: &'a [Cidr],
+}
+
+/// The `Via` received-protocol of a request or response (RFC 9110 §7.6.3).
+fn via(proto: Proto) -> HeaderValue {
+    HeaderValue::from_static(match proto {
+        Proto::Http1 => "1.1 sluice",
+        Proto::Http2 => "2 sluice",
+        Proto::Http3 => "3 sluice",
+    })
+}
+
+/// A `Forwarded` node for `ip` (RFC 7239 §6: IPv6 in brackets, quoted).
+fn node(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => format!("\"[{v6}]\""),
+        },
+    }
+}
+
+/// The fields of the request sent upstream, from the client's: hop-by-hop fields removed,
+/// `Via` and the forwarding fields set, cookies joined into one field when `join_cookies`
+/// (HTTP/1.1 upstreams). `host` is not touched here (the proxy sets it per upstream protocol).
+pub(crate) fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> HeaderMap {
+    strip_hop_by_hop(&mut h);
+    let ip = match f.peer.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(f.peer.ip(), IpAddr::V4),
+        v4 => v4,
+    };
+    let trusted = f.trusted.iter().any(|c| c.contains(ip));
+    let scheme = if f.tls { "https" } else { "http" };
+    let xff_name = HeaderName::from_static("x-forwarded-for");
+    let xfp_name = HeaderName::from_static("x-forwarded-proto");
+    let xfh_name = HeaderName::from_static("x-forwarded-host");
+    // From a client that is not a trusted proxy these fields are whatever it claims: replaced.
+    let prior_xff = if trusted { joined(&h, &xff_name) } else { None };
+    let prior_fwd = if trusted { joined(&h, &header::FORWARDED) } else { None };
+    let keep_xfp = trusted && h.contains_key(&xfp_name);
+    let keep_xfh = trusted && h.contains_key(&xfh_name);
+    h.remove(&xff_name);
+    h.remove(header::FORWARDED);
+    let xff = match prior_xff {
+        Some(p) => format!("{p}, {ip}"),
+        None => ip.to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        h.insert(xff_name, v);
+    }
+    if !keep_xfp {
+        h.insert(xfp_name, HeaderValue::from_static(if f.tls { "https" } else { "http" }));
+    }
+    if !keep_xfh {
+        if let Ok(v) = HeaderValue::from_str(f.authority) {
+            h.insert(xfh_name, v);
+        }
+    }
+    let mut elem = format!("for={};proto={scheme}", node(ip));
+    if crate::app::http::valid_authority(f.authority) {
+        // RFC 7239 §4: a value that is not a token is quoted; an authority with `:` is not one.
+        elem.push_str(&format!(";host=\"{}\"", f.authority));
+    }
+    let fwd = match prior_fwd {
+        Some(p) => format!("{p}, {elem}"),
+        None => elem,
+    };
+    if let Ok(v) = HeaderValue::from_str(&fwd) {
+        h.insert(header::FORWARDED, v);
+    }
+    h.append(header::VIA, via(f.proto));
+    if join_cookies {
+        if let Some(c) = joined_with(&h, &header::COOKIE, "; ") {
+            h.remove(header::COOKIE);
+            if let Ok(v) = HeaderValue::from_str(&c) {
+                h.insert(header::COOKIE, v);
+            }
+        }
+    }
+    h
+}
+
+/// The upstream's `Keep-Alive: timeout=N` (seconds), when it gave one (RFC 2068 §19.7.1.1; an
+/// HTTP/1.1 server announces how long it keeps an idle connection).
+pub(crate) fn keep_alive_timeout(h: &HeaderMap) -> Option<u64> {
+    h.get("keep-alive")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').find_map(|p| p.trim().strip_prefix("timeout=")?.trim().parse::<u64>().ok()))
+}
+
+/// The fields of an upstream's response as sent to the client: hop-by-hop fields removed and
+/// `Via` added.
+pub(crate) fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
+    strip_hop_by_hop(h);
+    h.remove(header::TE);
+    h.append(
+        header::VIA,
+        HeaderValue::from_static(if upstream_proto == http::Version::HTTP_2 { "2 sluice" } else { "1.1 sluice" }),
+    );
+}
+
+/// Every value of `name` joined with `, `, or `None` when there is none.
+fn joined(h: &HeaderMap, name: &HeaderName) -> Option<String> {
+    joined_with(h, name, ", ")
+}
+
+fn joined_with(h: &HeaderMap, name: &HeaderName, sep: &str) -> Option<String> {
+    let mut out: Option<String> = None;
+    for v in h.get_all(name) {
+        let s = String::from_utf8_lossy(v.as_bytes());
+        match &mut out {
+            Some(o) => {
+                o.push_str(sep);
+                o.push_str(&s);
+            }
+            None => out = Some(s.into_owned()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in pairs {
+            h.append(HeaderName::from_bytes(n.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn fwd<'a>(peer: &str, trusted: &'a [Cidr]) -> Forwarding<'a> {
+        Forwarding { peer: peer.parse().unwrap(), tls: true, proto: Proto::Http2, authority: "app.example", trusted }
+    }
+
+    #[test]
+    fn hop_by_hop_fields_and_the_ones_connection_names_are_removed() {
+        let mut h = map(&[
+            ("connection", "close, x-secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "gzip, trailers"),
+            ("x-kept", "yes"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, vec!["x-kept", "te"]);
+        assert_eq!(h["te"], "trailers");
+        let mut h = map(&[("te", "gzip")]);
+        strip_hop_by_hop(&mut h);
+        assert!(h.is_empty());
+    }
+
+    #[test]
+    fn forwarding_fields_from_an_untrusted_client_are_replaced() {
+        let h = map(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-host", "evil.example"),
+            ("forwarded", "for=6.6.6.6"),
+            ("cookie", "a=1"),
+            ("cookie", "b=2"),
+        ]);
+        let out = request(h, &fwd("192.0.2.7:5555", &[]), true);
+        assert_eq!(out["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(out["x-forwarded-proto"], "https");
+        assert_eq!(out["x-forwarded-host"], "app.example");
+        assert_eq!(out["forwarded"], "for=192.0.2.7;proto=https;host=\"app.example\"");
+        assert_eq!(out["via"], "2 sluice");
+        assert_eq!(out.get_all("cookie").iter().count(), 1);
+        assert_eq!(out["cookie"], "a=1; b=2");
+    }
+
+    #[test]
+    fn forwarding_fields_from_a_trusted_proxy_are_extended() {
+        let trusted = [Cidr { net: "10.0.0.0".parse().unwrap(), len: 8 }];
+        let h = map(&[
+            ("x-forwarded-for", "203.0.113.9"),
+            ("x-forwarded-proto", "http"),
+            ("forwarded", "for=203.0.113.9"),
+            ("via", "1.1 edge"),
+            ("cookie", "a=1"),
+            ("cookie", "b=2"),
+        ]);
+        let out = request(h, &fwd("[::ffff:10.1.1.1]:1", &trusted), false);
+        assert_eq!(out["x-forwarded-for"], "203.0.113.9, 10.1.1.1");
+        assert_eq!(out["x-forwarded-proto"], "http");
+        assert_eq!(out["forwarded"], "for=203.0.113.9, for=10.1.1.1;proto=https;host=\"app.example\"");
+        let via: Vec<_> = out.get_all("via").iter().collect();
+        assert_eq!(via, vec!["1.1 edge", "2 sluice"]);
+        // Not joined for an HTTP/2 upstream.
+        assert_eq!(out.get_all("cookie").iter().count(), 2);
+        // IPv6 clients are quoted in `Forwarded`.
+        let out = request(HeaderMap::new(), &fwd("[2001:db8::1]:1", &[]), true);
+        assert_eq!(out["forwarded"], "for=\"[2001:db8::1]\";proto=https;host=\"app.example\"");
+        assert_eq!(out["x-forwarded-for"], "2001:db8::1");
+    }
+
+    #[test]
+    fn responses_lose_hop_by_hop_fields_and_report_keep_alive() {
+        let mut h = map(&[("connection", "keep-alive"), ("keep-alive", "timeout=5, max=100"), ("content-length", "3")]);
+        assert_eq!(keep_alive_timeout(&h), Some(5));
+        response(&mut h, http::Version::HTTP_11);
+        assert!(!h.contains_key("keep-alive") && !h.contains_key("connection"));
+        assert_eq!(h["content-length"], "3");
+        assert_eq!(h["via"], "1.1 sluice");
+        let mut h = map(&[("x", "y")]);
+        assert_eq!(keep_alive_timeout(&h), None);
+        response(&mut h, http::Version::HTTP_2);
+        assert_eq!(h["via"], "2 sluice");
+    }
+}

@@ -1,0 +1,76 @@
+//! Active health checks: every `interval`, a `GET path` on a fresh connection to each server;
+//! `fails` consecutive failures (no answer within `timeout`, or a status other than `expect`)
+//! take the server out of rotation, `passes` consecutive passes bring it back.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use http::HeaderValue;
+
+use super::body::UpBody;
+use super::{connect, Upstream};
+use crate::config::UpstreamProto;
+
+/// Check server `i` of `up` forever.
+pub(super) async fn run(up: Arc<Upstream>, i: usize) {
+    let Some(h) = up.cfg.health.clone() else { return };
+    let (mut passes, mut fails) = (0u32, 0u32);
+    let mut tick = tokio::time::interval(h.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let outcome = match tokio::time::timeout(h.timeout, check(&up, i)).await {
+            Ok(Ok(status)) if status == h.expect => Ok(()),
+            Ok(Ok(status)) => Err(format!("status {status}, expected {}", h.expect)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(format!("no answer within {} s", h.timeout.as_secs())),
+        };
+        let s = &up.servers[i];
+        let healthy = s.healthy.load(Ordering::Relaxed);
+        match outcome {
+            Ok(()) => {
+                fails = 0;
+                passes += 1;
+                if !healthy && passes >= h.passes {
+                    s.healthy.store(true, Ordering::Relaxed);
+                    tracing::info!(upstream = %up.name, server = %s.addr, "health check passes: server back in rotation");
+                }
+            }
+            Err(why) => {
+                passes = 0;
+                fails += 1;
+                if healthy && fails >= h.fails {
+                    s.healthy.store(false, Ordering::Relaxed);
+                    tracing::warn!(upstream = %up.name, server = %s.addr, %why, "health check fails: server out of rotation");
+                }
+            }
+        }
+    }
+}
+
+async fn check(up: &Upstream, i: usize) -> Result<u16, String> {
+    let cfg = &up.cfg;
+    let h = cfg.health.as_ref().ok_or("no health check")?;
+    let s = &up.servers[i];
+    let io = connect::transport(cfg, up.tls.as_ref(), &s.addr, cfg.connect_timeout).await.map_err(|e| e.detail)?;
+    let host = cfg
+        .host
+        .clone()
+        .unwrap_or_else(|| HeaderValue::from_str(&s.addr.to_string()).unwrap_or(HeaderValue::from_static("localhost")));
+    let mut req = hyper::Request::new(UpBody::empty());
+    req.headers_mut().insert("user-agent", HeaderValue::from_static("sluice-health-check"));
+    let status = if cfg.protocol == UpstreamProto::Http1 {
+        *req.uri_mut() = h.path.parse().map_err(|_| "bad path")?;
+        req.headers_mut().insert(http::header::HOST, host);
+        req.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        let mut tx = connect::h1(io).await.map_err(|e| e.detail)?;
+        tx.send_request(req).await.map_err(|e| e.to_string())?.status()
+    } else {
+        let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
+        *req.uri_mut() =
+            format!("{scheme}://{}{}", host.to_str().unwrap_or("localhost"), h.path).parse().map_err(|_| "bad path")?;
+        let mut tx = connect::h2(io, cfg.connect_timeout).await.map_err(|e| e.detail)?;
+        tx.send_request(req).await.map_err(|e| e.to_string())?.status()
+    };
+    Ok(status.as_u16())
+}

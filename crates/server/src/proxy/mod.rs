@@ -1,0 +1,609 @@
+//! The reverse proxy: a route with `proxy = "name"` forwards its requests to that
+//! `[[upstream]]`, streaming both ways (see [`body`]).
+//!
+//! Per request: pick a server ([`balance`]; servers that are ejected or fail their health
+//! check are skipped), take an idle keep-alive connection or open one (HTTP/1.1), or share the
+//! server's multiplexed one (HTTP/2, h2c), send the head with the fields of [`headers`], then
+//! the body as the upstream takes it. Failures are explicit: 502 when the upstream refuses,
+//! resets or answers garbage, 504 on a timeout, 503 when no server may be used, each with a
+//! `Proxy-Status` field (RFC 9209) and one log line; a failure after the response head has
+//! gone out resets the client's stream (HTTP/1.1: closes the connection).
+//!
+//! Retries happen only where they are safe: the request never reached the upstream (the
+//! connection could not be opened, or a pooled connection was found closed before a byte was
+//! written), or the method is idempotent (RFC 9110 §9.2.2) and had no body, and a reused
+//! connection closed without answering. A stale pooled connection costs no retry budget;
+//! everything else costs one of `retries`.
+
+pub(crate) mod balance;
+pub(crate) mod body;
+mod connect;
+pub(crate) mod headers;
+mod health;
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{HeaderValue, Method, StatusCode};
+use hyper::client::conn::{http1, http2};
+
+use crate::app::http::{Body, Request, RequestBody, Response};
+use crate::config::{Balance, HashKey, ProxySettings, ServerAddr, Upstream as UpstreamCfg, UpstreamProto};
+use body::{UpBody, UpstreamBody};
+pub(crate) use connect::client_config;
+
+/// Why a proxied request failed, as RFC 9209 names it, and the status it gets.
+#[derive(Debug)]
+pub(crate) struct ProxyError {
+    /// An RFC 9209 §2.3 error type.
+    kind: &'static str,
+    detail: String,
+    timeout: bool,
+}
+
+impl ProxyError {
+    fn new(kind: &'static str, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into(), timeout: false }
+    }
+
+    fn timeout(kind: &'static str, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into(), timeout: true }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self.kind {
+            "destination_unavailable" | "connection_limit_reached" => StatusCode::SERVICE_UNAVAILABLE,
+            _ if self.timeout => StatusCode::GATEWAY_TIMEOUT,
+            _ => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// The client's answer: the status, a `Proxy-Status` field and a short text.
+    fn response(&self, upstream: &str) -> Response {
+        let status = self.status();
+        let mut resp = Response::text(
+            status,
+            format!(
+                "{} {}: upstream `{upstream}`: {}\n",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                self.kind
+            ),
+        );
+        // `details` is a quoted sf-string: printable ASCII, `"` and `\` escaped (RFC 8941 §3.3.3).
+        let details: String = self
+            .detail
+            .chars()
+            .filter(|c| (' '..='~').contains(c))
+            .flat_map(|c| if c == '"' || c == '\\' { vec!['\\', c] } else { vec![c] })
+            .take(200)
+            .collect();
+        if let Ok(v) = HeaderValue::from_str(&format!("sluice; error={}; details=\"{details}\"", self.kind)) {
+            resp.headers.insert("proxy-status", v);
+        }
+        resp
+    }
+}
+
+/// One upstream server's live state.
+pub(crate) struct ServerState {
+    pub(crate) addr: ServerAddr,
+    weight: u32,
+    /// Requests in progress (least-requests balancing).
+    active: AtomicUsize,
+    /// Idle HTTP/1.1 connections, most recent last.
+    idle: Mutex<Vec<IdleH1>>,
+    /// The shared HTTP/2 connection.
+    h2: tokio::sync::Mutex<Option<http2::SendRequest<UpBody>>>,
+    /// Connections open (busy and idle), when `max_connections` bounds them.
+    slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// Consecutive failed requests (passive health).
+    fails: AtomicU32,
+    ejected_until: Mutex<Option<Instant>>,
+    /// The active health check's verdict (true when there is none).
+    healthy: AtomicBool,
+}
+
+/// An HTTP/1.1 connection, busy or idle.
+struct H1Conn {
+    tx: http1::SendRequest<UpBody>,
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    reused: bool,
+}
+
+struct IdleH1 {
+    conn: H1Conn,
+    until: Instant,
+}
+
+/// Counts a request in progress on a server until dropped.
+pub(crate) struct Active(Arc<Upstream>, usize);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.servers[self.1].active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An upstream with its servers' state.
+pub(crate) struct Upstream {
+    pub(crate) cfg: UpstreamCfg,
+    pub(crate) servers: Vec<ServerState>,
+    name: Arc<str>,
+    rr: Mutex<balance::RoundRobin>,
+    tick: AtomicUsize,
+    tls: Option<tokio_rustls::TlsConnector>,
+}
+
+impl Upstream {
+    pub(crate) fn new(cfg: UpstreamCfg) -> Arc<Self> {
+        let servers = cfg
+            .servers
+            .iter()
+            .map(|s| ServerState {
+                addr: s.addr.clone(),
+                weight: s.weight,
+                active: AtomicUsize::new(0),
+                idle: Mutex::new(Vec::new()),
+                h2: tokio::sync::Mutex::new(None),
+                slots: (cfg.max_connections > 0).then(|| Arc::new(tokio::sync::Semaphore::new(cfg.max_connections))),
+                fails: AtomicU32::new(0),
+                ejected_until: Mutex::new(None),
+                healthy: AtomicBool::new(true),
+            })
+            .collect();
+        let tls = connect::tls_connector(&cfg);
+        Arc::new(Self {
+            name: cfg.name.as_str().into(),
+            servers,
+            rr: Mutex::new(balance::RoundRobin::default()),
+            tick: AtomicUsize::new(0),
+            tls,
+            cfg,
+        })
+    }
+
+    /// Start the active health checks, if configured (needs a Tokio runtime).
+    pub(crate) fn start_health_checks(self: &Arc<Self>) {
+        if self.cfg.health.is_some() {
+            for i in 0..self.servers.len() {
+                tokio::spawn(health::run(self.clone(), i));
+            }
+        }
+    }
+
+    fn usable(&self, avoid: &[usize]) -> Vec<bool> {
+        let now = Instant::now();
+        let up: Vec<bool> = self
+            .servers
+            .iter()
+            .map(|s| s.healthy.load(Ordering::Relaxed) && lock(&s.ejected_until).is_none_or(|until| now >= until))
+            .collect();
+        // Servers already tried are avoided while another is usable.
+        let fresh: Vec<bool> = up.iter().enumerate().map(|(i, &u)| u && !avoid.contains(&i)).collect();
+        if fresh.iter().any(|&u| u) {
+            fresh
+        } else {
+            up
+        }
+    }
+
+    fn pick(&self, req: &Request, peer: IpAddr, avoid: &[usize]) -> Option<usize> {
+        let usable = self.usable(avoid);
+        let weights: Vec<u32> = self.servers.iter().map(|s| s.weight).collect();
+        match &self.cfg.balance {
+            Balance::RoundRobin => lock(&self.rr).pick(&weights, &usable),
+            Balance::LeastRequests => {
+                let active: Vec<usize> = self.servers.iter().map(|s| s.active.load(Ordering::Relaxed)).collect();
+                let start = self.tick.fetch_add(1, Ordering::Relaxed);
+                balance::least_requests(&weights, &usable, &active, start)
+            }
+            Balance::Hash(key) => {
+                let k: Option<Vec<u8>> = match key {
+                    HashKey::ClientIp => Some(peer.to_string().into_bytes()),
+                    HashKey::Header(h) => req.headers.get(h).map(|v| v.as_bytes().to_vec()),
+                    HashKey::Cookie(name) => cookie(&req.headers, name).map(String::into_bytes),
+                };
+                match k {
+                    Some(k) => balance::rendezvous(&k, &weights, &usable),
+                    // No key: round-robin.
+                    None => lock(&self.rr).pick(&weights, &usable),
+                }
+            }
+        }
+    }
+
+    fn begin(self: &Arc<Self>, i: usize) -> Active {
+        self.servers[i].active.fetch_add(1, Ordering::Relaxed);
+        Active(self.clone(), i)
+    }
+
+    /// A request to server `i` failed in a way that counts against it.
+    fn failed(&self, i: usize, why: &ProxyError) {
+        let s = &self.servers[i];
+        let n = s.fails.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.cfg.eject_failures > 0 && n >= self.cfg.eject_failures {
+            s.fails.store(0, Ordering::Relaxed);
+            *lock(&s.ejected_until) = Some(Instant::now() + self.cfg.eject_for);
+            tracing::warn!(upstream = %self.name, server = %s.addr, failures = n, last = why.kind,
+                for_secs = self.cfg.eject_for.as_secs(), "upstream server ejected");
+        }
+    }
+
+    fn succeeded(&self, i: usize) {
+        self.servers[i].fails.store(0, Ordering::Relaxed);
+    }
+
+    /// A connection slot on server `i` (when `max_connections` bounds them).
+    async fn slot(&self, i: usize) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ProxyError> {
+        let Some(sem) = &self.servers[i].slots else { return Ok(None) };
+        match tokio::time::timeout(self.cfg.connect_timeout, sem.clone().acquire_owned()).await {
+            Ok(Ok(p)) => Ok(Some(p)),
+            _ => Err(ProxyError::new("connection_limit_reached", "every connection to the server is busy")),
+        }
+    }
+
+    /// An HTTP/1.1 connection to server `i`: an idle one unless `fresh`, else a new one.
+    async fn h1(&self, i: usize, fresh: bool) -> Result<H1Conn, ProxyError> {
+        let s = &self.servers[i];
+        if !fresh {
+            let now = Instant::now();
+            loop {
+                let Some(idle) = lock(&s.idle).pop() else { break };
+                if idle.until <= now || idle.conn.tx.is_closed() {
+                    continue;
+                }
+                let mut conn = idle.conn;
+                // Ready at once for a connection that finished its last exchange; a closed one
+                // errors.
+                if tokio::time::timeout(Duration::from_millis(100), conn.tx.ready()).await.is_ok_and(|r| r.is_ok()) {
+                    conn.reused = true;
+                    return Ok(conn);
+                }
+            }
+        }
+        let slot = self.slot(i).await?;
+        let io = connect::transport(&self.cfg, self.tls.as_ref(), &s.addr, self.cfg.connect_timeout).await?;
+        let tx = connect::h1(io).await?;
+        Ok(H1Conn { tx, _slot: slot, reused: false })
+    }
+
+    /// The shared HTTP/2 connection to server `i` (opened when there is none or it closed).
+    async fn h2(&self, i: usize) -> Result<(http2::SendRequest<UpBody>, bool), ProxyError> {
+        let s = &self.servers[i];
+        let mut g = s.h2.lock().await;
+        if let Some(tx) = g.as_ref().filter(|tx| !tx.is_closed()) {
+            return Ok((tx.clone(), true));
+        }
+        *g = None;
+        let io = connect::transport(&self.cfg, self.tls.as_ref(), &s.addr, self.cfg.connect_timeout).await?;
+        let tx = connect::h2(io, self.cfg.connect_timeout).await?;
+        *g = Some(tx.clone());
+        Ok((tx, false))
+    }
+
+    /// Put an HTTP/1.1 connection back in server `i`'s idle list, keeping it at most `keep`.
+    fn put_back(&self, i: usize, mut conn: H1Conn, keep: Duration) {
+        if self.cfg.pool_max_idle == 0 || conn.tx.is_closed() {
+            return;
+        }
+        conn.reused = false;
+        let mut idle = lock(&self.servers[i].idle);
+        let now = Instant::now();
+        idle.retain(|c| c.until > now && !c.tx_closed());
+        if idle.len() >= self.cfg.pool_max_idle {
+            idle.remove(0);
+        }
+        idle.push(IdleH1 { conn, until: now + keep });
+    }
+}
+
+impl IdleH1 {
+    fn tx_closed(&self) -> bool {
+        self.conn.tx.is_closed()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The value of cookie `name` in the request's `Cookie` fields.
+fn cookie(h: &http::HeaderMap, name: &str) -> Option<String> {
+    h.get_all(http::header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|kv| {
+        let (k, v) = kv.trim().split_once('=')?;
+        (k == name).then(|| v.to_owned())
+    })
+}
+
+/// RFC 9110 §9.2.2.
+fn idempotent(m: &Method) -> bool {
+    matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE)
+}
+
+/// How an attempt failed.
+struct Failed {
+    err: ProxyError,
+    /// The request came back unsent (its body untouched).
+    back: Option<hyper::Request<UpBody>>,
+    /// It failed on a reused connection that closed before answering.
+    stale: bool,
+    /// Counts against the server (passive health).
+    server_fault: bool,
+}
+
+/// Forward `req` to `up`.
+pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &ProxySettings) -> Response {
+    let cfg = &up.cfg;
+    let to_h1 = cfg.protocol == UpstreamProto::Http1;
+    let fwd = headers::Forwarding {
+        peer: req.peer,
+        tls: req.tls,
+        proto: req.proto,
+        authority: &req.authority,
+        trusted: &settings.trusted,
+    };
+    let mut fields = headers::request(req.headers.clone(), &fwd, to_h1);
+    let authority = match &cfg.host {
+        Some(h) => h.clone(),
+        None => match HeaderValue::from_str(&req.authority) {
+            Ok(v) => v,
+            Err(_) => return Response::text(StatusCode::BAD_REQUEST, "a request to proxy needs an authority\n"),
+        },
+    };
+    let target = match &req.query {
+        Some(q) => format!("{}?{q}", req.path),
+        None => req.path.clone(),
+    };
+    // Sluice forwards trailers to every client, so it asks for them (RFC 9110 §10.1.4: with the
+    // `TE` connection option over HTTP/1.1); gRPC servers require `te: trailers` over HTTP/2.
+    fields.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    let uri = if to_h1 {
+        fields.insert(http::header::CONNECTION, HeaderValue::from_static("te"));
+        // Request trailers need chunked framing over HTTP/1.1 (RFC 9112 §7.1.2).
+        if fields.contains_key(http::header::TRAILER) {
+            fields.remove(http::header::CONTENT_LENGTH);
+        }
+        fields.insert(http::header::HOST, authority.clone());
+        target.parse::<http::Uri>()
+    } else {
+        fields.remove(http::header::HOST);
+        let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
+        format!("{scheme}://{}{target}", authority.to_str().unwrap_or("localhost")).parse::<http::Uri>()
+    };
+    let Ok(uri) = uri else {
+        return Response::text(StatusCode::BAD_REQUEST, "the request target cannot be forwarded\n");
+    };
+    let declared =
+        fields.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let (done_tx, mut done_rx) = tokio::sync::watch::channel(false);
+    let streamed = !req.body.is_end_stream() && declared != Some(0);
+    let mut body = if streamed {
+        Some(UpBody::stream(std::mem::replace(&mut req.body, RequestBody::empty()), declared, done_tx))
+    } else {
+        let _ = done_tx.send(true);
+        Some(UpBody::empty())
+    };
+    let method = req.method.clone();
+    let interim = req.interim.clone();
+    let mut budget = cfg.retries;
+    let mut tried: Vec<usize> = Vec::new();
+    let mut fresh = false;
+    loop {
+        let Some(i) = up.pick(req, req.peer.ip(), &tried) else {
+            let err = ProxyError::new("destination_unavailable", "no server is up (ejected or failing health checks)");
+            tracing::warn!(upstream = %up.name, "503: {}", err.detail);
+            return err.response(&up.name);
+        };
+        let active = up.begin(i);
+        let mut hreq = hyper::Request::new(body.take().unwrap_or_else(UpBody::empty));
+        *hreq.method_mut() = method.clone();
+        *hreq.uri_mut() = uri.clone();
+        *hreq.headers_mut() = fields.clone();
+        if to_h1 && interim.available() {
+            let interim = interim.clone();
+            hyper::ext::on_informational(&mut hreq, move |res| {
+                // 100 (Continue) answers the upstream's own `Expect` handling; 101 is a switch.
+                let code = res.status().as_u16();
+                if code != 100 && code != 101 {
+                    let mut h = res.headers().clone();
+                    headers::strip_hop_by_hop(&mut h);
+                    interim.send(res.status(), &h);
+                }
+            });
+        }
+        let attempt = attempt(up, i, hreq, fresh, &mut done_rx);
+        match attempt.await {
+            Ok((resp, on_end)) => {
+                up.succeeded(i);
+                return response(up, resp, on_end, active);
+            }
+            Err(f) => {
+                if f.server_fault {
+                    up.failed(i, &f.err);
+                }
+                match f.back {
+                    Some(r) => {
+                        body = Some(r.into_body());
+                        if f.stale && !fresh {
+                            fresh = true;
+                            continue;
+                        }
+                    }
+                    None if f.stale && idempotent(&method) && !streamed => body = Some(UpBody::empty()),
+                    None => {
+                        log_failure(up, i, &f.err, "no retry: the request may have reached the upstream");
+                        return f.err.response(&up.name);
+                    }
+                }
+                if budget == 0 {
+                    log_failure(up, i, &f.err, "retries used up");
+                    return f.err.response(&up.name);
+                }
+                budget -= 1;
+                tracing::debug!(upstream = %up.name, server = %up.servers[i].addr, error = f.err.kind, "retrying");
+                tried.push(i);
+                fresh = f.stale;
+            }
+        }
+    }
+}
+
+fn log_failure(up: &Upstream, i: usize, err: &ProxyError, why: &str) {
+    tracing::warn!(upstream = %up.name, server = %up.servers[i].addr, error = err.kind, detail = %err.detail,
+        status = err.status().as_u16(), "{why}");
+}
+
+/// One try on server `i`. On success, the response and what to run at the end of its body.
+async fn attempt(
+    up: &Arc<Upstream>,
+    i: usize,
+    hreq: hyper::Request<UpBody>,
+    fresh: bool,
+    done: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<(hyper::Response<hyper::body::Incoming>, Option<body::OnEnd>), Failed> {
+    let cfg = &up.cfg;
+    let head_timeout = cfg.response_head_timeout;
+    // The response-head timer runs from the end of the request body.
+    let timer = async {
+        let _ = done.wait_for(|d| *d).await;
+        tokio::time::sleep(head_timeout).await;
+    };
+    if cfg.protocol == UpstreamProto::Http1 {
+        let mut conn = match up.h1(i, fresh).await {
+            Ok(c) => c,
+            Err(err) => {
+                return Err(Failed {
+                    server_fault: err.kind != "connection_limit_reached",
+                    err,
+                    back: Some(hreq),
+                    stale: false,
+                })
+            }
+        };
+        let reused = conn.reused;
+        let sent = conn.tx.try_send_request(hreq);
+        let result = tokio::select! {
+            r = sent => r,
+            () = timer => {
+                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true });
+            }
+        };
+        match result {
+            Ok(resp) => {
+                let keep = headers::keep_alive_timeout(resp.headers()).map_or(cfg.pool_idle, |t| {
+                    // Leave a second's margin before the upstream's own idle close.
+                    cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1)))
+                });
+                let up2 = up.clone();
+                let on_end: body::OnEnd = Box::new(move || {
+                    if !keep.is_zero() {
+                        up2.put_back(i, conn, keep);
+                    }
+                });
+                Ok((resp, Some(on_end)))
+            }
+            Err(mut e) => {
+                let back = e.take_message();
+                let err = e.into_error();
+                let closed = err.is_canceled() || err.is_incomplete_message() || err.is_closed();
+                let kind = classify(&err);
+                Err(Failed {
+                    stale: reused && closed,
+                    server_fault: !(reused && closed),
+                    err: ProxyError::new(kind, err.to_string()),
+                    back,
+                })
+            }
+        }
+    } else {
+        let (mut tx, reused) = match up.h2(i).await {
+            Ok(t) => t,
+            Err(err) => return Err(Failed { err, back: Some(hreq), stale: false, server_fault: true }),
+        };
+        // Waits while the upstream's MAX_CONCURRENT_STREAMS are all in use.
+        match tokio::time::timeout(cfg.connect_timeout, tx.ready()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let err = ProxyError::new("connection_terminated", e.to_string());
+                return Err(Failed { err, back: Some(hreq), stale: reused, server_fault: !reused });
+            }
+            Err(_) => {
+                let err = ProxyError::new("connection_limit_reached", "every stream of the HTTP/2 connection is busy");
+                return Err(Failed { err, back: Some(hreq), stale: false, server_fault: false });
+            }
+        }
+        let sent = tx.try_send_request(hreq);
+        let result = tokio::select! {
+            r = sent => r,
+            () = timer => {
+                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true });
+            }
+        };
+        match result {
+            Ok(resp) => Ok((resp, None)),
+            Err(mut e) => {
+                let back = e.take_message();
+                let err = e.into_error();
+                // RFC 9113 §8.7: a stream refused (REFUSED_STREAM, or above a GOAWAY's last
+                // stream id) was not processed and may be retried.
+                let refused = h2_reason(&err).is_some_and(|r| r == h2::Reason::REFUSED_STREAM);
+                Err(Failed {
+                    stale: refused || (back.is_some() && reused),
+                    server_fault: !refused,
+                    err: ProxyError::new(classify(&err), err.to_string()),
+                    back,
+                })
+            }
+        }
+    }
+}
+
+fn h2_reason(err: &hyper::Error) -> Option<h2::Reason> {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(e) = src {
+        if let Some(h) = e.downcast_ref::<h2::Error>() {
+            return h.reason();
+        }
+        src = e.source();
+    }
+    None
+}
+
+fn classify(err: &hyper::Error) -> &'static str {
+    if err.is_parse_too_large() {
+        "http_response_header_section_size"
+    } else if err.is_parse() || err.is_parse_status() {
+        "http_protocol_error"
+    } else if err.is_incomplete_message() || err.is_canceled() || err.is_closed() {
+        "connection_terminated"
+    } else if err.is_timeout() {
+        "http_response_timeout"
+    } else {
+        "proxy_internal_response"
+    }
+}
+
+/// The client's response from the upstream's.
+fn response(
+    up: &Arc<Upstream>,
+    resp: hyper::Response<hyper::body::Incoming>,
+    on_end: Option<body::OnEnd>,
+    active: Active,
+) -> Response {
+    let (parts, incoming) = resp.into_parts();
+    let mut fields = parts.headers;
+    headers::response(&mut fields, parts.version);
+    use http_body::Body as _;
+    let body = if incoming.is_end_stream() {
+        if let Some(f) = on_end {
+            f();
+        }
+        Body::Empty
+    } else {
+        Body::Upstream(Box::new(UpstreamBody::new(incoming, up.cfg.idle_timeout, on_end, active, up.name.clone())))
+    };
+    Response { status: parts.status, headers: fields, body }
+}

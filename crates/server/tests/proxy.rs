@@ -1,0 +1,524 @@
+//! The reverse proxy end to end, with real upstreams started here: Sluice itself (HTTP/1.1,
+//! h2c, h2 over TLS), a scripted HTTP/1.1 upstream (echo, stall, garbage, oversized head,
+//! truncated body) and Node's `http` module (the keep-alive race). Clients: curl over
+//! HTTP/1.1 and HTTP/2, aioquic over HTTP/3.
+
+mod support;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use support::{curl, free_port, h3client, have_aioquic, require_tool, run, Options, Proto, Server};
+
+/// A Sluice proxying `/p/` and `/up/` to the upstream described by `upstream` (the body of an
+/// `[[upstream]]` table without its name).
+fn proxy(upstream: &str, more: &str) -> Server {
+    let extra = format!(
+        "[[upstream]]\nname = \"up\"\n{upstream}\n{more}\n\
+         [[site.route]]\npath = \"/p/\"\nproxy = \"up\"\n\
+         [[site.route]]\npath = \"/up/\"\nproxy = \"up\"\n"
+    );
+    Server::start_with(&Options { extra, ..Options::default() })
+}
+
+/// A Sluice origin: files under `/p/`, the speed test under `/up/` (its `__up` echoes the
+/// bytes it received, with their digest).
+fn origin() -> Server {
+    let srv = Server::start_with(&Options {
+        extra: "[[site.route]]\npath = \"/up/\"\nspeedtest = true\n".into(),
+        ..Options::default()
+    });
+    fs::create_dir_all(srv.www().join("p")).unwrap();
+    srv
+}
+
+fn sha(data: &[u8]) -> String {
+    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn big(n: usize, seed: u32) -> Vec<u8> {
+    (0..n as u32).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8).collect()
+}
+
+fn h3(args: &[&str]) -> serde_json::Value {
+    let out = run(Command::new("python3").arg(h3client()).arg("--insecure").args(args), Duration::from_secs(90));
+    out.expect_success("h3client.py");
+    serde_json::from_str(out.stdout.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// 10 MB down and up through the proxy, byte-exact, for every client protocol and every
+/// upstream protocol; trailers both ways on the upload (the speed test's digest).
+#[test]
+fn ten_megabytes_each_way_arrive_byte_exact() {
+    require_tool!("curl", "ten_megabytes_each_way_arrive_byte_exact");
+    let origin = origin();
+    let data = big(10 << 20, 7);
+    fs::write(origin.www().join("p/big.bin"), &data).unwrap();
+    let upload = origin.scratch("up.bin");
+    let up_data = big(10 << 20, 99);
+    fs::write(&upload, &up_data).unwrap();
+    let cert = origin.scratch("data/self-signed-cert.pem");
+    let upstreams = [
+        ("http1", format!("servers = [\"127.0.0.1:{}\"]", origin.plain_port)),
+        ("h2c", format!("servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2c\"", origin.plain_port)),
+        (
+            "h2",
+            format!(
+                "servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2\"\ntls = {{ ca = '{}', sni = \"localhost\" }}",
+                origin.tls_port,
+                cert.display()
+            ),
+        ),
+    ];
+    for (name, up) in &upstreams {
+        let px = proxy(up, "");
+        for p in Proto::ALL {
+            let r = curl(&px, p, "/p/big.bin", &[]);
+            assert_eq!(r.status, 200, "{name} {p:?}: {}", px.log());
+            assert_eq!(r.size, data.len() as u64, "{name} {p:?}");
+            assert_eq!(sha(&r.body), sha(&data), "{name} {p:?}");
+            assert!(r.header("via").is_some_and(|v| v.contains("sluice")), "{name} {p:?}: {}", r.headers);
+            let r = curl(&px, p, "/up/__up", &["-T", upload.to_str().unwrap(), "-X", "POST"]);
+            assert_eq!(r.status, 200, "{name} {p:?}");
+            let body = String::from_utf8_lossy(&r.body);
+            assert!(body.contains(&format!("\"bytes\":{}", up_data.len())), "{name} {p:?}: {body}");
+        }
+        if have_aioquic("ten_megabytes_each_way_arrive_byte_exact (h3)") {
+            let out = px.scratch("h3.bin");
+            let r = h3(&["--out", out.to_str().unwrap(), &px.https("/p/big.bin")]);
+            assert_eq!(r["status"], 200, "{name}: {r}");
+            assert_eq!(r["body_sha256"], sha(&data), "{name}");
+            let r = h3(&["--method", "POST", "--data-file", upload.to_str().unwrap(), &px.https("/up/__up")]);
+            assert_eq!(r["status"], 200, "{name}: {r}");
+            assert!(r["body"].as_str().unwrap_or_default().contains(&format!("\"bytes\":{}", up_data.len())), "{r}");
+        }
+    }
+}
+
+/// Request trailers reach the upstream and response trailers come back (gRPC's shape), over
+/// HTTP/2 on both sides and from HTTP/2 to an HTTP/1.1 upstream (chunked trailers).
+#[test]
+fn trailers_cross_the_proxy_both_ways() {
+    require_tool!("nghttp", "trailers_cross_the_proxy_both_ways");
+    let origin = origin();
+    for up in [
+        format!("servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2c\"", origin.plain_port),
+        format!("servers = [\"127.0.0.1:{}\"]", origin.plain_port),
+    ] {
+        let px = proxy(&up, "");
+        let data = big(200_000, 3);
+        let file = px.scratch("t.bin");
+        fs::write(&file, &data).unwrap();
+        let digest = {
+            use base64::Engine as _;
+            format!("sha-256=:{}:", base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&data)))
+        };
+        let out = run(
+            Command::new("nghttp")
+                .args(["-v", "-y", "-d", file.to_str().unwrap(), "--trailer"])
+                .arg(format!("content-digest: {digest}"))
+                .args(["-H", "want-content-digest: sha-256=1", "-H", "trailer: content-digest"])
+                .arg(px.https("/up/__up")),
+            Duration::from_secs(30),
+        );
+        out.expect_success("nghttp");
+        assert!(out.stdout.contains("\"content_digest\":\"verified\""), "{up}: {}", out.stdout);
+        // The response's own digest trailer: a HEADERS frame after the body.
+        assert!(
+            out.stdout.lines().any(|l| l.trim_start().starts_with("content-digest: sha-256=:")),
+            "{up}: {}",
+            out.stdout
+        );
+    }
+}
+
+/// What a scripted upstream does with each request it reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Script {
+    /// 200 with the request head and body length as the body.
+    Echo,
+    /// Never answers.
+    Stall,
+    /// An invalid status line.
+    Garbage,
+    /// A 100 KB response head.
+    HugeHead,
+    /// Declares 1 MB, sends 100 KB, closes.
+    Truncated,
+    /// 500 on `/health`, echo otherwise.
+    Unhealthy,
+}
+
+/// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
+struct Scripted {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Scripted {
+    fn start(script: Script) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let h = heads.clone();
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let h = h.clone();
+                thread::spawn(move || serve_scripted(conn, script, &h));
+            }
+        });
+        Self { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
+    conn.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let mut w = conn.try_clone().unwrap();
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            head.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let lower = head.to_ascii_lowercase();
+        let mut body = 0usize;
+        if lower.contains("transfer-encoding: chunked") {
+            loop {
+                let mut size = String::new();
+                if r.read_line(&mut size).unwrap_or(0) == 0 {
+                    return;
+                }
+                let Ok(n) = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16) else { return };
+                if n == 0 {
+                    // Trailers, then the empty line.
+                    loop {
+                        let mut l = String::new();
+                        if r.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                let mut buf = vec![0; n + 2];
+                if r.read_exact(&mut buf).is_err() {
+                    return;
+                }
+                body += n;
+            }
+        } else if let Some(cl) = lower.lines().find_map(|l| l.strip_prefix("content-length:")) {
+            let n: usize = cl.trim().parse().unwrap_or(0);
+            let mut buf = vec![0; n];
+            if r.read_exact(&mut buf).is_err() {
+                return;
+            }
+            body = n;
+        }
+        heads.lock().unwrap().push(head.clone());
+        let echo = |w: &mut TcpStream| {
+            let text = format!("{head}body-bytes: {body}\n");
+            write!(w, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: text/plain\r\n\r\n{text}", text.len())
+        };
+        let ok = match script {
+            Script::Echo => echo(&mut w).is_ok(),
+            Script::Unhealthy if head.starts_with("GET /health ") => {
+                w.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n").is_ok()
+            }
+            Script::Unhealthy => echo(&mut w).is_ok(),
+            Script::Stall => {
+                thread::sleep(Duration::from_secs(20));
+                false
+            }
+            Script::Garbage => {
+                let _ = w.write_all(b"HTTP/1.1 2x0 What\r\n\r\n");
+                false
+            }
+            Script::HugeHead => {
+                let _ = write!(w, "HTTP/1.1 200 OK\r\nx-big: {}\r\ncontent-length: 0\r\n\r\n", "a".repeat(100_000));
+                false
+            }
+            Script::Truncated => {
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n");
+                let _ = w.write_all(&vec![b'x'; 100_000]);
+                let _ = w.flush();
+                thread::sleep(Duration::from_millis(200));
+                false
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn up_at(port: u16, more: &str) -> String {
+    format!("servers = [\"127.0.0.1:{port}\"]\n{more}")
+}
+
+/// Every way an upstream can fail gets an explicit answer: 502 or 504 with `Proxy-Status`
+/// before the head, a reset (HTTP/2) or a closed connection (HTTP/1.1) after it, never a
+/// truncated body that looks complete.
+#[test]
+fn upstream_failures_are_explicit() {
+    require_tool!("curl", "upstream_failures_are_explicit");
+    let closed = free_port();
+    let px = proxy(&up_at(closed, "retries = 0"), "");
+    for p in [Proto::H1Plain, Proto::H2Tls] {
+        let r = curl(&px, p, "/p/x", &[]);
+        assert_eq!(r.status, 502, "{p:?}");
+        assert!(r.header("proxy-status").is_some_and(|v| v.contains("error=connection_refused")), "{}", r.headers);
+    }
+    let cases = [
+        (Script::Stall, 504, "http_response_timeout"),
+        (Script::Garbage, 502, "http_protocol_error"),
+        (Script::HugeHead, 502, "http_response_header_section_size"),
+    ];
+    for (script, status, kind) in cases {
+        let up = Scripted::start(script);
+        let px = proxy(&up_at(up.port, "[upstream.timeouts]\nresponse_head_secs = 1"), "");
+        for p in [Proto::H1Plain, Proto::H2Tls] {
+            let r = curl(&px, p, "/p/x", &[]);
+            assert_eq!(r.status, status, "{script:?} {p:?}");
+            let ps = r.header("proxy-status").unwrap_or_default();
+            assert!(ps.starts_with("sluice; error=") && ps.contains(&format!("error={kind}")), "{script:?}: {ps}");
+        }
+        assert!(px.log().contains("upstream=up"), "one log line names the upstream: {}", px.log());
+    }
+    // A body cut short: curl must report a failure (HTTP/1.1: the connection closes before
+    // content-length is reached; HTTP/2: the stream is reset).
+    let up = Scripted::start(Script::Truncated);
+    let px = proxy(&up_at(up.port, ""), "");
+    for p in [Proto::H1Plain, Proto::H2Tls, Proto::H2c] {
+        let out = run(
+            Command::new("curl")
+                .args(["-sS", "-k", "--max-time", "20", p.flag(), "-o", "/dev/null"])
+                .arg(p.url(&px, "/p/x")),
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success(), "{p:?}: a truncated response must not look complete: {}", out.stderr);
+    }
+}
+
+/// The fields the upstream sees: hop-by-hop ones gone (also those `Connection` names), `Via`
+/// and the forwarding fields set, forged forwarding fields replaced, `Host` passed through
+/// (or set by the upstream's `host`), cookie crumbs joined for HTTP/1.1.
+#[test]
+fn the_upstream_sees_forwarding_fields_and_no_hop_by_hop_ones() {
+    require_tool!("curl", "the_upstream_sees_forwarding_fields_and_no_hop_by_hop_ones");
+    let up = Scripted::start(Script::Echo);
+    let px = proxy(&up_at(up.port, ""), "");
+    let r = curl(
+        &px,
+        Proto::H1Plain,
+        "/p/echo?q=1",
+        &[
+            "-H",
+            "Connection: x-private",
+            "-H",
+            "X-Private: secret",
+            "-H",
+            "X-Forwarded-For: 6.6.6.6",
+            "-H",
+            "Keep-Alive: 1",
+        ],
+    );
+    assert_eq!(r.status, 200);
+    let seen = String::from_utf8_lossy(&r.body).to_ascii_lowercase();
+    assert!(seen.starts_with("get /p/echo?q=1 http/1.1\r\n"), "{seen}");
+    assert!(!seen.contains("x-private") && !seen.contains("keep-alive: 1"), "{seen}");
+    assert!(seen.contains("x-forwarded-for: 127.0.0.1\r\n"), "{seen}");
+    assert!(seen.contains("x-forwarded-proto: http\r\n"), "{seen}");
+    assert!(seen.contains("via: 1.1 sluice\r\n"), "{seen}");
+    assert!(seen.contains(&format!("host: 127.0.0.1:{}\r\n", px.plain_port)), "{seen}");
+    assert!(seen.contains("forwarded: for=127.0.0.1;proto=http;"), "{seen}");
+    // HTTP/2: cookie crumbs arrive as one field.
+    let r = curl(&px, Proto::H2Tls, "/p/echo", &["-H", "cookie: a=1", "-H", "cookie: b=2"]);
+    let seen = String::from_utf8_lossy(&r.body).to_ascii_lowercase();
+    assert!(seen.contains("cookie: a=1; b=2\r\n"), "{seen}");
+    assert!(seen.contains("via: 2 sluice\r\n") && seen.contains("x-forwarded-proto: https\r\n"), "{seen}");
+    // A configured host replaces the client's.
+    let px = proxy(&up_at(up.port, "host = \"app.internal\""), "");
+    let r = curl(&px, Proto::H2c, "/p/echo", &[]);
+    let seen = String::from_utf8_lossy(&r.body).to_ascii_lowercase();
+    assert!(seen.contains("host: app.internal\r\n"), "{seen}");
+    // From a trusted proxy, forwarding fields are extended instead.
+    let px = proxy(&up_at(up.port, ""), "[proxy]\ntrusted_proxies = [\"127.0.0.0/8\"]");
+    let r = curl(&px, Proto::H1Plain, "/p/echo", &["-H", "X-Forwarded-For: 203.0.113.5"]);
+    let seen = String::from_utf8_lossy(&r.body).to_ascii_lowercase();
+    assert!(seen.contains("x-forwarded-for: 203.0.113.5, 127.0.0.1\r\n"), "{seen}");
+}
+
+/// Raw HTTP/1.1 to the proxy; the status codes of every response read until it closes.
+fn raw_h1(port: u16, bytes: &[u8]) -> Vec<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out)
+        .match_indices("HTTP/1.1 ")
+        .filter_map(|(i, _)| String::from_utf8_lossy(&out)[i + 9..].get(..3).and_then(|c| c.parse().ok()))
+        .collect()
+}
+
+/// Smuggling probes: whatever the proxy makes of an ambiguous request, the upstream never
+/// reads more requests than the proxy answered, and never an ambiguous framing.
+#[test]
+fn smuggling_probes_never_reach_the_upstream_as_two_requests() {
+    let up = Scripted::start(Script::Echo);
+    let px = proxy(&up_at(up.port, ""), "");
+    let probes: [&[u8]; 4] = [
+        b"POST /p/a HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\nGET /p/smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /p/b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 40\r\nConnection: close\r\n\r\nhelloGET /p/smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /p/c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\nGET /p/smuggled HTTP/1.1\r\nHost: x\r\n\r\n0\r\n\r\n",
+        b"POST /p/d HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    ];
+    for probe in probes {
+        let before = up.heads().len();
+        let statuses = raw_h1(px.plain_port, probe);
+        let heads = up.heads();
+        let new = &heads[before..];
+        assert!(
+            new.len() <= statuses.iter().filter(|s| **s < 400).count(),
+            "probe {:?}: upstream read {} requests, client got {statuses:?}",
+            String::from_utf8_lossy(probe),
+            new.len()
+        );
+        for h in new {
+            let l = h.to_ascii_lowercase();
+            assert!(!l.contains("/p/smuggled"), "smuggled: {h}");
+            assert!(!(l.contains("content-length:") && l.contains("transfer-encoding:")), "ambiguous framing: {h}");
+            assert!(l.matches("content-length:").count() <= 1, "{h}");
+        }
+    }
+}
+
+/// Weighted round-robin spreads requests by weight; a server that refuses is retried on
+/// another, then ejected; an unhealthy one (active checks) leaves the rotation.
+#[test]
+fn balancing_retries_ejection_and_health_checks() {
+    require_tool!("curl", "balancing_retries_ejection_and_health_checks");
+    let a = Scripted::start(Script::Echo);
+    let b = Scripted::start(Script::Echo);
+    let px = proxy(&format!("servers = [\"127.0.0.1:{} weight=3\", \"127.0.0.1:{}\"]", a.port, b.port), "");
+    for _ in 0..8 {
+        assert_eq!(curl(&px, Proto::H1Plain, "/p/rr", &[]).status, 200);
+    }
+    assert_eq!((a.heads().len(), b.heads().len()), (6, 2), "weights 3:1 over 8 requests");
+
+    // One server refuses: every request still succeeds (retried), and it gets ejected.
+    let closed = free_port();
+    let px = proxy(
+        &format!(
+            "servers = [\"127.0.0.1:{closed}\", \"127.0.0.1:{}\"]\n[upstream.eject]\nfailures = 2\nsecs = 60",
+            a.port
+        ),
+        "",
+    );
+    for _ in 0..6 {
+        assert_eq!(curl(&px, Proto::H1Plain, "/p/retry", &[]).status, 200, "{}", px.log());
+    }
+    assert!(px.log().contains("upstream server ejected"), "{}", px.log());
+
+    // Active health checks take a server answering 500 on /health out of rotation.
+    let sick = Scripted::start(Script::Unhealthy);
+    let px = proxy(
+        &format!(
+            "servers = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n[upstream.health]\npath = \"/health\"\ninterval_secs = 1\nfails = 1",
+            sick.port, b.port
+        ),
+        "",
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !px.log().contains("server out of rotation") {
+        assert!(std::time::Instant::now() < deadline, "no health verdict: {}", px.log());
+        thread::sleep(Duration::from_millis(100));
+    }
+    let before = sick.heads().iter().filter(|h| !h.starts_with("GET /health")).count();
+    for _ in 0..4 {
+        assert_eq!(curl(&px, Proto::H1Plain, "/p/h", &[]).status, 200);
+    }
+    let after = sick.heads().iter().filter(|h| !h.starts_with("GET /health")).count();
+    assert_eq!(before, after, "no request goes to the unhealthy server");
+
+    // Consistent hashing on a header: the same key always lands on the same server.
+    let px = proxy(
+        &format!(
+            "servers = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\nbalance = \"hash\"\nhash_key = \"header:x-user\"",
+            a.port, b.port
+        ),
+        "",
+    );
+    let mut by_user: HashMap<String, (usize, usize)> = HashMap::new();
+    for i in 0..12 {
+        let user = format!("u{}", i % 3);
+        let (a0, b0) = (a.heads().len(), b.heads().len());
+        assert_eq!(curl(&px, Proto::H1Plain, "/p/hash", &["-H", &format!("x-user: {user}")]).status, 200);
+        let hit = (a.heads().len() - a0, b.heads().len() - b0);
+        let first = *by_user.entry(user.clone()).or_insert(hit);
+        assert_eq!(first, hit, "user {user} moved");
+    }
+}
+
+/// Node's `http` server closes idle keep-alive connections after its `keepAliveTimeout`
+/// (5 s by default; 2 s here to keep the test short, the same race) and says so in
+/// `Keep-Alive: timeout=N`. Requests spaced to land on that moment, half of them POSTs (which
+/// may not be retried), must all succeed.
+#[test]
+fn node_keep_alive_timeout_causes_no_errors() {
+    require_tool!("node", "node_keep_alive_timeout_causes_no_errors");
+    require_tool!("curl", "node_keep_alive_timeout_causes_no_errors");
+    let port = free_port();
+    let script = format!(
+        "const http = require('http');\n\
+         const s = http.createServer((req, res) => {{ let n = 0; req.on('data', d => n += d.length); \
+         req.on('end', () => res.end('ok ' + req.method + ' ' + n + '\\n')); }});\n\
+         s.keepAliveTimeout = 2000;\n\
+         s.listen({port}, '127.0.0.1');\n"
+    );
+    let mut node = Command::new("node").arg("-e").arg(&script).spawn().expect("node");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !support::accepts(port) {
+        assert!(std::time::Instant::now() < deadline, "node did not start");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let px = proxy(&up_at(port, ""), "");
+    let body = px.scratch("post.txt");
+    fs::write(&body, "hello").unwrap();
+    let mut failures = Vec::new();
+    // Gaps from 1.8 s to 2.2 s around the 2 s timeout, in 50 ms steps.
+    for i in 0..18u64 {
+        let gap = Duration::from_millis(1800 + (i % 9) * 50);
+        thread::sleep(gap);
+        let args: Vec<&str> = if i % 2 == 0 { vec![] } else { vec!["--data-binary", "@"] };
+        let data_arg = format!("@{}", body.display());
+        let args: Vec<&str> = if args.is_empty() { args } else { vec!["--data-binary", &data_arg] };
+        let r = curl(&px, Proto::H2Tls, "/p/ka", &args);
+        if r.status != 200 {
+            failures.push((i, gap, r.status, String::from_utf8_lossy(&r.body).into_owned()));
+        }
+    }
+    let _ = node.kill();
+    let _ = node.wait();
+    assert!(failures.is_empty(), "{failures:?}\n{}", px.log());
+}
