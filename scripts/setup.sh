@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests and benchmarks need, idempotently:
 #   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light, caddy (lab peers),
-#           iproute2 (ip netns, for the lab)
+#           iproute2 (ip netns, for the lab), nodejs (an upstream of the reverse-proxy tests)
 #   go:     h2spec (go install; linked into /usr/local/bin when root)
 #   rustup: the rustfmt and clippy components
+#   pip:    aioquic (HTTP/3 client), grpcio and websockets (reverse-proxy tests)
 # Fast when everything is present: it only checks. `apt-get update` runs only when an apt
 # package is missing. Without root, missing tools are reported and skipped; the tests that
 # need them print a SKIP note instead of failing. Under CI=true a tool that is still missing at
@@ -46,10 +47,11 @@ declare -A APT_CMD=(
   [ngtcp2-client]=gtlsclient
   [firefox-esr]=firefox-esr
   [libnss3-tools]=certutil
+  [nodejs]=node
 )
 missing=()
 for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium ngtcp2-client firefox-esr \
-  libnss3-tools; do
+  libnss3-tools nodejs; do
   cmd=${APT_CMD[$pkg]}
   if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     log "present: $pkg ($cmd)"
@@ -145,6 +147,20 @@ else
     python3 -m pip install -q --break-system-packages 'aioquic==1.7.2' ||
     warn "pip install aioquic failed; the HTTP/3 tests with aioquic will skip"
 fi
+
+# --- python: grpcio and websockets, real peers of the reverse-proxy tests --------------------
+for pkg in 'grpcio==1.76.0:grpc' 'websockets==15.0.1:websockets'; do
+  spec=${pkg%%:*}
+  module=${pkg##*:}
+  if python3 -c "import $module" 2>/dev/null; then
+    log "present: $module"
+  elif command -v python3 >/dev/null 2>&1; then
+    log "installing: $spec (pip)"
+    python3 -m pip install -q "$spec" 2>/dev/null ||
+      python3 -m pip install -q --break-system-packages "$spec" ||
+      warn "pip install $spec failed; the proxy tests that need $module will skip"
+  fi
+done
 
 # --- rustup components --------------------------------------------------------------------
 if command -v rustup >/dev/null 2>&1; then

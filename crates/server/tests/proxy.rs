@@ -155,6 +155,8 @@ enum Script {
     Truncated,
     /// 500 on `/health`, echo otherwise.
     Unhealthy,
+    /// Two 103 (Early Hints) responses, then the echo.
+    Hints,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -245,6 +247,13 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 w.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n").is_ok()
             }
             Script::Unhealthy => echo(&mut w).is_ok(),
+            Script::Hints => {
+                let _ = w.write_all(b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload; as=style\r\n\r\n");
+                let _ = w.flush();
+                thread::sleep(Duration::from_millis(50));
+                let _ = w.write_all(b"HTTP/1.1 103 Early Hints\r\nlink: </b.js>; rel=preload; as=script\r\n\r\n");
+                echo(&mut w).is_ok()
+            }
             Script::Stall => {
                 thread::sleep(Duration::from_secs(20));
                 false
@@ -521,4 +530,143 @@ fn node_keep_alive_timeout_causes_no_errors() {
     let _ = node.kill();
     let _ = node.wait();
     assert!(failures.is_empty(), "{failures:?}\n{}", px.log());
+}
+
+/// An HTTP/1.1 upstream's 103s reach HTTP/2 and HTTP/3 clients, each of them, before the final
+/// response; HTTP/1.1 clients get none.
+#[test]
+fn interim_responses_from_the_upstream_are_forwarded() {
+    require_tool!("curl", "interim_responses_from_the_upstream_are_forwarded");
+    let up = Scripted::start(Script::Hints);
+    let px = proxy(&up_at(up.port, ""), "");
+    let r = curl(&px, Proto::H2Tls, "/p/page", &[]);
+    assert_eq!(r.status, 200);
+    let first = r.headers.find("HTTP/2 103").expect("a 103");
+    let second = r.headers[first + 1..].find("HTTP/2 103").expect("a second 103") + first + 1;
+    let fin = r.headers.find("HTTP/2 200").expect("the final head");
+    assert!(first < second && second < fin, "{}", r.headers);
+    assert!(r.headers.contains("link: </a.css>; rel=preload; as=style"), "{}", r.headers);
+    assert!(r.headers.contains("link: </b.js>; rel=preload; as=script"), "{}", r.headers);
+    let r = curl(&px, Proto::H1Plain, "/p/page", &[]);
+    assert_eq!(r.status, 200);
+    assert!(!r.headers.contains(" 103"), "{}", r.headers);
+    if have_aioquic("interim_responses_from_the_upstream_are_forwarded (h3)") {
+        let r = h3(&[&px.https("/p/page")]);
+        assert_eq!(r["status"], 200, "{r}");
+        let interim = r["interim"].as_array().expect("interim");
+        assert_eq!(interim.len(), 2, "{r}");
+        assert!(interim.iter().all(|i| i[0] == 103), "{r}");
+    }
+}
+
+fn python_has(module: &str, test: &str) -> bool {
+    let ok = Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{test}: python module `{module}` missing under CI=true (scripts/setup.sh installs it)"
+        );
+        support::note(&format!("SKIP {test}: python module `{module}` missing; run scripts/setup.sh"));
+    }
+    ok
+}
+
+/// A WebSocket (PyPI `websockets`) upgrades through the proxy and echoes text and a 100 KB
+/// binary message both ways.
+#[test]
+fn websockets_tunnel_through_the_proxy() {
+    if !python_has("websockets", "websockets_tunnel_through_the_proxy") {
+        return;
+    }
+    let port = free_port();
+    let server = format!(
+        "import websockets.sync.server as s\n\
+         def echo(ws):\n    for m in ws:\n        ws.send(m)\n\
+         with s.serve(echo, '127.0.0.1', {port}) as srv:\n    srv.serve_forever()\n"
+    );
+    // Its stderr is quiet: the readiness probe below is a connection without a handshake.
+    let mut child =
+        Command::new("python3").arg("-c").arg(&server).stderr(std::process::Stdio::null()).spawn().expect("python3");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !support::accepts(port) {
+        assert!(std::time::Instant::now() < deadline, "websocket server did not start");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let px = proxy(&up_at(port, ""), "");
+    let client = format!(
+        "import websockets.sync.client as c\n\
+         with c.connect('ws://127.0.0.1:{}/p/ws') as ws:\n\
+         \x20   ws.send('hello')\n\
+         \x20   assert ws.recv(timeout=10) == 'hello'\n\
+         \x20   data = bytes(range(256)) * 400\n\
+         \x20   ws.send(data)\n\
+         \x20   assert ws.recv(timeout=10) == data\n\
+         print('ok')\n",
+        px.plain_port
+    );
+    let out = run(Command::new("python3").arg("-c").arg(&client), Duration::from_secs(30));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success() && out.stdout.contains("ok"), "{}\n{}\n{}", out.stdout, out.stderr, px.log());
+}
+
+/// gRPC (PyPI grpcio) through the proxy to an h2c gRPC server: unary, server and client
+/// streaming, and an error status, which travels in the trailers; over HTTP/2 with TLS and h2c,
+/// and a unary call over HTTP/3 (aioquic, gRPC's framing by hand).
+#[test]
+fn grpc_calls_cross_the_proxy() {
+    if !python_has("grpc", "grpc_calls_cross_the_proxy") {
+        return;
+    }
+    let port = free_port();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/grpc_echo.py");
+    let mut child = Command::new("python3").arg(&script).args(["serve", &port.to_string()]).spawn().expect("python3");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !support::accepts(port) {
+        assert!(std::time::Instant::now() < deadline, "gRPC server did not start");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let px = proxy(
+        &format!("servers = [\"127.0.0.1:{port}\"]\nprotocol = \"h2c\""),
+        "[[site.route]]\npath = \"/echo.Echo/\"\nproxy = \"up\"\n",
+    );
+    let ca = px.scratch("data/self-signed-cert.pem");
+    let tls = run(
+        Command::new("python3").arg(&script).args(["call", &format!("127.0.0.1:{}", px.tls_port), "--ca"]).arg(&ca),
+        Duration::from_secs(60),
+    );
+    let plain = run(
+        Command::new("python3").arg(&script).args(["call", &format!("127.0.0.1:{}", px.plain_port)]),
+        Duration::from_secs(60),
+    );
+    let h3_result = have_aioquic("grpc_calls_cross_the_proxy (h3)").then(|| {
+        let msg = px.scratch("grpc.msg");
+        let payload = b"hello over h3";
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        framed.extend_from_slice(payload);
+        fs::write(&msg, &framed).unwrap();
+        h3(&[
+            "--method",
+            "POST",
+            "--data-file",
+            msg.to_str().unwrap(),
+            "--header",
+            "content-type: application/grpc",
+            "--header",
+            "te: trailers",
+            &px.https("/echo.Echo/Unary"),
+        ])
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    tls.expect_success(&format!("gRPC over TLS h2: {}", px.log()));
+    assert!(tls.stdout.contains("\"fail_code\": \"NOT_FOUND\""), "{}", tls.stdout);
+    plain.expect_success("gRPC over h2c");
+    if let Some(r) = h3_result {
+        assert_eq!(r["status"], 200, "{r}");
+        let trailers = r["trailers"].as_array().expect("trailers");
+        assert!(trailers.iter().any(|t| t[0] == "grpc-status" && t[1] == "0"), "{r}");
+        assert_eq!(r["body_len"], 5 + 13, "{r}");
+    }
 }

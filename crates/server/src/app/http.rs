@@ -118,6 +118,9 @@ pub(crate) struct Request {
     /// Why the request cannot be served as sent (a header field that does not parse): the
     /// answer is 400, through the usual path (access log included).
     pub(crate) malformed: Option<Refusal>,
+    /// HTTP/1.1 with an `Upgrade` field: the connection, once a 101 has gone out (the reverse
+    /// proxy tunnels WebSockets through it).
+    pub(crate) upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
 
 /// Why a request is answered before any handler sees it, and with what status.
@@ -475,7 +478,11 @@ impl Body {
     /// Whether the body ends with trailers (known before it is sent: then even an empty body
     /// is sent, so that the trailers can follow).
     pub(crate) fn has_trailers(&self) -> bool {
-        matches!(self, Self::Trailed(..) | Self::Stream(_) | Self::Upstream(_))
+        match self {
+            Self::Trailed(..) | Self::Stream(_) => true,
+            Self::Upstream(u) => u.may_trail(),
+            _ => false,
+        }
     }
 
     /// Whether the body is known to be empty.

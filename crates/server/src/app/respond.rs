@@ -137,6 +137,7 @@ pub(crate) fn to_request(
         body,
         interim,
         malformed,
+        upgrade: None,
     }
 }
 

@@ -101,6 +101,7 @@ mod tests {
         Request {
             proto: Proto::Http1,
             peer: "127.0.0.1:1".parse().unwrap(),
+            upgrade: None,
             method,
             authority: "localhost".into(),
             path: path.into(),

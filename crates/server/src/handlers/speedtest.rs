@@ -269,6 +269,7 @@ mod tests {
         Request {
             proto: Proto::Http2,
             peer: "127.0.0.1:1".parse().unwrap(),
+            upgrade: None,
             method,
             authority: "localhost".into(),
             path: path.into(),

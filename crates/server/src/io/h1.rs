@@ -34,7 +34,9 @@ where
         .header_read_timeout(state.cfg.timeouts.header)
         .keep_alive(true)
         .max_buf_size(state.cfg.limits.max_header_list_size.max(8192) as usize)
-        .serve_connection(TokioIo::new(io), svc);
+        .serve_connection(TokioIo::new(io), svc)
+        // The reverse proxy tunnels WebSockets (RFC 6455 §4) after a 101.
+        .with_upgrades();
     tokio::pin!(conn);
     let drain = state.cfg.timeouts.drain;
     tokio::select! {
@@ -50,7 +52,8 @@ where
     let _ = tokio::time::timeout(drain, conn).await;
 }
 
-async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {
+async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {
+    let upgrade = req.headers().contains_key(http::header::UPGRADE).then(|| hyper::upgrade::on(&mut req));
     let (parts, incoming) = req.into_parts();
     let malformed = head_problem(&parts, state.cfg.limits.max_header_list_size);
     // RFC 9112 §3.2.2: with an absolute-form target, its authority is the one to use.
@@ -76,6 +79,7 @@ async fn handle(req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State
         // hyper sends no 1xx but its own 100 (Continue); browsers ignore 103 over HTTP/1.1.
         interim: Interim::default(),
         malformed,
+        upgrade,
     };
     let Prepared { status, headers, body, no_body, log } = prepare(req, counters, &state, info).await;
     let body = if no_body { Body::Empty } else { body };

@@ -116,6 +116,9 @@ pub(crate) struct UpstreamBody {
     ended: bool,
     idle: Duration,
     on_end: Option<OnEnd>,
+    /// Whether trailers may follow: a body without a declared length, or from an HTTP/2
+    /// upstream (which may send trailers after a declared length too).
+    may_trail: bool,
     /// Held until the body is dropped: the server's count of requests in progress.
     _active: super::Active,
     upstream: std::sync::Arc<str>,
@@ -128,9 +131,27 @@ impl UpstreamBody {
         on_end: Option<OnEnd>,
         active: super::Active,
         upstream: std::sync::Arc<str>,
+        h2: bool,
     ) -> Self {
         let len = body.size_hint().exact();
-        Self { body, len, rest: Bytes::new(), trailers: None, ended: false, idle, on_end, _active: active, upstream }
+        let may_trail = len.is_none() || h2;
+        Self {
+            body,
+            len,
+            rest: Bytes::new(),
+            trailers: None,
+            ended: false,
+            idle,
+            on_end,
+            may_trail,
+            _active: active,
+            upstream,
+        }
+    }
+
+    /// Whether a trailer section may follow the data.
+    pub(crate) fn may_trail(&self) -> bool {
+        self.may_trail
     }
 
     /// Exact length when the upstream declared one.
@@ -177,7 +198,17 @@ impl UpstreamBody {
                     return Some(Err(std::io::Error::other(e)));
                 }
                 Some(Ok(f)) => match f.into_data() {
-                    Ok(d) => self.rest = d,
+                    Ok(d) => {
+                        self.rest = d;
+                        // The last bytes of a declared length: the exchange is over now (a
+                        // reader that stops at the length never polls for the end).
+                        if http_body::Body::is_end_stream(&self.body) && !self.may_trail {
+                            self.ended = true;
+                            if let Some(f) = self.on_end.take() {
+                                f();
+                            }
+                        }
+                    }
                     Err(f) => {
                         if let Ok(mut t) = f.into_trailers() {
                             super::headers::strip_hop_by_hop(&mut t);

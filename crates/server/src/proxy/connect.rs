@@ -96,7 +96,8 @@ pub(crate) async fn h1(io: Box<dyn Io>) -> Result<http1::SendRequest<UpBody>, Pr
         .await
         .map_err(|e| ProxyError::new("http_protocol_error", e.to_string()))?;
     tokio::spawn(async move {
-        if let Err(e) = conn.await {
+        // With upgrades: after a 101 the connection is handed to the WebSocket tunnel.
+        if let Err(e) = conn.with_upgrades().await {
             tracing::debug!(%e, "upstream HTTP/1.1 connection ended");
         }
     });

@@ -357,11 +357,32 @@ pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &Prox
         Some(q) => format!("{}?{q}", req.path),
         None => req.path.clone(),
     };
+    // An HTTP/1.1 `Upgrade` (a WebSocket handshake, RFC 6455 §4.1) to an HTTP/1.1 upstream
+    // passes on, and a 101 turns both connections into a tunnel.
+    let upgrade = req.headers.get(http::header::UPGRADE).cloned().filter(|_| {
+        to_h1
+            && req.upgrade.is_some()
+            && req
+                .headers
+                .get_all(http::header::CONNECTION)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
+    });
     // Sluice forwards trailers to every client, so it asks for them (RFC 9110 §10.1.4: with the
     // `TE` connection option over HTTP/1.1); gRPC servers require `te: trailers` over HTTP/2.
     fields.insert(http::header::TE, HeaderValue::from_static("trailers"));
     let uri = if to_h1 {
-        fields.insert(http::header::CONNECTION, HeaderValue::from_static("te"));
+        match &upgrade {
+            Some(u) => {
+                fields.insert(http::header::UPGRADE, u.clone());
+                fields.insert(http::header::CONNECTION, HeaderValue::from_static("upgrade"));
+                fields.remove(http::header::TE);
+            }
+            None => {
+                fields.insert(http::header::CONNECTION, HeaderValue::from_static("te"));
+            }
+        }
         // Request trailers need chunked framing over HTTP/1.1 (RFC 9112 §7.1.2).
         if fields.contains_key(http::header::TRAILER) {
             fields.remove(http::header::CONTENT_LENGTH);
@@ -416,8 +437,11 @@ pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &Prox
         }
         let attempt = attempt(up, i, hreq, fresh, &mut done_rx);
         match attempt.await {
-            Ok((resp, on_end)) => {
+            Ok((mut resp, on_end)) => {
                 up.succeeded(i);
+                if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    return switch(up, req, &mut resp, upgrade.is_some());
+                }
                 return response(up, resp, on_end, active);
             }
             Err(f) => {
@@ -586,6 +610,82 @@ fn classify(err: &hyper::Error) -> &'static str {
     }
 }
 
+/// A 101 from the upstream: both connections become one tunnel once the client has the 101.
+fn switch(
+    up: &Arc<Upstream>,
+    req: &mut Request,
+    resp: &mut hyper::Response<hyper::body::Incoming>,
+    asked: bool,
+) -> Response {
+    let Some(down) = req.upgrade.take().filter(|_| asked) else {
+        let err = ProxyError::new("http_protocol_error", "a 101 that was not asked for");
+        tracing::warn!(upstream = %up.name, "502: {}", err.detail);
+        return err.response(&up.name);
+    };
+    let mut fields = std::mem::take(resp.headers_mut());
+    let proto = fields.get(http::header::UPGRADE).cloned();
+    headers::response(&mut fields, resp.version());
+    if let Some(p) = proto {
+        fields.insert(http::header::UPGRADE, p);
+    }
+    fields.insert(http::header::CONNECTION, HeaderValue::from_static("upgrade"));
+    let upstream = hyper::upgrade::on(resp);
+    let (idle, name) = (up.cfg.idle_timeout, up.name.clone());
+    tokio::spawn(async move {
+        match tokio::join!(down, upstream) {
+            (Ok(d), Ok(u)) => {
+                tunnel(hyper_util::rt::TokioIo::new(d), hyper_util::rt::TokioIo::new(u), idle).await;
+            }
+            (d, u) => {
+                tracing::debug!(upstream = %name, client = d.is_ok(), upstream_ok = u.is_ok(), "upgrade did not complete");
+            }
+        }
+    });
+    Response { status: StatusCode::SWITCHING_PROTOCOLS, headers: fields, body: Body::Empty }
+}
+
+/// Copy bytes both ways until both sides have closed, either fails, or nothing moves for
+/// `idle`. A side's end of stream is passed on as a shutdown of the other side's writes.
+async fn tunnel<A, B>(a: A, b: B, idle: Duration)
+where
+    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut ar, mut aw) = tokio::io::split(a);
+    let (mut br, mut bw) = tokio::io::split(b);
+    let mut abuf = vec![0u8; 16 * 1024];
+    let mut bbuf = vec![0u8; 16 * 1024];
+    let (mut a_open, mut b_open) = (true, true);
+    while a_open || b_open {
+        tokio::select! {
+            r = ar.read(&mut abuf), if a_open => match r {
+                Ok(0) | Err(_) => {
+                    a_open = false;
+                    let _ = bw.shutdown().await;
+                }
+                Ok(n) => {
+                    if bw.write_all(&abuf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            },
+            r = br.read(&mut bbuf), if b_open => match r {
+                Ok(0) | Err(_) => {
+                    b_open = false;
+                    let _ = aw.shutdown().await;
+                }
+                Ok(n) => {
+                    if aw.write_all(&bbuf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            },
+            () = tokio::time::sleep(idle) => return,
+        }
+    }
+}
+
 /// The client's response from the upstream's.
 fn response(
     up: &Arc<Upstream>,
@@ -603,7 +703,8 @@ fn response(
         }
         Body::Empty
     } else {
-        Body::Upstream(Box::new(UpstreamBody::new(incoming, up.cfg.idle_timeout, on_end, active, up.name.clone())))
+        let h2 = parts.version == http::Version::HTTP_2;
+        Body::Upstream(Box::new(UpstreamBody::new(incoming, up.cfg.idle_timeout, on_end, active, up.name.clone(), h2)))
     };
     Response { status: parts.status, headers: fields, body }
 }
