@@ -157,6 +157,8 @@ enum Script {
     Unhealthy,
     /// Two 103 (Early Hints) responses, then the echo.
     Hints,
+    /// 5,000 103 responses, then the echo.
+    HintFlood,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -272,6 +274,11 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 let _ = w.flush();
                 thread::sleep(Duration::from_millis(200));
                 false
+            }
+            Script::HintFlood => {
+                let hint = b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n".repeat(5000);
+                let _ = w.write_all(&hint);
+                echo(&mut w).is_ok()
             }
         };
         if !ok {
@@ -550,6 +557,13 @@ fn interim_responses_from_the_upstream_are_forwarded() {
     let r = curl(&px, Proto::H1Plain, "/p/page", &[]);
     assert_eq!(r.status, 200);
     assert!(!r.headers.contains(" 103"), "{}", r.headers);
+    // A flood of them is cut to a budget; the final response still arrives.
+    let flood = Scripted::start(Script::HintFlood);
+    let px2 = proxy(&up_at(flood.port, ""), "");
+    let r = curl(&px2, Proto::H2Tls, "/p/page", &[]);
+    assert_eq!(r.status, 200);
+    let n = r.headers.matches("HTTP/2 103").count();
+    assert!((1..=16).contains(&n), "{n} interim responses forwarded");
     if have_aioquic("interim_responses_from_the_upstream_are_forwarded (h3)") {
         let r = h3(&[&px.https("/p/page")]);
         assert_eq!(r["status"], 200, "{r}");
@@ -668,5 +682,35 @@ fn grpc_calls_cross_the_proxy() {
         let trailers = r["trailers"].as_array().expect("trailers");
         assert!(trailers.iter().any(|t| t[0] == "grpc-status" && t[1] == "0"), "{r}");
         assert_eq!(r["body_len"], 5 + 13, "{r}");
+    }
+}
+
+/// A slow client costs bounded memory: while curl reads a 400 MB response at 2 MB/s through
+/// the proxy, the proxy holds no more than a few windows of it, whatever the upstream protocol.
+#[test]
+fn a_slow_client_holds_the_upstream_back() {
+    require_tool!("curl", "a_slow_client_holds_the_upstream_back");
+    let origin = origin();
+    let f = fs::File::create(origin.www().join("p/huge.bin")).unwrap();
+    f.set_len(400 << 20).unwrap();
+    for up in [
+        format!("servers = [\"127.0.0.1:{}\"]", origin.plain_port),
+        format!("servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2c\"", origin.plain_port),
+    ] {
+        let px = proxy(&up, "");
+        let before = px.rss_kb().expect("rss");
+        for p in [Proto::H2Tls, Proto::H1Plain] {
+            let out = run(
+                Command::new("curl")
+                    .args(["-sS", "-k", "--limit-rate", "2M", "--max-time", "3", p.flag(), "-o", "/dev/null"])
+                    .args(["-w", "%{size_download}"])
+                    .arg(p.url(&px, "/p/huge.bin")),
+                Duration::from_secs(20),
+            );
+            let got: u64 = out.stdout.trim().parse().unwrap_or(0);
+            assert!(got > 1 << 20 && got < 100 << 20, "{up} {p:?}: {got} bytes in 3 s at 2 MB/s: {}", out.stderr);
+            let grown = px.rss_kb().expect("rss").saturating_sub(before);
+            assert!(grown < 48 * 1024, "{up} {p:?}: the proxy grew by {grown} kB for a slow client");
+        }
     }
 }

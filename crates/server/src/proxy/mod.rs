@@ -34,6 +34,9 @@ use crate::config::{Balance, HashKey, ProxySettings, ServerAddr, Upstream as Ups
 use body::{UpBody, UpstreamBody};
 pub(crate) use connect::client_config;
 
+/// Interim (1xx) responses of one request passed on to the client; more are dropped.
+const MAX_INTERIM: u32 = 16;
+
 /// Why a proxied request failed, as RFC 9209 names it, and the status it gets.
 #[derive(Debug)]
 pub(crate) struct ProxyError {
@@ -425,10 +428,13 @@ pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &Prox
         *hreq.headers_mut() = fields.clone();
         if to_h1 && interim.available() {
             let interim = interim.clone();
+            let forwarded = AtomicU32::new(0);
             hyper::ext::on_informational(&mut hreq, move |res| {
                 // 100 (Continue) answers the upstream's own `Expect` handling; 101 is a switch.
+                // A budget on the rest: an upstream sending endless 1xx heads does not flood
+                // the client (the response-head timeout ends the exchange).
                 let code = res.status().as_u16();
-                if code != 100 && code != 101 {
+                if code != 100 && code != 101 && forwarded.fetch_add(1, Ordering::Relaxed) < MAX_INTERIM {
                     let mut h = res.headers().clone();
                     headers::strip_hop_by_hop(&mut h);
                     interim.send(res.status(), &h);

@@ -341,7 +341,7 @@ impl Server {
     }
 
     /// The server's resident set size in kB (VmRSS from /proc), while it runs.
-    #[allow(dead_code)] // Used by the abuse suite only.
+    #[allow(dead_code)] // Used by the abuse suite and the proxy tests only.
     pub(crate) fn rss_kb(&self) -> Option<u64> {
         let pid = self.child.as_ref()?.id();
         let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
