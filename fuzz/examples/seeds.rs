@@ -482,7 +482,24 @@ fn priority_seeds() {
     }
 }
 
+fn proxy_fields_seeds() {
+    for (name, bytes) in [
+        (
+            "connection-named-te-cookies",
+            &b"\x03connection: close, x-a\nx-a: 1\nte: gzip, trailers\ncookie: a=1\ncookie: b=2\nx-forwarded-for: 6.6.6.6\n"[..],
+        ),
+        (
+            "trusted-forwarded-hop-by-hop",
+            b"\x14forwarded: for=1.2.3.4\nvia: 1.1 edge\nkeep-alive: timeout=5\nupgrade: websocket\ntransfer-encoding: chunked\n",
+        ),
+        ("connection-te-upgrade", b"\x08Connection: TE, Upgrade\nTE: trailers\nhost: x\n"),
+    ] {
+        write("proxy_fields", name, bytes);
+    }
+}
+
 fn main() {
+    proxy_fields_seeds();
     hpack_seeds();
     qpack_seeds();
     h2_server_seeds();

@@ -6,6 +6,7 @@
 //! round trips equal, connections that failed stay failed.
 
 pub mod flow;
+pub mod forward;
 pub mod h2_client;
 pub mod h2_server;
 pub mod h3_server;

@@ -1,12 +1,13 @@
 //! What the HTTP/2 and HTTP/3 engines share, sans-IO: header [`Field`]s, the [`RequestHead`]
 //! and its validation (RFC 9113 §8.2–§8.3, RFC 9114 §4.2–§4.3 say the same), RFC 9218
-//! [`Priority`] and the [`Scheduler`] that orders response data by it, and the [`Budget`] the
-//! flood defences count in.
+//! [`Priority`] and the [`Scheduler`] that orders response data by it, the [`Budget`] the
+//! flood defences count in, and the fields a reverse proxy forwards ([`forward`]).
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod forward;
 pub mod priority;
 pub mod request;
 pub mod sched;

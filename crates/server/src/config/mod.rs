@@ -27,7 +27,7 @@ use raw::*;
 #[cfg(test)]
 pub(crate) use site::HeaderRules;
 pub(crate) use site::{Route, RouteHandler, Site};
-pub(crate) use upstream::{Balance, Cidr, HashKey, ProxySettings, ServerAddr, Upstream, UpstreamProto};
+pub(crate) use upstream::{Balance, HashKey, ProxySettings, ServerAddr, Upstream, UpstreamProto};
 
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]

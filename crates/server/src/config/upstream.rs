@@ -199,33 +199,7 @@ pub(crate) struct Upstream {
     pub(crate) early_hints_learn: bool,
 }
 
-/// A network and prefix length: a client address inside it is a trusted proxy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cidr {
-    pub(crate) net: IpAddr,
-    pub(crate) len: u8,
-}
-
-impl Cidr {
-    /// Whether `ip` is inside (an IPv4-mapped IPv6 address counts as its IPv4 address).
-    pub(crate) fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        match (self.net, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len)) };
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = if self.len == 0 { 0 } else { u128::MAX << (128 - u32::from(self.len)) };
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
-    }
-}
+pub(crate) use sluice_http::forward::Cidr;
 
 /// `[proxy]`, validated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

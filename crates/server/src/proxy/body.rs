@@ -211,7 +211,7 @@ impl UpstreamBody {
                     }
                     Err(f) => {
                         if let Ok(mut t) = f.into_trailers() {
-                            super::headers::strip_hop_by_hop(&mut t);
+                            sluice_http::forward::strip_hop_by_hop(&mut t);
                             self.trailers = Some(t);
                         }
                     }

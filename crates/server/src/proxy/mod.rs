@@ -18,7 +18,6 @@
 pub(crate) mod balance;
 pub(crate) mod body;
 mod connect;
-pub(crate) mod headers;
 mod health;
 
 use std::net::IpAddr;
@@ -33,6 +32,7 @@ use crate::app::http::{Body, Request, RequestBody, Response};
 use crate::config::{Balance, HashKey, ProxySettings, ServerAddr, Upstream as UpstreamCfg, UpstreamProto};
 use body::{UpBody, UpstreamBody};
 pub(crate) use connect::client_config;
+use sluice_http::forward as headers;
 
 /// Interim (1xx) responses of one request passed on to the client; more are dropped.
 const MAX_INTERIM: u32 = 16;
@@ -344,7 +344,11 @@ pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &Prox
     let fwd = headers::Forwarding {
         peer: req.peer,
         tls: req.tls,
-        proto: req.proto,
+        proto: match req.proto {
+            crate::app::http::Proto::Http1 => headers::Received::Http1,
+            crate::app::http::Proto::Http2 => headers::Received::Http2,
+            crate::app::http::Proto::Http3 => headers::Received::Http3,
+        },
         authority: &req.authority,
         trusted: &settings.trusted,
     };

@@ -1,14 +1,52 @@
 //! The fields a proxied request and response carry: hop-by-hop fields removed (RFC 9110
 //! §7.6.1), `Via` added (§7.6.3), the client described to the upstream in `X-Forwarded-*` and
 //! `Forwarded` (RFC 7239), cookie crumbs joined for HTTP/1.1 (RFC 9113 §8.2.3). Pure functions
-//! over `HeaderMap`s, tested here.
+//! over `HeaderMap`s, tested here and fuzzed (`fuzz/fuzz_targets/proxy_fields.rs`).
 
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::app::http::Proto;
-use crate::config::Cidr;
+/// The protocol a message was received on, for `Via`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// HTTP/1.0 or HTTP/1.1.
+    Http1,
+    /// HTTP/2.
+    Http2,
+    /// HTTP/3.
+    Http3,
+}
+
+/// A network and prefix length: a client address inside it is a trusted proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    /// The network's address.
+    pub net: IpAddr,
+    /// Its prefix length.
+    pub len: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is inside (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len.min(32))) };
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = if self.len == 0 { 0 } else { u128::MAX << (128 - u32::from(self.len.min(128))) };
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
 
 /// Connection-specific fields (RFC 9110 §7.6.1, RFC 9113 §8.2.2) that never cross a proxy.
 /// `te` is handled apart: `te: trailers` is kept (gRPC asks for trailers with it).
@@ -23,7 +61,7 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 
 /// Remove the hop-by-hop fields, the ones `Connection` names included. (`Proxy-Authorization`
 /// is meant for a proxy that authenticates; Sluice does not, so it is passed on, as nginx does.)
-pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     let named: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
         .iter()
@@ -45,21 +83,25 @@ pub(crate) fn strip_hop_by_hop(h: &mut HeaderMap) {
 }
 
 /// What the forwarding fields say about a request.
-pub(crate) struct Forwarding<'a> {
-    pub(crate) peer: SocketAddr,
-    pub(crate) tls: bool,
-    pub(crate) proto: Proto,
+pub struct Forwarding<'a> {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Whether the client's connection is TLS.
+    pub tls: bool,
+    /// The protocol the request came on.
+    pub proto: Received,
     /// The authority the client asked for.
-    pub(crate) authority: &'a str,
-    pub(crate) trusted: &'a [Cidr],
+    pub authority: &'a str,
+    /// Clients whose forwarding fields are extended instead of replaced.
+    pub trusted: &'a [Cidr],
 }
 
 /// The `Via` received-protocol of a request or response (RFC 9110 §7.6.3).
-fn via(proto: Proto) -> HeaderValue {
+fn via(proto: Received) -> HeaderValue {
     HeaderValue::from_static(match proto {
-        Proto::Http1 => "1.1 sluice",
-        Proto::Http2 => "2 sluice",
-        Proto::Http3 => "3 sluice",
+        Received::Http1 => "1.1 sluice",
+        Received::Http2 => "2 sluice",
+        Received::Http3 => "3 sluice",
     })
 }
 
@@ -77,7 +119,7 @@ fn node(ip: IpAddr) -> String {
 /// The fields of the request sent upstream, from the client's: hop-by-hop fields removed,
 /// `Via` and the forwarding fields set, cookies joined into one field when `join_cookies`
 /// (HTTP/1.1 upstreams). `host` is not touched here (the proxy sets it per upstream protocol).
-pub(crate) fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> HeaderMap {
+pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> HeaderMap {
     strip_hop_by_hop(&mut h);
     let ip = match f.peer.ip() {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(f.peer.ip(), IpAddr::V4),
@@ -95,11 +137,9 @@ pub(crate) fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) 
     let keep_xfh = trusted && h.contains_key(&xfh_name);
     h.remove(&xff_name);
     h.remove(header::FORWARDED);
-    let xff = match prior_xff {
-        Some(p) => format!("{p}, {ip}"),
-        None => ip.to_string(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
+    // Values are joined as bytes: a trusted proxy's obs-text passes unchanged.
+    let xff = with_element(prior_xff, ip.to_string().as_bytes());
+    if let Ok(v) = HeaderValue::from_bytes(&xff) {
         h.insert(xff_name, v);
     }
     if !keep_xfp {
@@ -111,22 +151,19 @@ pub(crate) fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) 
         }
     }
     let mut elem = format!("for={};proto={scheme}", node(ip));
-    if crate::app::http::valid_authority(f.authority) {
+    if quotable(f.authority) {
         // RFC 7239 §4: a value that is not a token is quoted; an authority with `:` is not one.
         elem.push_str(&format!(";host=\"{}\"", f.authority));
     }
-    let fwd = match prior_fwd {
-        Some(p) => format!("{p}, {elem}"),
-        None => elem,
-    };
-    if let Ok(v) = HeaderValue::from_str(&fwd) {
+    let fwd = with_element(prior_fwd, elem.as_bytes());
+    if let Ok(v) = HeaderValue::from_bytes(&fwd) {
         h.insert(header::FORWARDED, v);
     }
     h.append(header::VIA, via(f.proto));
     if join_cookies {
-        if let Some(c) = joined_with(&h, &header::COOKIE, "; ") {
+        if let Some(c) = joined_with(&h, &header::COOKIE, b"; ") {
             h.remove(header::COOKIE);
-            if let Ok(v) = HeaderValue::from_str(&c) {
+            if let Ok(v) = HeaderValue::from_bytes(&c) {
                 h.insert(header::COOKIE, v);
             }
         }
@@ -136,7 +173,7 @@ pub(crate) fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) 
 
 /// The upstream's `Keep-Alive: timeout=N` (seconds), when it gave one (RFC 2068 §19.7.1.1; an
 /// HTTP/1.1 server announces how long it keeps an idle connection).
-pub(crate) fn keep_alive_timeout(h: &HeaderMap) -> Option<u64> {
+pub fn keep_alive_timeout(h: &HeaderMap) -> Option<u64> {
     h.get("keep-alive")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(',').find_map(|p| p.trim().strip_prefix("timeout=")?.trim().parse::<u64>().ok()))
@@ -144,7 +181,7 @@ pub(crate) fn keep_alive_timeout(h: &HeaderMap) -> Option<u64> {
 
 /// The fields of an upstream's response as sent to the client: hop-by-hop fields removed and
 /// `Via` added.
-pub(crate) fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
+pub fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
     strip_hop_by_hop(h);
     h.remove(header::TE);
     h.append(
@@ -153,24 +190,41 @@ pub(crate) fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
     );
 }
 
-/// Every value of `name` joined with `, `, or `None` when there is none.
-fn joined(h: &HeaderMap, name: &HeaderName) -> Option<String> {
-    joined_with(h, name, ", ")
+/// Whether `a` can go inside a quoted string as it is (RFC 7230 qdtext: visible ASCII but `"`
+/// and `\`).
+fn quotable(a: &str) -> bool {
+    !a.is_empty() && a.bytes().all(|c| (0x21..=0x7e).contains(&c) && c != b'"' && c != b'\\')
 }
 
-fn joined_with(h: &HeaderMap, name: &HeaderName, sep: &str) -> Option<String> {
-    let mut out: Option<String> = None;
+/// Every value of `name` joined with `, `, or `None` when there is none.
+fn joined(h: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
+    joined_with(h, name, b", ")
+}
+
+fn joined_with(h: &HeaderMap, name: &HeaderName, sep: &[u8]) -> Option<Vec<u8>> {
+    let mut out: Option<Vec<u8>> = None;
     for v in h.get_all(name) {
-        let s = String::from_utf8_lossy(v.as_bytes());
         match &mut out {
             Some(o) => {
-                o.push_str(sep);
-                o.push_str(&s);
+                o.extend_from_slice(sep);
+                o.extend_from_slice(v.as_bytes());
             }
-            None => out = Some(s.into_owned()),
+            None => out = Some(v.as_bytes().to_vec()),
         }
     }
     out
+}
+
+/// `prior, elem`, or `elem` alone.
+fn with_element(prior: Option<Vec<u8>>, elem: &[u8]) -> Vec<u8> {
+    match prior {
+        Some(mut p) => {
+            p.extend_from_slice(b", ");
+            p.extend_from_slice(elem);
+            p
+        }
+        None => elem.to_vec(),
+    }
 }
 
 #[cfg(test)]
@@ -186,7 +240,7 @@ mod tests {
     }
 
     fn fwd<'a>(peer: &str, trusted: &'a [Cidr]) -> Forwarding<'a> {
-        Forwarding { peer: peer.parse().unwrap(), tls: true, proto: Proto::Http2, authority: "app.example", trusted }
+        Forwarding { peer: peer.parse().unwrap(), tls: true, proto: Received::Http2, authority: "app.example", trusted }
     }
 
     #[test]
