@@ -159,6 +159,8 @@ enum Script {
     Hints,
     /// 5,000 103 responses, then the echo.
     HintFlood,
+    /// Reads a request body at about 4 MB/s before answering.
+    SlowSink,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -232,11 +234,17 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
             }
         } else if let Some(cl) = lower.lines().find_map(|l| l.strip_prefix("content-length:")) {
             let n: usize = cl.trim().parse().unwrap_or(0);
-            let mut buf = vec![0; n];
-            if r.read_exact(&mut buf).is_err() {
-                return;
+            let mut buf = vec![0; 64 * 1024];
+            while body < n {
+                let k = (n - body).min(buf.len());
+                if r.read_exact(&mut buf[..k]).is_err() {
+                    return;
+                }
+                body += k;
+                if script == Script::SlowSink {
+                    thread::sleep(Duration::from_millis(16));
+                }
             }
-            body = n;
         }
         heads.lock().unwrap().push(head.clone());
         let echo = |w: &mut TcpStream| {
@@ -280,6 +288,7 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 let _ = w.write_all(&hint);
                 echo(&mut w).is_ok()
             }
+            Script::SlowSink => echo(&mut w).is_ok(),
         };
         if !ok {
             return;
@@ -713,4 +722,50 @@ fn a_slow_client_holds_the_upstream_back() {
             assert!(grown < 48 * 1024, "{up} {p:?}: the proxy grew by {grown} kB for a slow client");
         }
     }
+}
+
+/// An upload is taken from the client only as fast as the upstream reads it: over HTTP/2 the
+/// receive credit follows the slow upstream (about 4 MB/s), so in 3 s curl sends far less than
+/// the 200 MB it has, and the proxy holds a bounded amount of it.
+#[test]
+fn an_upload_moves_at_the_upstreams_pace() {
+    require_tool!("curl", "an_upload_moves_at_the_upstreams_pace");
+    let up = Scripted::start(Script::SlowSink);
+    let px = proxy(&up_at(up.port, ""), "");
+    let file = px.scratch("big-upload.bin");
+    fs::File::create(&file).unwrap().set_len(200 << 20).unwrap();
+    let before = px.rss_kb().expect("rss");
+    for p in [Proto::H2Tls, Proto::H1Plain] {
+        let out = run(
+            Command::new("curl")
+                .args(["-sS", "-k", "--max-time", "3", p.flag(), "-o", "/dev/null", "-w", "%{size_upload}"])
+                .arg("--data-binary")
+                .arg(format!("@{}", file.display()))
+                .arg(p.url(&px, "/p/sink")),
+            Duration::from_secs(20),
+        );
+        let sent: u64 = out.stdout.trim().parse().unwrap_or(0);
+        assert!(sent > 1 << 20 && sent < 60 << 20, "{p:?}: {sent} bytes sent in 3 s to a 4 MB/s upstream");
+        let grown = px.rss_kb().expect("rss").saturating_sub(before);
+        assert!(grown < 48 * 1024, "{p:?}: the proxy grew by {grown} kB for a slow upstream");
+    }
+}
+
+/// An h2c upstream allowing 2 concurrent streams gets no more: 400 requests, 40 at a time
+/// from the client, all answered.
+#[test]
+fn an_h2_upstreams_stream_limit_is_respected() {
+    require_tool!("h2load", "an_h2_upstreams_stream_limit_is_respected");
+    let origin =
+        Server::start_with(&Options { extra: "[limits]\nmax_concurrent_streams = 2\n".into(), ..Options::default() });
+    fs::create_dir_all(origin.www().join("p")).unwrap();
+    fs::write(origin.www().join("p/small.txt"), "fourteen bytes").unwrap();
+    let px = proxy(&format!("servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2c\"", origin.plain_port), "");
+    let out = run(
+        Command::new("h2load").args(["-n", "400", "-c", "2", "-m", "20"]).arg(px.https("/p/small.txt")),
+        Duration::from_secs(60),
+    );
+    out.expect_success("h2load");
+    assert!(out.stdout.contains("400 succeeded, 0 failed, 0 errored"), "{}\n{}", out.stdout, px.log());
+    assert!(out.stdout.contains("status codes: 400 2xx"), "{}", out.stdout);
 }
