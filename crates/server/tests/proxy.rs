@@ -769,3 +769,30 @@ fn an_h2_upstreams_stream_limit_is_respected() {
     assert!(out.stdout.contains("400 succeeded, 0 failed, 0 errored"), "{}\n{}", out.stdout, px.log());
     assert!(out.stdout.contains("status codes: 400 2xx"), "{}", out.stdout);
 }
+
+/// Configured hints and the upstream's own 103s merge: each link goes out once, the
+/// configured ones first, and the access log names both sources.
+#[test]
+fn configured_and_upstream_hints_merge_without_duplicates() {
+    require_tool!("curl", "configured_and_upstream_hints_merge_without_duplicates");
+    let up = Scripted::start(Script::Hints);
+    let extra = format!(
+        "[[upstream]]\nname = \"up\"\nservers = [\"127.0.0.1:{}\"]\n\
+         [[site.route]]\npath = \"/p/\"\nproxy = \"up\"\nearly_hints = [\"</a.css>; rel=preload; as=style\"]\n",
+        up.port
+    );
+    let px = Server::start_with(&Options { extra, ..Options::default() });
+    let r = curl(&px, Proto::H2Tls, "/p/page", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers.matches("link: </a.css>; rel=preload; as=style").count(), 1, "{}", r.headers);
+    assert_eq!(r.headers.matches("link: </b.js>; rel=preload; as=script").count(), 1, "{}", r.headers);
+    // Two 103s: the configured one, then the upstream's second (its first only repeated it).
+    assert_eq!(r.headers.matches("HTTP/2 103").count(), 2, "{}", r.headers);
+    assert!(r.headers.find("</a.css>").unwrap() < r.headers.find("</b.js>").unwrap());
+    // The access log is written out every 100 ms.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !px.log().lines().any(|l| l.contains("/p/page") && l.contains(" hints=configured+upstream ")) {
+        assert!(std::time::Instant::now() < deadline, "{}", px.log());
+        thread::sleep(Duration::from_millis(50));
+    }
+}

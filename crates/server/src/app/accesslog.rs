@@ -3,11 +3,11 @@
 //! every [`FLUSH_EVERY`]; [`flush`] writes the rest at shutdown.
 //!
 //! Line format: `unix-time.millis peer protocol method authority path status in=BYTES
-//! out=BYTES duration outcome`.
+//! out=BYTES [win=N] [hints=SOURCES] duration outcome`.
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,28 @@ pub(crate) struct Counters {
     pub(crate) bytes_in: AtomicU64,
     /// Largest receive window granted to the request body (HTTP/2; 0: not applicable).
     pub(crate) recv_window: AtomicU64,
+    /// Where the 103 Early Hints sent for this request came from ([`HINTS_CONFIGURED`], ...).
+    pub(crate) hints: AtomicU8,
+}
+
+/// A 103 carried the route's configured `early_hints`.
+pub(crate) const HINTS_CONFIGURED: u8 = 1;
+/// A 103 carried hints learned from the upstream's earlier responses.
+pub(crate) const HINTS_LEARNED: u8 = 2;
+/// The upstream's own 103 was passed on.
+pub(crate) const HINTS_UPSTREAM: u8 = 4;
+
+/// ` hints=configured+learned+upstream` (the sources present), or nothing.
+fn hints_note(flags: u8) -> String {
+    if flags == 0 {
+        return String::new();
+    }
+    let names: Vec<&str> = [(HINTS_CONFIGURED, "configured"), (HINTS_LEARNED, "learned"), (HINTS_UPSTREAM, "upstream")]
+        .into_iter()
+        .filter(|(f, _)| flags & f != 0)
+        .map(|(_, n)| n)
+        .collect();
+    format!(" hints={}", names.join("+"))
 }
 
 /// One access-log line, written when the exchange ends (the guard is dropped).
@@ -130,7 +152,7 @@ impl Drop for AccessLog {
         }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         write(&format!(
-            "{}.{:03} {} {} {} {} {} {} in={} out={}{} {:.1}ms {}\n",
+            "{}.{:03} {} {} {} {} {} {} in={} out={}{}{} {:.1}ms {}\n",
             now.as_secs(),
             now.subsec_millis(),
             self.peer,
@@ -145,6 +167,7 @@ impl Drop for AccessLog {
                 0 => String::new(),
                 w => format!(" win={w}"),
             },
+            hints_note(self.counters.hints.load(Ordering::Relaxed)),
             self.start.elapsed().as_secs_f64() * 1e3,
             self.outcome
         ));
@@ -164,5 +187,12 @@ mod tests {
         assert_eq!(Field("/a b\tc", MAX_PATH).to_string(), "/a%20b%09c");
         assert_eq!(Field("", MAX_PATH).to_string(), "-");
         assert_eq!(Field("/ok/é", MAX_PATH).to_string(), "/ok/é");
+    }
+
+    #[test]
+    fn hint_sources() {
+        assert_eq!(hints_note(0), "");
+        assert_eq!(hints_note(HINTS_LEARNED), " hints=learned");
+        assert_eq!(hints_note(HINTS_CONFIGURED | HINTS_UPSTREAM), " hints=configured+upstream");
     }
 }

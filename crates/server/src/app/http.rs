@@ -121,6 +121,8 @@ pub(crate) struct Request {
     /// HTTP/1.1 with an `Upgrade` field: the connection, once a 101 has gone out (the reverse
     /// proxy tunnels WebSockets through it).
     pub(crate) upgrade: Option<hyper::upgrade::OnUpgrade>,
+    /// What the access-log line counts for this request (handlers mark the hints they sent).
+    pub(crate) counters: Arc<crate::app::accesslog::Counters>,
 }
 
 /// Why a request is answered before any handler sees it, and with what status.

@@ -78,6 +78,7 @@ pub(crate) fn to_request(
     interim: Interim,
     conn: &ConnInfo,
     proto: Proto,
+    counters: Arc<Counters>,
 ) -> Request {
     let tls = conn.tls;
     // Invariant: the engines accept only token methods (sluice_http::request_head).
@@ -138,6 +139,7 @@ pub(crate) fn to_request(
         interim,
         malformed,
         upgrade: None,
+        counters,
     }
 }
 

@@ -19,13 +19,17 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
         let resp = Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
         return with_alt_svc(resp, alt_svc);
     };
-    if !route.early_hints.is_empty() && req.method == http::Method::GET && req.interim.available() {
+    // The proxy sends the configured hints itself, merged with what it learned.
+    let proxied = matches!(route.handler, RouteHandler::Proxy(_));
+    if !proxied && !route.early_hints.is_empty() && req.method == http::Method::GET && req.interim.available() {
         // RFC 8297: the hints go out before the handler starts on the final response.
         let mut hints = http::HeaderMap::with_capacity(route.early_hints.len());
         for v in &route.early_hints {
             hints.append(http::header::LINK, v.clone());
         }
-        req.interim.send(StatusCode::EARLY_HINTS, &hints);
+        if req.interim.send(StatusCode::EARLY_HINTS, &hints) {
+            req.counters.hints.fetch_or(crate::app::accesslog::HINTS_CONFIGURED, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     // The handlers' futures are awaited right here, not through a helper `async fn`: each
     // layer of async functions moves its child's (large) future once more per request.
@@ -36,7 +40,9 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
             Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, &mut req, ep).await,
             None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
         },
-        RouteHandler::Proxy(i) => crate::proxy::serve(&state.upstreams[*i], &mut req, &state.cfg.proxy).await,
+        RouteHandler::Proxy(i) => {
+            crate::proxy::serve(&state.upstreams[*i], &mut req, &state.cfg.proxy, &route.early_hints).await
+        }
     };
     let mut resp = with_alt_svc(resp, alt_svc);
     if !route.headers.is_empty() {

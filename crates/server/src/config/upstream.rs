@@ -194,8 +194,7 @@ pub(crate) struct Upstream {
     /// Consecutive failed requests that eject a server (0: never), and for how long.
     pub(crate) eject_failures: u32,
     pub(crate) eject_for: Duration,
-    /// Learn 103 Early Hints from this upstream's responses (the Early Hints issue).
-    #[allow(dead_code)] // Read by the Early Hints learner (next).
+    /// Learn 103 Early Hints from this upstream's responses (`proxy::hints`).
     pub(crate) early_hints_learn: bool,
 }
 

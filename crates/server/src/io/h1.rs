@@ -80,6 +80,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         interim: Interim::default(),
         malformed,
         upgrade,
+        counters: counters.clone(),
     };
     let Prepared { status, headers, body, no_body, log } = prepare(req, counters, &state, info).await;
     let body = if no_body { Body::Empty } else { body };

@@ -198,7 +198,7 @@ impl Streams {
         let counters = Arc::new(Counters::default());
         let sink = StreamSink { id, tx: self.tx.clone() };
         let interim = Interim::to(id, self.interims.clone());
-        let req = to_request(head, body, interim, &self.info, self.proto);
+        let req = to_request(head, body, interim, &self.info, self.proto, counters.clone());
         let mut handler =
             Box::pin(run_handler(sink, req, room.clone(), counters.clone(), self.state.clone(), self.info.clone()));
         // Poll once right here: most answers are ready at once. The rest continue in a task,

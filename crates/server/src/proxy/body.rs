@@ -107,6 +107,29 @@ impl http_body::Body for UpBody {
 /// goes back to the pool).
 pub(crate) type OnEnd = Box<dyn FnOnce() + Send>;
 
+/// Scans an HTML response's `<head>` for hints as it streams by, then stores them.
+pub(crate) struct Learner {
+    up: std::sync::Arc<super::Upstream>,
+    key: String,
+    scanner: super::hints::HeadScanner,
+}
+
+impl Learner {
+    pub(crate) fn new(up: std::sync::Arc<super::Upstream>, key: String) -> Self {
+        Self { up, key, scanner: super::hints::HeadScanner::default() }
+    }
+
+    /// Take body bytes; true when done.
+    fn feed(&mut self, chunk: &[u8]) -> bool {
+        self.scanner.feed(chunk)
+    }
+
+    /// Store what was found (nothing: the entry goes).
+    pub(crate) fn finish(self) {
+        self.up.hints.learn(&self.key, self.scanner.links(), std::time::Instant::now());
+    }
+}
+
 /// A response body read from an upstream.
 pub(crate) struct UpstreamBody {
     body: hyper::body::Incoming,
@@ -122,6 +145,8 @@ pub(crate) struct UpstreamBody {
     /// Held until the body is dropped: the server's count of requests in progress.
     _active: super::Active,
     upstream: std::sync::Arc<str>,
+    /// Learning 103 hints from the document's head, while it lasts.
+    pub(crate) learner: Option<Learner>,
 }
 
 impl UpstreamBody {
@@ -146,6 +171,7 @@ impl UpstreamBody {
             may_trail,
             _active: active,
             upstream,
+            learner: None,
         }
     }
 
@@ -162,6 +188,17 @@ impl UpstreamBody {
     /// The trailer section, after the end.
     pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
         self.trailers.take()
+    }
+
+    /// The body is complete: the connection goes back, what was learned is stored.
+    fn end(&mut self) {
+        self.ended = true;
+        if let Some(f) = self.on_end.take() {
+            f();
+        }
+        if let Some(l) = self.learner.take() {
+            l.finish();
+        }
     }
 
     /// The next chunk of at most `max` bytes; `None` at a clean end. An upstream that fails or
@@ -186,10 +223,7 @@ impl UpstreamBody {
             };
             match frame {
                 None => {
-                    self.ended = true;
-                    if let Some(f) = self.on_end.take() {
-                        f();
-                    }
+                    self.end();
                     return None;
                 }
                 Some(Err(e)) => {
@@ -199,14 +233,16 @@ impl UpstreamBody {
                 }
                 Some(Ok(f)) => match f.into_data() {
                     Ok(d) => {
+                        if self.learner.as_mut().is_some_and(|l| l.feed(&d)) {
+                            if let Some(l) = self.learner.take() {
+                                l.finish();
+                            }
+                        }
                         self.rest = d;
                         // The last bytes of a declared length: the exchange is over now (a
                         // reader that stops at the length never polls for the end).
                         if http_body::Body::is_end_stream(&self.body) && !self.may_trail {
-                            self.ended = true;
-                            if let Some(f) = self.on_end.take() {
-                                f();
-                            }
+                            self.end();
                         }
                     }
                     Err(f) => {

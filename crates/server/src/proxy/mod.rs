@@ -19,6 +19,7 @@ pub(crate) mod balance;
 pub(crate) mod body;
 mod connect;
 mod health;
+pub(crate) mod hints;
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderValue, Method, StatusCode};
 use hyper::client::conn::{http1, http2};
 
+use crate::app::accesslog;
 use crate::app::http::{Body, Request, RequestBody, Response};
 use crate::config::{Balance, HashKey, ProxySettings, ServerAddr, Upstream as UpstreamCfg, UpstreamProto};
 use body::{UpBody, UpstreamBody};
@@ -138,6 +140,8 @@ pub(crate) struct Upstream {
     rr: Mutex<balance::RoundRobin>,
     tick: AtomicUsize,
     tls: Option<tokio_rustls::TlsConnector>,
+    /// 103 Early Hints learned from this upstream's responses.
+    pub(crate) hints: hints::HintCache,
 }
 
 impl Upstream {
@@ -164,6 +168,7 @@ impl Upstream {
             rr: Mutex::new(balance::RoundRobin::default()),
             tick: AtomicUsize::new(0),
             tls,
+            hints: hints::HintCache::new(hints::MAX_ENTRIES, hints::MAX_BYTES, hints::TTL),
             cfg,
         })
     }
@@ -338,7 +343,12 @@ struct Failed {
 }
 
 /// Forward `req` to `up`.
-pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &ProxySettings) -> Response {
+pub(crate) async fn serve(
+    up: &Arc<Upstream>,
+    req: &mut Request,
+    settings: &ProxySettings,
+    configured_hints: &[HeaderValue],
+) -> Response {
     let cfg = &up.cfg;
     let to_h1 = cfg.protocol == UpstreamProto::Http1;
     let fwd = headers::Forwarding {
@@ -416,6 +426,37 @@ pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &Prox
     };
     let method = req.method.clone();
     let interim = req.interim.clone();
+    // 103 Early Hints (RFC 8297): the route's configured ones and, for a navigation, what the
+    // upstream's earlier responses to this URL carried, at once, before asking the upstream.
+    let learn_key = (cfg.early_hints_learn && method == Method::GET)
+        .then(|| hints::HintCache::key(req.tls, &req.authority, &req.path));
+    let mut sent: Vec<HeaderValue> = Vec::new();
+    if method == Method::GET && interim.available() {
+        let mut flags = 0;
+        let mut links: Vec<HeaderValue> = configured_hints.to_vec();
+        if !links.is_empty() {
+            flags |= accesslog::HINTS_CONFIGURED;
+        }
+        if let Some(key) = learn_key.as_ref().filter(|_| navigation(&req.headers)) {
+            for v in up.hints.get(key, Instant::now()).unwrap_or_default() {
+                if !links.contains(&v) {
+                    links.push(v);
+                    flags |= accesslog::HINTS_LEARNED;
+                }
+            }
+        }
+        if !links.is_empty() {
+            let mut h = http::HeaderMap::with_capacity(links.len());
+            for v in &links {
+                h.append(http::header::LINK, v.clone());
+            }
+            if interim.send(StatusCode::EARLY_HINTS, &h) {
+                req.counters.hints.fetch_or(flags, Ordering::Relaxed);
+                sent = links;
+            }
+        }
+    }
+    let sent = Arc::new(Mutex::new(sent));
     let mut budget = cfg.retries;
     let mut tried: Vec<usize> = Vec::new();
     let mut fresh = false;
@@ -433,15 +474,33 @@ pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &Prox
         if to_h1 && interim.available() {
             let interim = interim.clone();
             let forwarded = AtomicU32::new(0);
+            let (sent, counters) = (sent.clone(), req.counters.clone());
             hyper::ext::on_informational(&mut hreq, move |res| {
                 // 100 (Continue) answers the upstream's own `Expect` handling; 101 is a switch.
                 // A budget on the rest: an upstream sending endless 1xx heads does not flood
                 // the client (the response-head timeout ends the exchange).
                 let code = res.status().as_u16();
-                if code != 100 && code != 101 && forwarded.fetch_add(1, Ordering::Relaxed) < MAX_INTERIM {
-                    let mut h = res.headers().clone();
-                    headers::strip_hop_by_hop(&mut h);
-                    interim.send(res.status(), &h);
+                if code == 100 || code == 101 || forwarded.fetch_add(1, Ordering::Relaxed) >= MAX_INTERIM {
+                    return;
+                }
+                let mut h = res.headers().clone();
+                headers::strip_hop_by_hop(&mut h);
+                if code == 103 {
+                    // Merged with the hints already sent: each link once.
+                    let mut sent = lock(&sent);
+                    let links: Vec<HeaderValue> = h.get_all(http::header::LINK).iter().cloned().collect();
+                    h.remove(http::header::LINK);
+                    let fresh: Vec<HeaderValue> = links.iter().filter(|l| !sent.contains(l)).cloned().collect();
+                    if !links.is_empty() && fresh.is_empty() {
+                        return;
+                    }
+                    for l in fresh {
+                        sent.push(l.clone());
+                        h.append(http::header::LINK, l);
+                    }
+                }
+                if interim.send(res.status(), &h) && code == 103 {
+                    counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
                 }
             });
         }
@@ -452,7 +511,8 @@ pub(crate) async fn serve(up: &Arc<Upstream>, req: &mut Request, settings: &Prox
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                     return switch(up, req, &mut resp, upgrade.is_some());
                 }
-                return response(up, resp, on_end, active);
+                let learner = learn_key.as_ref().and_then(|k| learn(up, k, &resp));
+                return response(up, resp, on_end, active, learner);
             }
             Err(f) => {
                 if f.server_fault {
@@ -696,12 +756,50 @@ where
     }
 }
 
+/// Whether a request is a navigation (a browser loading a page): `Sec-Fetch-Mode: navigate`,
+/// or, from a client that sends no `Sec-Fetch-*` fields, an `Accept` naming `text/html`.
+fn navigation(h: &http::HeaderMap) -> bool {
+    match h.get("sec-fetch-mode") {
+        Some(m) => m.as_bytes().eq_ignore_ascii_case(b"navigate"),
+        None => {
+            !h.keys().any(|k| k.as_str().starts_with("sec-fetch-"))
+                && h.get_all(http::header::ACCEPT)
+                    .iter()
+                    .any(|v| v.to_str().is_ok_and(|v| v.to_ascii_lowercase().contains("text/html")))
+        }
+    }
+}
+
+/// Learn from the upstream's answer to a GET: its hintable `Link` values now, or, for HTML
+/// without any `Link`, the `<head>` as it streams by (the returned scanner).
+fn learn(up: &Arc<Upstream>, key: &str, resp: &hyper::Response<hyper::body::Incoming>) -> Option<body::Learner> {
+    if !matches!(resp.status().as_u16(), 200 | 301 | 302) {
+        return None;
+    }
+    let h = resp.headers();
+    if h.contains_key(http::header::LINK) {
+        up.hints.learn(key, hints::from_link_fields(h.get_all(http::header::LINK).iter()), Instant::now());
+        return None;
+    }
+    let html =
+        h.get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().to_ascii_lowercase().starts_with(b"text/html"));
+    // A compressed document is not scanned.
+    let plain = h.get(http::header::CONTENT_ENCODING).is_none_or(|v| v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if resp.status() == StatusCode::OK && html && plain {
+        return Some(body::Learner::new(up.clone(), key.to_owned()));
+    }
+    // Nothing to learn any more: what was learned goes.
+    up.hints.learn(key, Vec::new(), Instant::now());
+    None
+}
+
 /// The client's response from the upstream's.
 fn response(
     up: &Arc<Upstream>,
     resp: hyper::Response<hyper::body::Incoming>,
     on_end: Option<body::OnEnd>,
     active: Active,
+    learner: Option<body::Learner>,
 ) -> Response {
     let (parts, incoming) = resp.into_parts();
     let mut fields = parts.headers;
@@ -711,10 +809,15 @@ fn response(
         if let Some(f) = on_end {
             f();
         }
+        if let Some(l) = learner {
+            l.finish();
+        }
         Body::Empty
     } else {
         let h2 = parts.version == http::Version::HTTP_2;
-        Body::Upstream(Box::new(UpstreamBody::new(incoming, up.cfg.idle_timeout, on_end, active, up.name.clone(), h2)))
+        let mut b = UpstreamBody::new(incoming, up.cfg.idle_timeout, on_end, active, up.name.clone(), h2);
+        b.learner = learner;
+        Body::Upstream(Box::new(b))
     };
     Response { status: parts.status, headers: fields, body }
 }
