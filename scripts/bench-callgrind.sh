@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): instructions per request, counted by callgrind, for Sluice, h2o and
+# nginx serving a 14-byte static file. Instruction counts do not depend on the machine's load,
+# so unlike req/s they compare across noisy runs.
+#
+# Each server runs under `valgrind --tool=callgrind --trace-children=yes` (nginx's worker and
+# every Sluice and h2o thread included) twice: once for N0 requests and once for N0 + N, both
+# from h2load with the same connections (-c 10; -m 10 over TLS h2, or HTTP/1.1 keep-alive with
+# --h1 and -m 1). Start-up, TLS handshakes and shutdown are the same in both runs, so
+#   instructions per request = (Ir(N0 + N) - Ir(N0)) / N
+# where Ir is the sum of every process's total. Configurations are scripts/bench/*.in, as for
+# scripts/bench-peers.sh (one worker each, the same certificate and document root).
+#
+# Usage: scripts/bench-callgrind.sh [--servers sluice,h2o,nginx] [--proto h2|h1] [-n N]
+#                                    [--no-build] [--keep]
+#   --servers L   comma-separated subset (default sluice,h2o,nginx)
+#   --proto P     h2 (TLS, h2load -m 10; default) or h1 (TLS HTTP/1.1 keep-alive, h2load --h1)
+#   -n N          requests counted (default 20000; N0 = 2000)
+#   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
+#   --keep        keep the temp dir (configs, logs, callgrind outputs)
+# Env: SLUICE_BIN (another sluice binary).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$REPO/scripts/bench
+SERVERS=sluice,h2o,nginx
+PROTO=h2
+N=20000
+N0=2000
+BUILD=1
+KEEP=0
+
+log() { printf 'bench-callgrind: %s\n' "$*" >&2; }
+die() { printf 'bench-callgrind: ERROR: %s\n' "$*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --servers) SERVERS=${2:?--servers needs a list}; shift 2 ;;
+    --proto) PROTO=${2:?--proto needs h2 or h1}; shift 2 ;;
+    -n) N=${2:?-n needs a number}; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+[[ "$N" =~ ^[1-9][0-9]*$ ]] || die "-n must be a positive integer"
+case "$PROTO" in h2 | h1) ;; *) die "--proto is h2 or h1" ;; esac
+for t in valgrind h2load openssl; do
+  command -v "$t" >/dev/null 2>&1 || die "$t not found (run scripts/setup.sh)"
+done
+
+SLUICE=${SLUICE_BIN:-$REPO/target/release/sluice}
+if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ] && [[ ",$SERVERS," == *,sluice,* ]]; then
+  log "building sluice (cargo build --release -p sluice)"
+  (cd "$REPO" && cargo build --release -p sluice) >&2 || die "cargo build failed"
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-callgrind.XXXXXX")
+SERVER_PID=""
+stop_server() {
+  [ -n "$SERVER_PID" ] || return 0
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    # Under valgrind, shutting down (and writing the profile) takes a while.
+    for _ in $(seq 600); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+  fi
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+}
+cleanup() {
+  stop_server
+  if [ "$KEEP" -eq 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+chmod 755 "$TMP"
+ROOT=$TMP/www
+mkdir -p "$ROOT" "$TMP/h2o" "$TMP/nginx" "$TMP/sluice/data"
+printf 'Hello, world!\n' >"$ROOT/hello.txt" # 14 bytes
+chmod 644 "$ROOT"/*
+CERT=$TMP/cert.pem KEY=$TMP/key.pem
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+  -keyout "$KEY" -out "$CERT" 2>"$TMP/openssl.log" || { cat "$TMP/openssl.log" >&2; die "openssl failed"; }
+chmod 644 "$KEY" "$CERT"
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+fill() {
+  sed -e "s|@TMP@|$TMP|g" -e "s|@PORT@|$2|g" -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" -e "s|@ROOT@|$ROOT|g" "$1"
+}
+
+# start NAME PORT OUTDIR: the server under callgrind, in the background.
+start() {
+  local name=$1 port=$2 out=$3 logf=$3/server.log
+  local vg=(valgrind --tool=callgrind --trace-children=yes "--callgrind-out-file=$out/callgrind.out.%p")
+  case "$name" in
+    sluice)
+      fill "$BENCH/sluice.toml.in" "$port" >"$TMP/sluice/sluice.toml"
+      # HTTP/3 off: its UDP socket is not part of the comparison.
+      printf '\n[quic]\nenabled = false\n' >>"$TMP/sluice/sluice.toml"
+      "${vg[@]}" "$SLUICE" serve --config "$TMP/sluice/sluice.toml" >"$logf" 2>&1 &
+      ;;
+    h2o)
+      fill "$BENCH/h2o.conf.in" "$port" >"$TMP/h2o/h2o.conf"
+      # No privilege drop: callgrind writes each profile at exit, into a file it opened as root.
+      [ "$(id -u)" -eq 0 ] && printf 'user: root\n' >>"$TMP/h2o/h2o.conf"
+      "${vg[@]}" h2o -c "$TMP/h2o/h2o.conf" >"$logf" 2>&1 &
+      ;;
+    nginx)
+      { [ "$(id -u)" -eq 0 ] && echo 'user root;'; fill "$BENCH/nginx.conf.in" "$port"; } >"$TMP/nginx/nginx.conf"
+      "${vg[@]}" "$NGINX" -p "$TMP/nginx/" -e "$TMP/nginx/error.log" -c "$TMP/nginx/nginx.conf" >"$logf" 2>&1 &
+      ;;
+  esac
+  SERVER_PID=$!
+  for _ in $(seq 1200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "$name did not start under valgrind; its log:"
+  tail -n 20 "$logf" >&2 || true
+  stop_server
+  return 1
+}
+
+# load PORT COUNT OUT: h2load, bounded; fails unless every request succeeded.
+load() {
+  local port=$1 n=$2 out=$3 args=(-n "$2" -c 10)
+  if [ "$PROTO" = h1 ]; then args+=(--h1 -m 1); else args+=(-m 10); fi
+  timeout 900 h2load "${args[@]}" "https://127.0.0.1:$port/hello.txt" >"$out" 2>&1 ||
+    { tail -n 5 "$out" >&2; return 1; }
+  grep -q "^requests: $n total, $n started, $n done, $n succeeded, 0 failed" "$out" ||
+    { grep -E '^(requests|status codes):' "$out" >&2; return 1; }
+}
+
+# total OUTDIR: the sum of every callgrind output's instruction total.
+total() {
+  awk '/^summary:/ { s += $2 } END { printf "%.0f\n", s }' "$1"/callgrind.out.*
+}
+
+# count NAME REQUESTS: Ir of one whole server run that served REQUESTS.
+count() {
+  local name=$1 n=$2 port out
+  port=$(free_port)
+  out=$TMP/$name-$n
+  mkdir -p "$out"
+  chmod 1777 "$out"
+  start "$name" "$port" "$out" || return 1
+  if ! load "$port" "$n" "$out/h2load.txt"; then
+    stop_server
+    return 1
+  fi
+  stop_server
+  total "$out"
+}
+
+printf '| server | instructions per request (%s, 14-byte file) | Ir(%d) | Ir(%d) |\n' "$PROTO" "$N0" "$((N0 + N))"
+printf '|---|---|---|---|\n'
+IFS=, read -r -a WANTED <<<"$SERVERS"
+for s in "${WANTED[@]}"; do
+  case "$s" in
+    sluice) [ -x "$SLUICE" ] || { log "SKIP sluice: $SLUICE not found"; continue; } ;;
+    h2o) command -v h2o >/dev/null 2>&1 || { log "SKIP h2o: not installed"; continue; } ;;
+    nginx) [ -x "$NGINX" ] || { log "SKIP nginx: not installed"; continue; } ;;
+    *) die "unknown server '$s'" ;;
+  esac
+  log "$s: $N0 requests under callgrind"
+  a=$(count "$s" "$N0") || { log "$s failed"; continue; }
+  log "$s: $((N0 + N)) requests under callgrind"
+  b=$(count "$s" "$((N0 + N))") || { log "$s failed"; continue; }
+  printf '| %s | %s | %s | %s |\n' "$s" "$(awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN { printf "%.0f", (b - a) / n }')" "$a" "$b"
+done
