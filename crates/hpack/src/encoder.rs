@@ -45,7 +45,7 @@ impl Encoder {
     /// Creates an encoder with the protocol's default table size of 4096.
     pub fn new() -> Self {
         Self {
-            table: Table::new(DEFAULT_TABLE_SIZE),
+            table: Table::indexed(DEFAULT_TABLE_SIZE),
             pending_min: None,
             target_size: DEFAULT_TABLE_SIZE,
             use_huffman: true,

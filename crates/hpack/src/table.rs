@@ -1,7 +1,9 @@
 //! The static table (RFC 7541 §2.3.1, Appendix A), the dynamic table
 //! (RFC 7541 §2.3.2, §4) and the combined index address space (§2.3.3).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
 /// Per-entry overhead added to name and value lengths when computing an
 /// entry's size (RFC 7541 §4.1); it approximates bookkeeping costs.
@@ -87,8 +89,37 @@ pub(crate) enum Match {
     None,
 }
 
-/// Looks `name`/`value` up in the static table.
+/// Looks `name`/`value` up in the static table: a full match, else the first entry with the
+/// name (entries sharing a name are adjacent), through a hash index built once.
 fn static_find(name: &[u8], value: &[u8]) -> Match {
+    static INDEX: OnceLock<(Lookup, Lookup)> = OnceLock::new();
+    let (full, names) = INDEX.get_or_init(|| {
+        let (mut full, mut names) = (Lookup::default(), Lookup::default());
+        for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
+            full.entry(field_hash(n, v)).or_insert(i as u64);
+            names.entry(name_hash(n)).or_insert(i as u64);
+        }
+        (full, names)
+    });
+    let matches = |i: u64, with_value: bool| {
+        let (n, v) = STATIC_TABLE[i as usize];
+        n == name && (!with_value || v == value)
+    };
+    match full.get(&field_hash(name, value)) {
+        Some(&i) if matches(i, true) => return Match::Full(i as usize + 1),
+        // A hash collision (never seen with these 61 entries): scan.
+        Some(_) => return static_scan(name, value),
+        None => {}
+    }
+    match names.get(&name_hash(name)) {
+        Some(&i) if matches(i, false) => Match::Name(i as usize + 1),
+        Some(_) => static_scan(name, value),
+        None => Match::None,
+    }
+}
+
+/// The same by a linear scan (the reference the index is tested against).
+fn static_scan(name: &[u8], value: &[u8]) -> Match {
     let mut name_match = Match::None;
     for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
         if n.len() == name.len() && n == name {
@@ -106,11 +137,58 @@ fn static_find(name: &[u8], value: &[u8]) -> Match {
     name_match
 }
 
+/// A word-at-a-time multiply-rotate hash (the rustc "Fx" construction): the keys are header
+/// names and values the encoder itself chose to index, so no resistance to chosen collisions is
+/// needed (a collision only costs a linear scan).
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        let mut tail = [0u8; 8];
+        let rest = chunks.remainder();
+        tail[..rest.len()].copy_from_slice(rest);
+        self.0 = (self.0.rotate_left(5) ^ (u64::from_le_bytes(tail) ^ rest.len() as u64)).wrapping_mul(K);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Hash → position, keyed by hashes that are already well mixed.
+type Lookup = HashMap<u64, u64, BuildHasherDefault<Fx>>;
+
+fn name_hash(name: &[u8]) -> u64 {
+    let mut h = Fx(0x9e37_79b9);
+    h.write(name);
+    h.finish()
+}
+
+fn field_hash(name: &[u8], value: &[u8]) -> u64 {
+    let mut h = Fx(name.len() as u64);
+    h.write(name);
+    h.write(value);
+    h.finish()
+}
+
 /// One dynamic table entry: name and value in one allocation.
 #[derive(Debug)]
 struct Entry {
     data: Box<[u8]>,
     name_len: usize,
+    /// Insertion number: the entry's dynamic position is `inserted - 1 - seq`.
+    seq: u64,
 }
 
 impl Entry {
@@ -137,11 +215,35 @@ pub(crate) struct Table {
     size: usize,
     /// Current maximum size, as last set by a dynamic table size update.
     max_size: usize,
+    /// Entries inserted so far.
+    inserted: u64,
+    /// The encoder's index of the dynamic table (the decoder only reads by position).
+    index: Option<Box<DynIndex>>,
+}
+
+/// Where the newest dynamic entry with a given field, and with a given name, is: insertion
+/// numbers by hash. Kept exact on insert and eviction; a hash collision is verified and falls
+/// back to a scan.
+#[derive(Debug, Default)]
+struct DynIndex {
+    full: Lookup,
+    names: Lookup,
+}
+
+impl std::fmt::Debug for Fx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fx")
+    }
 }
 
 impl Table {
     pub(crate) fn new(max_size: usize) -> Self {
-        Self { entries: VecDeque::new(), size: 0, max_size }
+        Self { entries: VecDeque::new(), size: 0, max_size, inserted: 0, index: None }
+    }
+
+    /// A table for an encoder: lookups by field go through a hash index instead of a scan.
+    pub(crate) fn indexed(max_size: usize) -> Self {
+        Self { index: Some(Box::default()), ..Self::new(max_size) }
     }
 
     /// Current size per RFC 7541 §4.1.
@@ -170,7 +272,20 @@ impl Table {
     fn evict_to(&mut self, target: usize) {
         while self.size > target {
             match self.entries.pop_back() {
-                Some(e) => self.size -= e.size(),
+                Some(e) => {
+                    self.size -= e.size();
+                    if let Some(ix) = &mut self.index {
+                        // Only the newest entry for a key is indexed; an older one is gone
+                        // before a newer one (FIFO), so the key is free when this was it.
+                        let (fh, nh) = (field_hash(e.name(), e.value()), name_hash(e.name()));
+                        if ix.full.get(&fh) == Some(&e.seq) {
+                            ix.full.remove(&fh);
+                        }
+                        if ix.names.get(&nh) == Some(&e.seq) {
+                            ix.names.remove(&nh);
+                        }
+                    }
+                }
                 None => {
                     debug_assert!(false, "size accounting out of sync");
                     self.size = 0;
@@ -187,13 +302,23 @@ impl Table {
         if size > self.max_size {
             self.entries.clear();
             self.size = 0;
+            if let Some(ix) = &mut self.index {
+                ix.full.clear();
+                ix.names.clear();
+            }
             return;
         }
         self.evict_to(self.max_size - size);
         let mut data = Vec::with_capacity(name.len() + value.len());
         data.extend_from_slice(name);
         data.extend_from_slice(value);
-        self.entries.push_front(Entry { data: data.into_boxed_slice(), name_len: name.len() });
+        let seq = self.inserted;
+        self.inserted += 1;
+        if let Some(ix) = &mut self.index {
+            ix.full.insert(field_hash(name, value), seq);
+            ix.names.insert(name_hash(name), seq);
+        }
+        self.entries.push_front(Entry { data: data.into_boxed_slice(), name_len: name.len(), seq });
         self.size += size;
     }
 
@@ -221,6 +346,29 @@ impl Table {
         if let Match::Full(_) = from_static {
             return from_static;
         }
+        let Some(ix) = &self.index else { return self.scan(name, value, from_static) };
+        let at = |seq: u64| -> Option<(usize, &Entry)> {
+            let pos = usize::try_from(self.inserted.checked_sub(seq + 1)?).ok()?;
+            self.entries.get(pos).map(|e| (pos, e))
+        };
+        match ix.full.get(&field_hash(name, value)).and_then(|&s| at(s)) {
+            Some((pos, e)) if e.name() == name && e.value() == value => return Match::Full(STATIC_LEN + 1 + pos),
+            Some(_) => return self.scan(name, value, from_static),
+            None => {}
+        }
+        if let Match::Name(i) = from_static {
+            return Match::Name(i);
+        }
+        match ix.names.get(&name_hash(name)).and_then(|&s| at(s)) {
+            Some((pos, e)) if e.name() == name => Match::Name(STATIC_LEN + 1 + pos),
+            Some(_) => self.scan(name, value, from_static),
+            None => Match::None,
+        }
+    }
+
+    /// `find` by a linear scan of the dynamic table (the decoder's tables, and hash
+    /// collisions).
+    fn scan(&self, name: &[u8], value: &[u8], from_static: Match) -> Match {
         let mut dyn_name = None;
         for (i, e) in self.entries.iter().enumerate() {
             if e.name_len == name.len() && e.name() == name {
@@ -266,6 +414,48 @@ mod tests {
         // Every static entry finds itself.
         for (i, (n, v)) in STATIC_TABLE.iter().enumerate() {
             assert_eq!(static_find(n, v), Match::Full(i + 1));
+        }
+    }
+
+    #[test]
+    fn the_index_agrees_with_a_scan() {
+        // Random inserts (with repeats), size changes and lookups: the indexed table answers
+        // exactly as scanning does, and the static index as the static scan.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let names: [&[u8]; 6] = [b"server", b"x-a", b"date", b"content-type", b"x-long-name-here", b""];
+        let values: [&[u8]; 5] = [b"", b"1", b"text/plain", b"sluice", b"a much longer value than the others"];
+        let mut ix = Table::indexed(256);
+        let mut plain = Table::new(256);
+        for round in 0..20_000 {
+            let (n, v) = (names[next() as usize % names.len()], values[next() as usize % values.len()]);
+            match next() % 10 {
+                0..=4 => {
+                    ix.insert(n, v);
+                    plain.insert(n, v);
+                }
+                5 if round % 50 == 0 => {
+                    let m = (next() % 300) as usize;
+                    ix.set_max_size(m);
+                    plain.set_max_size(m);
+                }
+                _ => {
+                    let want = match static_scan(n, v) {
+                        m @ Match::Full(_) => m,
+                        m => plain.scan(n, v, m),
+                    };
+                    assert_eq!(ix.find(n, v), want, "round {round}");
+                    assert_eq!(plain.find(n, v), want);
+                }
+            }
+        }
+        for (n, v) in STATIC_TABLE.iter().chain([(&b":status"[..], &b"302"[..]), (b"x-none", b"")].iter()) {
+            assert_eq!(static_find(n, v), static_scan(n, v));
         }
     }
 

@@ -22,18 +22,59 @@ impl Validators {
         let ns = mtime.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let now_secs = secs(now);
         let last_modified = secs(mtime).min(now_secs);
-        Self { etag: format!("{ns:x}-{len:x}"), last_modified, lm_strong: last_modified < now_secs }
+        // `{ns:x}-{len:x}`, written without the formatting machinery (every static request).
+        let mut etag = String::with_capacity(40);
+        push_hex(&mut etag, ns);
+        etag.push('-');
+        push_hex(&mut etag, u128::from(len));
+        Self { etag, last_modified, lm_strong: last_modified < now_secs }
     }
 
     pub(super) fn etag_header(&self) -> HeaderValue {
+        let mut v = Vec::with_capacity(self.etag.len() + 2);
+        v.push(b'"');
+        v.extend_from_slice(self.etag.as_bytes());
+        v.push(b'"');
         // Hex digits, `-` and quotes only: always a valid header value.
-        HeaderValue::from_str(&format!("\"{}\"", self.etag)).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(v)).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
     }
 
     pub(super) fn last_modified_header(&self) -> HeaderValue {
-        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(self.last_modified));
-        HeaderValue::from_str(&date).unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
+        // The same few files answer most requests: the last date formatted is kept per thread.
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<(u64, HeaderValue)>> = const { std::cell::RefCell::new(None) };
+        }
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some((secs, v)) = last.as_ref() {
+                if *secs == self.last_modified {
+                    return v.clone();
+                }
+            }
+            let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(self.last_modified));
+            let v = HeaderValue::from_maybe_shared(bytes::Bytes::from(date))
+                .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"));
+            *last = Some((self.last_modified, v.clone()));
+            v
+        })
     }
+}
+
+/// Lower-case hex digits of `n`, no leading zeros (`0` for zero).
+fn push_hex(s: &mut String, n: u128) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 32];
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[(n & 15) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    s.extend(buf[i..].iter().map(|&b| b as char));
 }
 
 pub(super) fn secs(t: SystemTime) -> u64 {
@@ -204,5 +245,26 @@ pub(super) fn if_range_holds(value: &HeaderValue, v: &Validators) -> bool {
     match httpdate::parse_http_date(s) {
         Ok(date) => v.lm_strong && secs(date) == v.last_modified,
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validators_are_written_as_before() {
+        let now = UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+        let mtime = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+        let v = Validators::new(0x1f4, mtime, now);
+        assert_eq!(v.etag, format!("{:x}-{:x}", 1_700_000_000_123_456_789u128, 0x1f4));
+        assert_eq!(v.etag_header(), format!("\"{}\"", v.etag).as_str());
+        assert_eq!(Validators::new(0, UNIX_EPOCH, now).etag, "0-0");
+        // The per-thread date: right for each value, not only the first.
+        for secs in [1_700_000_000u64, 1_700_000_001, 1_700_000_000] {
+            let v = Validators { etag: String::new(), last_modified: secs, lm_strong: true };
+            let want = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
+            assert_eq!(v.last_modified_header(), want.as_str());
+        }
     }
 }

@@ -105,7 +105,11 @@ pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
 
 /// The small-file cache's key for `target` under `root`.
 fn cache_key(root: &Path, target: &Target) -> String {
-    let mut key = root.display().to_string();
+    // Built by hand, sized once: this runs for every static request.
+    let root = root.to_string_lossy();
+    let len = root.len() + 2 + target.segments.iter().map(|s| s.len() + 1).sum::<usize>();
+    let mut key = String::with_capacity(len);
+    key.push_str(&root);
     key.push('\0');
     for seg in &target.segments {
         key.push('/');
