@@ -796,3 +796,27 @@ fn configured_and_upstream_hints_merge_without_duplicates() {
         thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// An h2c upstream that closes idle connections (GOAWAY after 1 s): the next requests, GET and
+/// POST, open a new connection instead of failing on the old one.
+#[test]
+fn an_h2_upstream_closing_idle_connections_causes_no_errors() {
+    require_tool!("curl", "an_h2_upstream_closing_idle_connections_causes_no_errors");
+    let origin = Server::start_with(&Options {
+        extra: "[[site.route]]\npath = \"/up/\"\nspeedtest = true\n".into(),
+        idle_secs: Some(1),
+        ..Options::default()
+    });
+    fs::create_dir_all(origin.www().join("p")).unwrap();
+    fs::write(origin.www().join("p/a.txt"), "hello\n").unwrap();
+    let px = proxy(&format!("servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2c\"", origin.plain_port), "");
+    let body = px.scratch("b.txt");
+    fs::write(&body, "x".repeat(1000)).unwrap();
+    for round in 0..3 {
+        assert_eq!(curl(&px, Proto::H2Tls, "/p/a.txt", &[]).status, 200, "round {round}: {}", px.log());
+        let data = format!("@{}", body.display());
+        let r = curl(&px, Proto::H2Tls, "/up/__up", &["--data-binary", &data]);
+        assert_eq!(r.status, 200, "round {round}: {}", px.log());
+        thread::sleep(Duration::from_millis(1600));
+    }
+}

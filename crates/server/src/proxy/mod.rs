@@ -292,6 +292,14 @@ impl Upstream {
         Ok((tx, false))
     }
 
+    /// Drop server `i`'s shared HTTP/2 connection (it failed): the next request opens one.
+    /// Streams still running on it finish there.
+    fn forget_h2(&self, i: usize) {
+        if let Ok(mut g) = self.servers[i].h2.try_lock() {
+            *g = None;
+        }
+    }
+
     /// Put an HTTP/1.1 connection back in server `i`'s idle list, keeping it at most `keep`.
     fn put_back(&self, i: usize, mut conn: H1Conn, keep: Duration) {
         if self.cfg.pool_max_idle == 0 || conn.tx.is_closed() {
@@ -340,6 +348,9 @@ struct Failed {
     stale: bool,
     /// Counts against the server (passive health).
     server_fault: bool,
+    /// The upstream said it did not process the request (HTTP/2 REFUSED_STREAM, RFC 9113
+    /// §8.7): any method may go again if its body was not streamed.
+    unprocessed: bool,
 }
 
 /// Forward `req` to `up`.
@@ -526,7 +537,9 @@ pub(crate) async fn serve(
                             continue;
                         }
                     }
-                    None if f.stale && idempotent(&method) && !streamed => body = Some(UpBody::empty()),
+                    None if (f.stale && idempotent(&method) || f.unprocessed) && !streamed => {
+                        body = Some(UpBody::empty());
+                    }
                     None => {
                         log_failure(up, i, &f.err, "no retry: the request may have reached the upstream");
                         return f.err.response(&up.name);
@@ -574,6 +587,7 @@ async fn attempt(
                     err,
                     back: Some(hreq),
                     stale: false,
+                    unprocessed: false,
                 })
             }
         };
@@ -582,15 +596,21 @@ async fn attempt(
         let result = tokio::select! {
             r = sent => r,
             () = timer => {
-                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true });
+                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false });
             }
         };
         match result {
             Ok(resp) => {
-                let keep = headers::keep_alive_timeout(resp.headers()).map_or(cfg.pool_idle, |t| {
+                let closing =
+                    resp.headers().get_all(http::header::CONNECTION).iter().any(|v| {
+                        v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+                    });
+                let keep = match headers::keep_alive_timeout(resp.headers()) {
+                    _ if closing => Duration::ZERO,
                     // Leave a second's margin before the upstream's own idle close.
-                    cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1)))
-                });
+                    Some(t) => cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1))),
+                    None => cfg.pool_idle,
+                };
                 let up2 = up.clone();
                 let on_end: body::OnEnd = Box::new(move || {
                     if !keep.is_zero() {
@@ -609,31 +629,35 @@ async fn attempt(
                     server_fault: !(reused && closed),
                     err: ProxyError::new(kind, err.to_string()),
                     back,
+                    unprocessed: false,
                 })
             }
         }
     } else {
         let (mut tx, reused) = match up.h2(i).await {
             Ok(t) => t,
-            Err(err) => return Err(Failed { err, back: Some(hreq), stale: false, server_fault: true }),
+            Err(err) => {
+                return Err(Failed { err, back: Some(hreq), stale: false, server_fault: true, unprocessed: false })
+            }
         };
         // Waits while the upstream's MAX_CONCURRENT_STREAMS are all in use.
         match tokio::time::timeout(cfg.connect_timeout, tx.ready()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
+                up.forget_h2(i);
                 let err = ProxyError::new("connection_terminated", e.to_string());
-                return Err(Failed { err, back: Some(hreq), stale: reused, server_fault: !reused });
+                return Err(Failed { err, back: Some(hreq), stale: reused, server_fault: !reused, unprocessed: false });
             }
             Err(_) => {
                 let err = ProxyError::new("connection_limit_reached", "every stream of the HTTP/2 connection is busy");
-                return Err(Failed { err, back: Some(hreq), stale: false, server_fault: false });
+                return Err(Failed { err, back: Some(hreq), stale: false, server_fault: false, unprocessed: false });
             }
         }
         let sent = tx.try_send_request(hreq);
         let result = tokio::select! {
             r = sent => r,
             () = timer => {
-                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true });
+                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false });
             }
         };
         match result {
@@ -643,12 +667,19 @@ async fn attempt(
                 let err = e.into_error();
                 // RFC 9113 §8.7: a stream refused (REFUSED_STREAM, or above a GOAWAY's last
                 // stream id) was not processed and may be retried.
-                let refused = h2_reason(&err).is_some_and(|r| r == h2::Reason::REFUSED_STREAM);
+                let reason = h2_reason(&err);
+                let refused = reason == Some(h2::Reason::REFUSED_STREAM);
+                // A connection-level failure (no stream reason, or the request never left):
+                // the next request opens a new connection.
+                if reason.is_none() || back.is_some() {
+                    up.forget_h2(i);
+                }
                 Err(Failed {
-                    stale: refused || (back.is_some() && reused),
+                    stale: back.is_some() && reused,
                     server_fault: !refused,
                     err: ProxyError::new(classify(&err), err.to_string()),
                     back,
+                    unprocessed: refused,
                 })
             }
         }

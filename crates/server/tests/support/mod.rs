@@ -221,11 +221,13 @@ pub(crate) struct Options {
     pub(crate) extra: String,
     /// The TLS listener on 0.0.0.0 (every loopback address) instead of 127.0.0.1.
     pub(crate) listen_any: bool,
+    /// `[timeouts] idle_secs`, when not the default.
+    pub(crate) idle_secs: Option<u64>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { drain_secs: 10, extra: String::new(), listen_any: false }
+        Self { drain_secs: 10, extra: String::new(), listen_any: false, idle_secs: None }
     }
 }
 
@@ -409,10 +411,12 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> St
          \n\
          [timeouts]\n\
          drain_secs = {drain}\n\
+         {idle}\
          {extra}\n",
         data = dir.join("data").display(),
         www = dir.join("www").display(),
         drain = opts.drain_secs,
+        idle = opts.idle_secs.map(|s| format!("idle_secs = {s}\n")).unwrap_or_default(),
         tls_host = if opts.listen_any { "0.0.0.0" } else { "127.0.0.1" },
         extra = opts.extra.replace("{tls_port}", &tls_port.to_string()),
     )
