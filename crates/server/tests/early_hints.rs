@@ -137,22 +137,50 @@ fn hints_are_learned_from_the_html_head_and_dropped_when_it_changes() {
         let v: serde_json::Value = serde_json::from_str(out.stdout.lines().next().unwrap_or_default()).unwrap();
         assert_eq!(v["interim"], serde_json::json!([[103, [[":status", "103"], ["link", want]]]]), "{v}");
     }
-    // The page no longer links the stylesheet: the next response unlearns it.
+    // The page no longer links the stylesheet: the next response unlearns it (after the
+    // origin's own small-file cache, 1 s, has let go of the old page).
     write_head_page(&origin, false);
+    std::thread::sleep(Duration::from_millis(1200));
     curl(&px, Proto::H2Tls, "/p/head.html", &NAV);
     assert!(hints_in(&curl(&px, Proto::H2Tls, "/p/head.html", &NAV)).is_empty());
 }
 
 /// Headless Chromium through the proxy: on a fresh profile's load after the proxy has learned
-/// the page, the stylesheet arrives by the 103 (`initiatorType` `early-hints`). Chromium keeps
-/// an early-hints preload in its HTTP cache, so the stylesheet must be cacheable
-/// (`max-age`), or the page revalidates it and reports its own fetch.
+/// the page, the stylesheet arrives by the 103 (`initiatorType` `early-hints`). The origin
+/// (Node's `http`) takes 300 ms to produce the page, as an application would: on loopback an
+/// instant answer races the hint. Chromium keeps an early-hints preload in its HTTP cache, so
+/// the stylesheet must be cacheable (`max-age`), or the page revalidates it and reports its own
+/// fetch.
 #[test]
 fn chromium_preloads_from_learned_hints() {
     require_tool!("chromium", "chromium_preloads_from_learned_hints");
     require_tool!("openssl", "chromium_preloads_from_learned_hints");
-    let origin = origin();
-    let px = proxy(&origin, "");
+    require_tool!("node", "chromium_preloads_from_learned_hints");
+    let port = support::free_port();
+    let script = format!(
+        "const http = require('http');\n\
+         const page = '<!doctype html><html><head><title>h</title><link rel=stylesheet href=\"/p/b.css\"></head>' +\n\
+           '<body><div id=r></div><script>document.getElementById(\"r\").textContent = JSON.stringify(' +\n\
+           'performance.getEntriesByType(\"resource\").map(e => [e.name.replace(location.origin, \"\"), e.initiatorType]));' +\n\
+           '</scr' + 'ipt></body></html>';\n\
+         http.createServer((req, res) => {{\n\
+           if (req.url.startsWith('/p/b.css')) {{\n\
+             res.writeHead(200, {{'content-type': 'text/css', 'cache-control': 'max-age=3600'}});\n\
+             return res.end('p {{ color: blue }}');\n\
+           }}\n\
+           setTimeout(() => {{ res.writeHead(200, {{'content-type': 'text/html'}}); res.end(page); }}, 300);\n\
+         }}).listen({port}, '127.0.0.1');\n"
+    );
+    let mut node = Command::new("node").arg("-e").arg(&script).spawn().expect("node");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !support::accepts(port) {
+        assert!(std::time::Instant::now() < deadline, "node did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let extra = format!(
+        "[[upstream]]\nname = \"o\"\nservers = [\"127.0.0.1:{port}\"]\n[[site.route]]\npath = \"/p/\"\nproxy = \"o\"\n"
+    );
+    let px = Server::start_with(&Options { extra, ..Options::default() });
     let cert = px.scratch("data/self-signed-cert.pem");
     let spki = run(
         Command::new("sh").arg("-c").arg(format!(
@@ -177,7 +205,23 @@ fn chromium_preloads_from_learned_hints() {
         out.stdout
     };
     let first = load();
+    // Headless Chromium does not act on every 103 it gets (here about half of the loads fetched
+    // the stylesheet only after the page, though the 103 had gone out 300 ms before): up to
+    // five fresh-profile loads, of which one must have used the hint.
+    let mut later = Vec::new();
+    for _ in 0..5 {
+        later.push(load());
+        if later.last().is_some_and(|l| l.contains("[\"/p/b.css\",\"early-hints\"]")) {
+            break;
+        }
+    }
+    let _ = node.kill();
+    let _ = node.wait();
     assert!(first.contains("[\"/p/b.css\",\"link\"]"), "first load, nothing learned yet:\n{first}");
-    let second = load();
-    assert!(second.contains("[\"/p/b.css\",\"early-hints\"]"), "second load:\n{second}\n{}", px.log());
+    assert!(
+        later.iter().any(|l| l.contains("[\"/p/b.css\",\"early-hints\"]")),
+        "no load used the hint:\n{}\n{}",
+        later.join("\n"),
+        px.log()
+    );
 }

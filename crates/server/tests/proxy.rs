@@ -167,6 +167,7 @@ enum Script {
 struct Scripted {
     port: u16,
     heads: Arc<Mutex<Vec<String>>>,
+    conns: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Scripted {
@@ -174,15 +175,17 @@ impl Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let heads = Arc::new(Mutex::new(Vec::new()));
-        let h = heads.clone();
+        let conns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (h, c) = (heads.clone(), conns.clone());
         thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
+                c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let h = h.clone();
                 thread::spawn(move || serve_scripted(conn, script, &h));
             }
         });
-        Self { port, heads }
+        Self { port, heads, conns }
     }
 
     fn heads(&self) -> Vec<String> {
@@ -192,6 +195,7 @@ impl Scripted {
 
 fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
     conn.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    conn.set_nodelay(true).ok();
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {
@@ -249,7 +253,10 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
         heads.lock().unwrap().push(head.clone());
         let echo = |w: &mut TcpStream| {
             let text = format!("{head}body-bytes: {body}\n");
-            write!(w, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: text/plain\r\n\r\n{text}", text.len())
+            // One write: `write!` on a socket would send each piece on its own.
+            let all =
+                format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: text/plain\r\n\r\n{text}", text.len());
+            w.write_all(all.as_bytes())
         };
         let ok = match script {
             Script::Echo => echo(&mut w).is_ok(),
@@ -819,4 +826,22 @@ fn an_h2_upstream_closing_idle_connections_causes_no_errors() {
         assert_eq!(r.status, 200, "round {round}: {}", px.log());
         thread::sleep(Duration::from_millis(1600));
     }
+}
+
+/// `[upstream.pool] max_connections = 2`: 200 requests, 20 at a time, share two upstream
+/// connections and all succeed.
+#[test]
+fn the_connection_limit_per_server_holds() {
+    require_tool!("h2load", "the_connection_limit_per_server_holds");
+    let up = Scripted::start(Script::Echo);
+    let px = proxy(&up_at(up.port, "[upstream.pool]\nmax_connections = 2"), "");
+    let out = run(
+        Command::new("h2load").args(["-n", "200", "-c", "2", "-m", "10"]).arg(px.https("/p/limit")),
+        Duration::from_secs(60),
+    );
+    out.expect_success("h2load");
+    assert!(out.stdout.contains("200 succeeded, 0 failed, 0 errored"), "{}\n{}", out.stdout, px.log());
+    assert_eq!(up.heads().len(), 200);
+    let n = up.conns.load(std::sync::atomic::Ordering::Relaxed);
+    assert!((1..=2).contains(&n), "{n} upstream connections");
 }

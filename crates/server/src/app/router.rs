@@ -40,8 +40,10 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
             Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, &mut req, ep).await,
             None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
         },
+        // Boxed: the proxy's future is large, and inline it would grow every request's future
+        // (and the allocation each HTTP/2 and HTTP/3 request makes for it).
         RouteHandler::Proxy(i) => {
-            crate::proxy::serve(&state.upstreams[*i], &mut req, &state.cfg.proxy, &route.early_hints).await
+            Box::pin(crate::proxy::serve(&state.upstreams[*i], &mut req, &state.cfg.proxy, &route.early_hints)).await
         }
     };
     let mut resp = with_alt_svc(resp, alt_svc);

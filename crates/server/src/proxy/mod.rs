@@ -104,6 +104,8 @@ pub(crate) struct ServerState {
     h2: tokio::sync::Mutex<Option<http2::SendRequest<UpBody>>>,
     /// Connections open (busy and idle), when `max_connections` bounds them.
     slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// Told when a connection goes back to the idle list (requests waiting at the limit).
+    returned: tokio::sync::Notify,
     /// Consecutive failed requests (passive health).
     fails: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
@@ -156,6 +158,7 @@ impl Upstream {
                 idle: Mutex::new(Vec::new()),
                 h2: tokio::sync::Mutex::new(None),
                 slots: (cfg.max_connections > 0).then(|| Arc::new(tokio::sync::Semaphore::new(cfg.max_connections))),
+                returned: tokio::sync::Notify::new(),
                 fails: AtomicU32::new(0),
                 ejected_until: Mutex::new(None),
                 healthy: AtomicBool::new(true),
@@ -244,35 +247,53 @@ impl Upstream {
         self.servers[i].fails.store(0, Ordering::Relaxed);
     }
 
-    /// A connection slot on server `i` (when `max_connections` bounds them).
-    async fn slot(&self, i: usize) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ProxyError> {
-        let Some(sem) = &self.servers[i].slots else { return Ok(None) };
-        match tokio::time::timeout(self.cfg.connect_timeout, sem.clone().acquire_owned()).await {
-            Ok(Ok(p)) => Ok(Some(p)),
-            _ => Err(ProxyError::new("connection_limit_reached", "every connection to the server is busy")),
+    /// An idle HTTP/1.1 connection of server `i` that is ready for a request, if any.
+    async fn take_idle(&self, i: usize) -> Option<H1Conn> {
+        let s = &self.servers[i];
+        let now = Instant::now();
+        loop {
+            let idle = lock(&s.idle).pop()?;
+            if idle.until <= now || idle.conn.tx.is_closed() {
+                continue;
+            }
+            let mut conn = idle.conn;
+            // Ready at once for a connection that finished its last exchange; a closed one
+            // errors.
+            if tokio::time::timeout(Duration::from_millis(100), conn.tx.ready()).await.is_ok_and(|r| r.is_ok()) {
+                conn.reused = true;
+                return Some(conn);
+            }
         }
     }
 
-    /// An HTTP/1.1 connection to server `i`: an idle one unless `fresh`, else a new one.
+    /// An HTTP/1.1 connection to server `i`: an idle one unless `fresh`, else a new one. At
+    /// `max_connections`, waits (up to `connect_secs`) for a connection to come back idle or
+    /// for one to close.
     async fn h1(&self, i: usize, fresh: bool) -> Result<H1Conn, ProxyError> {
         let s = &self.servers[i];
-        if !fresh {
-            let now = Instant::now();
-            loop {
-                let Some(idle) = lock(&s.idle).pop() else { break };
-                if idle.until <= now || idle.conn.tx.is_closed() {
-                    continue;
-                }
-                let mut conn = idle.conn;
-                // Ready at once for a connection that finished its last exchange; a closed one
-                // errors.
-                if tokio::time::timeout(Duration::from_millis(100), conn.tx.ready()).await.is_ok_and(|r| r.is_ok()) {
-                    conn.reused = true;
-                    return Ok(conn);
+        let deadline = tokio::time::Instant::now() + self.cfg.connect_timeout;
+        let slot = loop {
+            if !fresh {
+                if let Some(c) = self.take_idle(i).await {
+                    return Ok(c);
                 }
             }
-        }
-        let slot = self.slot(i).await?;
+            let Some(sem) = &s.slots else { break None };
+            if let Ok(p) = sem.clone().try_acquire_owned() {
+                break Some(p);
+            }
+            tokio::select! {
+                p = sem.clone().acquire_owned() => match p {
+                    Ok(p) => break Some(p),
+                    Err(_) => return Err(ProxyError::new("connection_limit_reached", "connection slots closed")),
+                },
+                // A connection came back idle (`put_back` stores the wake-up if nobody waits).
+                () = s.returned.notified(), if !fresh => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(ProxyError::new("connection_limit_reached", "every connection to the server is busy"));
+                }
+            }
+        };
         let io = connect::transport(&self.cfg, self.tls.as_ref(), &s.addr, self.cfg.connect_timeout).await?;
         let tx = connect::h1(io).await?;
         Ok(H1Conn { tx, _slot: slot, reused: false })
@@ -313,6 +334,10 @@ impl Upstream {
             idle.remove(0);
         }
         idle.push(IdleH1 { conn, until: now + keep });
+        drop(idle);
+        if self.servers[i].slots.is_some() {
+            self.servers[i].returned.notify_one();
+        }
     }
 }
 
