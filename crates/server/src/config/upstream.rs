@@ -418,7 +418,7 @@ fn upstream(src: &Source<'_>, r: &Spanned<RawUpstream>) -> Result<Upstream, Conf
         connect_timeout: secs(raw.timeouts.connect_secs.as_ref(), 5, src, "connect_secs")?,
         response_head_timeout: secs(raw.timeouts.response_head_secs.as_ref(), 60, src, "response_head_secs")?,
         idle_timeout: secs(raw.timeouts.idle_secs.as_ref(), 60, src, "idle_secs")?,
-        pool_max_idle: raw.pool.max_idle.unwrap_or(64),
+        pool_max_idle: raw.pool.max_idle.unwrap_or(256),
         pool_idle: secs(raw.pool.idle_secs.as_ref(), 30, src, "pool.idle_secs")?,
         max_connections: raw.pool.max_connections.unwrap_or(0),
         tls,
