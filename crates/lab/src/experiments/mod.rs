@@ -231,11 +231,10 @@ pub fn resolve_servers(plan: &Plan) -> Result<(Vec<Active>, Vec<Skipped>), Strin
     let mut active = Vec::new();
     let mut skipped = Vec::new();
     for &k in &plan.servers {
-        let bin = if k.is_sluice() {
-            sluice.clone()
-        } else {
-            servers::find_program(k.program())
-                .ok_or_else(|| format!("`{}` not found (Debian package {})", k.program(), k.package()))
+        let bin = match k {
+            ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => sluice.clone(),
+            _ => servers::find_program(k.program())
+                .ok_or_else(|| format!("`{}` not found (Debian package {})", k.program(), k.package())),
         };
         let bin = bin.and_then(|b| match (&sluice, k.uses_sink()) {
             (Err(e), true) => Err(format!("needs Sluice as its upstream sink, and {e}")),
@@ -280,7 +279,7 @@ pub fn versions(active: &[Active], scratch: &Path) -> Vec<String> {
         }
         seen.push(k.program());
         let args: &[&str] = match k {
-            ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned | ServerKind::Haproxy => &["-v"],
+            ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => &["-v"],
             ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => &["version"],
             _ => &["--version"],
         };
