@@ -1,7 +1,8 @@
 //! The reverse proxy end to end, with real upstreams started here: Sluice itself (HTTP/1.1,
-//! h2c, h2 over TLS), a scripted HTTP/1.1 upstream (echo, stall, garbage, oversized head,
-//! truncated body) and Node's `http` module (the keep-alive race). Clients: curl over
-//! HTTP/1.1 and HTTP/2, aioquic over HTTP/3.
+//! h2c, h2 over TLS), nginx, a scripted HTTP/1.1 upstream (echo, stall, garbage, oversized
+//! head, truncated body, hints, a slow sink), Node's `http` module (the keep-alive race),
+//! grpcio and websockets servers. Clients: curl, h2load and nghttp over HTTP/1.1 and HTTP/2,
+//! aioquic over HTTP/3, grpcio, websockets.
 
 mod support;
 
@@ -844,4 +845,69 @@ fn the_connection_limit_per_server_holds() {
     assert_eq!(up.heads().len(), 200);
     let n = up.conns.load(std::sync::atomic::Ordering::Relaxed);
     assert!((1..=2).contains(&n), "{n} upstream connections");
+}
+
+/// nginx (Debian's) as an HTTP/1.1 upstream: a 10 MB file byte-exact over HTTP/1.1 and HTTP/2,
+/// its 404 passed through, HEAD without a body, and keep-alive connections reused.
+#[test]
+fn nginx_as_the_upstream() {
+    require_tool!("nginx", "nginx_as_the_upstream");
+    require_tool!("curl", "nginx_as_the_upstream");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("www");
+    fs::create_dir_all(root.join("p")).unwrap();
+    let data = big(10 << 20, 11);
+    fs::write(root.join("p/big.bin"), &data).unwrap();
+    let port = free_port();
+    let conf = dir.path().join("nginx.conf");
+    fs::write(
+        &conf,
+        format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n{user}\
+             events {{ worker_connections 256; }}\n\
+             http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+             \x20 fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+             \x20 server {{ listen 127.0.0.1:{port}; root {r}; }}\n}}\n",
+            d = dir.path().display(),
+            r = root.display(),
+            // As root, nginx's worker would drop to `nobody`, who cannot read a private temp dir.
+            user = if Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n")) {
+                "user root;\n"
+            } else {
+                ""
+            },
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new("nginx")
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(&conf)
+        // One process (`master_process off`), killed below; nothing of it holds the test's output.
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nginx");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !support::accepts(port) {
+        assert!(std::time::Instant::now() < deadline, "nginx did not start");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let px = proxy(&up_at(port, ""), "");
+    for p in [Proto::H1Plain, Proto::H2Tls] {
+        let r = curl(&px, p, "/p/big.bin", &[]);
+        assert_eq!(r.status, 200, "{p:?}");
+        assert_eq!(sha(&r.body), sha(&data), "{p:?}");
+        assert!(r.header("server").is_some_and(|s| s.starts_with("nginx")), "{}", r.headers);
+        assert_eq!(curl(&px, p, "/p/missing", &[]).status, 404, "{p:?}");
+        let r = curl(&px, p, "/p/big.bin", &["--head"]);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-length").as_deref(), Some("10485760"), "{}", r.headers);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // Six requests to nginx over fewer connections: the pool kept them alive.
+    let log = fs::read_to_string(dir.path().join("access.log")).unwrap_or_default();
+    assert_eq!(log.lines().count(), 6, "{log}");
 }

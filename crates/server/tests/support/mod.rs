@@ -58,10 +58,12 @@ pub(crate) fn have(tool: &str) -> bool {
         return *ok;
     }
     // The probe each tool answers with success: `openssl version` and `caddy version`,
-    // `gtlsclient --help` (its `--version` takes an argument), `--version` for the rest.
+    // `gtlsclient --help` (its `--version` takes an argument), `nginx -v`, `--version` for the
+    // rest.
     let probe = match tool {
         "openssl" | "caddy" => "version",
         "gtlsclient" => "--help",
+        "nginx" => "-v",
         _ => "--version",
     };
     let ok =
