@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests and benchmarks need, idempotently:
-#   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light, caddy (lab peers),
+#   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light, caddy, haproxy (peers),
 #           iproute2 (ip netns, for the lab), nodejs (an upstream of the reverse-proxy tests)
 #   go:     h2spec (go install; linked into /usr/local/bin when root)
 #   rustup: the rustfmt and clippy components
@@ -48,10 +48,11 @@ declare -A APT_CMD=(
   [firefox-esr]=firefox-esr
   [libnss3-tools]=certutil
   [nodejs]=node
+  [haproxy]=haproxy
 )
 missing=()
 for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium ngtcp2-client firefox-esr \
-  libnss3-tools nodejs; do
+  libnss3-tools nodejs haproxy; do
   cmd=${APT_CMD[$pkg]}
   if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     log "present: $pkg ($cmd)"

@@ -269,7 +269,10 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 let _ = w.write_all(b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload; as=style\r\n\r\n");
                 let _ = w.flush();
                 thread::sleep(Duration::from_millis(50));
-                let _ = w.write_all(b"HTTP/1.1 103 Early Hints\r\nlink: </b.js>; rel=preload; as=script\r\n\r\n");
+                // The second joins both links in one field, as Node's `writeEarlyHints` does.
+                let _ = w.write_all(
+                    b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload; as=style, </b.js>; rel=preload; as=script\r\n\r\n",
+                );
                 echo(&mut w).is_ok()
             }
             Script::Stall => {

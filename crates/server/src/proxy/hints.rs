@@ -186,6 +186,20 @@ fn parse_link_value(v: &str) -> Option<(&str, String)> {
     Some((target.trim(), rel?))
 }
 
+/// Every link-value of the `Link` fields, each its own value (a field may join several with
+/// commas, RFC 8288 §3), for merging 103s link by link.
+pub(crate) fn each_link<'a>(fields: impl Iterator<Item = &'a HeaderValue>) -> Vec<HeaderValue> {
+    let mut out = Vec::new();
+    for f in fields {
+        match f.to_str() {
+            Ok(text) => out.extend(link_values(text).into_iter().filter_map(|v| HeaderValue::from_str(v).ok())),
+            // Not text: kept whole, compared whole.
+            Err(_) => out.push(f.clone()),
+        }
+    }
+    out
+}
+
 /// The hintable values of a response's `Link` fields.
 pub(crate) fn from_link_fields<'a>(fields: impl Iterator<Item = &'a HeaderValue>) -> Vec<HeaderValue> {
     let mut out: Vec<HeaderValue> = Vec::new();
@@ -361,6 +375,16 @@ mod tests {
                 "</m.js>; rel=\"modulepreload\"",
                 "<https://fonts.example>; rel=preconnect",
             ]
+        );
+    }
+
+    #[test]
+    fn joined_link_fields_split_into_links() {
+        let f = [hv("</a.css>; rel=preload; as=style, </b.js>; rel=preload; as=script"), hv("</c>; rel=preconnect")];
+        let got: Vec<String> = each_link(f.iter()).iter().map(|v| v.to_str().unwrap().to_owned()).collect();
+        assert_eq!(
+            got,
+            vec!["</a.css>; rel=preload; as=style", "</b.js>; rel=preload; as=script", "</c>; rel=preconnect"]
         );
     }
 

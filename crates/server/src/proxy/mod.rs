@@ -524,7 +524,8 @@ pub(crate) async fn serve(
                 if code == 103 {
                     // Merged with the hints already sent: each link once.
                     let mut sent = lock(&sent);
-                    let links: Vec<HeaderValue> = h.get_all(http::header::LINK).iter().cloned().collect();
+                    // Link by link: a field may join several (Node's `writeEarlyHints` does).
+                    let links = hints::each_link(h.get_all(http::header::LINK).iter());
                     h.remove(http::header::LINK);
                     let fresh: Vec<HeaderValue> = links.iter().filter(|l| !sent.contains(l)).cloned().collect();
                     if !links.is_empty() && fresh.is_empty() {
