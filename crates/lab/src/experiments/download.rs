@@ -253,6 +253,9 @@ pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<
             ServerKind::SluiceH3 | ServerKind::CaddyH3 => {
                 Some("the download experiment runs HTTP/3 for every server by itself; list `sluice` or `caddy` instead")
             }
+            ServerKind::SluiceProxy | ServerKind::SluiceNoLearn | ServerKind::Haproxy => {
+                Some("a reverse proxy: the download experiment serves static files (list `sluice` or `caddy`)")
+            }
         };
         match reason {
             None => keep.push(k),

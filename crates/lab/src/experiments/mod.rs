@@ -7,6 +7,9 @@
 //!                         [--quick] [--sluice PATH] [--max-minutes M]
 //! sluice-lab run pageload [--runs N] [--out DIR] [--servers …,sluice-h3,caddy-h3] [--quick]
 //! sluice-lab run fairness [--runs N] [--out DIR] [--servers sluice,sluice-h3cubic,…] [--quick]
+//! sluice-lab run earlyhints [--runs N] [--out DIR] [--servers sluice,sluice-nolearn,h2o,caddy] [--quick]
+//! sluice-lab run proxymem [--runs N] [--out DIR] [--servers sluice,nginx,h2o,caddy,haproxy] [--quick]
+//!                         [--cap-secs S]
 //! ```
 //!
 //! `--servers` also knows `sluice-fixed64k`, `sluice-fixed512k`, `sluice-writeup`, `sluice-quiche` and `sluice-hyper`:
@@ -31,7 +34,12 @@
 //! (a 200 MB file over HTTP/2 and HTTP/3 from Sluice and Caddy, `sluice get` as the client, at
 //! three rates and RTTs and with 0.5 % loss; with the global default `--servers` it runs
 //! `sluice,sluice-h3cubic,sluice-h3bbr,caddy`, the servers with HTTP/3 here), `fairness` (an
-//! HTTP/3 download and a TCP CUBIC download sharing the link); `origin` is not yet available.
+//! HTTP/3 download and a TCP CUBIC download sharing the link), `earlyhints` (headless Chromium
+//! through reverse proxies of an origin that thinks 300 ms: FCP and LCP with learned, forwarded or
+//! no 103 Early Hints; `sluice-nolearn` is Sluice with `early_hints_learn = false`), `proxymem`
+//! (20 slow HTTP/2 clients download 100 MB each through each reverse proxy: its RSS; `haproxy` is
+//! known here); `origin` is not yet available. `upload`'s default servers gain `sluice-proxy`
+//! (Sluice proxying `/p/__up` to the same sink as the peers).
 //!
 //! Beside their figures, `download`, `pageload` and `fairness` report the emulated link during
 //! each transfer (`upload` in `results.csv` only), in the direction of its data: drops per 100 MB delivered (by the
@@ -41,11 +49,13 @@
 pub mod chart;
 pub mod digest;
 pub mod download;
+pub mod earlyhints;
 pub mod fairness;
 pub mod h2client;
 pub mod pageload;
 pub mod priority;
 pub mod proc;
+pub mod proxymem;
 pub mod report;
 pub mod servers;
 pub mod stage;
@@ -74,6 +84,11 @@ pub enum ExperimentName {
     Pageload,
     /// One HTTP/3 download and one TCP CUBIC download sharing the link: each one's share.
     Fairness,
+    /// Headless Chromium through reverse proxies to an origin that thinks 300 ms: FCP and LCP
+    /// with learned, forwarded or no 103 Early Hints.
+    Earlyhints,
+    /// 20 slow clients download 100 MB each through each reverse proxy: the proxy's memory.
+    Proxymem,
     /// Connections per page with ORIGIN frames (not yet available).
     Origin,
 }
@@ -87,6 +102,8 @@ impl ExperimentName {
             Self::Priority => "priority",
             Self::Pageload => "pageload",
             Self::Fairness => "fairness",
+            Self::Earlyhints => "earlyhints",
+            Self::Proxymem => "proxymem",
             Self::Origin => "origin",
         }
     }
@@ -99,8 +116,11 @@ impl ExperimentName {
             Self::Pageload => pageload::run(plan),
             Self::Download => download::run(plan),
             Self::Fairness => fairness::run(plan),
+            Self::Earlyhints => earlyhints::run(plan),
+            Self::Proxymem => proxymem::run(plan),
             Self::Origin => Err(format!(
-                "experiment `{}` is not yet available (available: upload, download, priority, pageload, fairness)",
+                "experiment `{}` is not yet available (available: upload, download, priority, pageload, fairness, \
+                 earlyhints, proxymem)",
                 self.name()
             )),
         }
@@ -110,10 +130,12 @@ impl ExperimentName {
 /// Arguments of `sluice-lab run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The experiment: upload, download, priority, pageload, fairness (origin: not yet available).
+    /// The experiment: upload, download, priority, pageload, fairness, earlyhints, proxymem
+    /// (origin: not yet available).
     #[arg(value_enum)]
     pub experiment: ExperimentName,
-    /// Runs per server, protocol and case (default 5; 1 with --quick).
+    /// Runs per server, protocol and case (default 5; 1 with --quick; `earlyhints`: loads per
+    /// server, variant and case after one warm-up, default 10; `proxymem`: default 1).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: Option<u32>,
     /// Output directory (default lab-results/<experiment>-<UTC timestamp>).
@@ -127,7 +149,10 @@ pub struct RunArgs {
     /// server namespace); for `pageload` also sluice-h3, caddy-h3 (Chromium forced onto HTTP/3).
     /// For `download` this default means sluice,sluice-h3cubic,sluice-h3bbr,caddy (nginx and h2o
     /// have no HTTP/3 here); for `pageload` it gains sluice-h3,caddy-h3; for `fairness` (the HTTP/3
-    /// side against a TCP CUBIC download) it means sluice.
+    /// side against a TCP CUBIC download) it means sluice; for `upload` it gains sluice-proxy (Sluice
+    /// proxying to the sink); for `earlyhints` it means sluice,sluice-nolearn,h2o,caddy (reverse
+    /// proxies; sluice-nolearn: `early_hints_learn = false`); for `proxymem`
+    /// sluice,nginx,h2o,caddy,haproxy.
     #[arg(long, default_value = "sluice,nginx,nginx512,h2o,caddy")]
     pub servers: String,
     /// Smoke run: 1 run, the first case only (the CI's "one upload case"); `download`: a 20 MB
@@ -148,6 +173,9 @@ pub struct RunArgs {
     /// minutes more than it).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1440))]
     pub max_minutes: Option<u32>,
+    /// `proxymem` only: stop the downloads after this many seconds (default 60; 10 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub cap_secs: Option<u32>,
 }
 
 /// What an experiment runs: resolved arguments.
@@ -157,6 +185,9 @@ pub struct Plan {
     pub servers: Vec<ServerKind>,
     /// Runs per case.
     pub runs: u32,
+    /// Whether `--runs` was given (else `runs` is the global default, which an experiment may
+    /// replace with its own).
+    pub runs_given: bool,
     /// Smoke run: first case only.
     pub quick: bool,
     /// Add the 1 Gbit/s × 2 ms case.
@@ -169,6 +200,8 @@ pub struct Plan {
     pub sluice: Option<PathBuf>,
     /// Explicit bound on the whole run.
     pub bound: Option<Duration>,
+    /// `proxymem`: the downloads' time cap, when given.
+    pub cap: Option<Duration>,
 }
 
 /// A server that can run, with its binary.
@@ -194,18 +227,29 @@ pub fn run_main(a: RunArgs) -> Result<(), String> {
     let plan = Plan {
         servers,
         runs: a.runs.unwrap_or(if a.quick { 1 } else { 5 }),
+        runs_given: a.runs.is_some(),
         quick: a.quick,
         gigabit: a.gigabit,
         cases: a.cases,
         out,
         sluice: a.sluice,
         bound: a.max_minutes.map(|m| Duration::from_secs(u64::from(m) * 60)),
+        cap: a.cap_secs.map(|s| Duration::from_secs(u64::from(s))),
     };
     proc::install_signal_handlers();
     a.experiment.run(&plan)
 }
 
 impl Plan {
+    /// The runs: `--runs` when given, else `default` (the experiment's own; 1 with `--quick`).
+    pub fn runs_or(&self, default: u32) -> u32 {
+        match (self.runs_given, self.quick) {
+            (true, _) => self.runs,
+            (false, true) => 1,
+            (false, false) => default,
+        }
+    }
+
     /// The experiment's `cases` that `--cases` names (all without it); a name no case has is
     /// an error that lists the names there are.
     pub fn select<C>(&self, cases: Vec<C>, name: impl Fn(&C) -> &str) -> Result<Vec<C>, String> {
@@ -231,10 +275,11 @@ pub fn resolve_servers(plan: &Plan) -> Result<(Vec<Active>, Vec<Skipped>), Strin
     let mut active = Vec::new();
     let mut skipped = Vec::new();
     for &k in &plan.servers {
-        let bin = match k {
-            ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => sluice.clone(),
-            _ => servers::find_program(k.program())
-                .ok_or_else(|| format!("`{}` not found (Debian package {})", k.program(), k.package())),
+        let bin = if k.is_sluice() {
+            sluice.clone()
+        } else {
+            servers::find_program(k.program())
+                .ok_or_else(|| format!("`{}` not found (Debian package {})", k.program(), k.package()))
         };
         let bin = bin.and_then(|b| match (&sluice, k.uses_sink()) {
             (Err(e), true) => Err(format!("needs Sluice as its upstream sink, and {e}")),
@@ -279,7 +324,7 @@ pub fn versions(active: &[Active], scratch: &Path) -> Vec<String> {
         }
         seen.push(k.program());
         let args: &[&str] = match k {
-            ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => &["-v"],
+            ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned | ServerKind::Haproxy => &["-v"],
             ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => &["version"],
             _ => &["--version"],
         };
@@ -388,12 +433,14 @@ mod tests {
         let plan = Plan {
             servers: vec![ServerKind::Sluice],
             runs: 1,
+            runs_given: false,
             quick: true,
             gigabit: false,
             cases: vec![],
             out: PathBuf::from("/nonexistent"),
             sluice: None,
             bound: None,
+            cap: None,
         };
         let e = ExperimentName::Origin.run(&plan).unwrap_err();
         assert!(e.contains("not yet available") && e.contains("download"), "{e}");
@@ -404,12 +451,14 @@ mod tests {
         let mut plan = Plan {
             servers: vec![ServerKind::Sluice],
             runs: 1,
+            runs_given: false,
             quick: false,
             gigabit: false,
             cases: vec![],
             out: PathBuf::from("/nonexistent"),
             sluice: None,
             bound: None,
+            cap: None,
         };
         let names = || vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
         assert_eq!(plan.select(names(), |c| c).unwrap(), ["a", "b", "c"]);
@@ -425,12 +474,14 @@ mod tests {
         let plan = Plan {
             servers: vec![ServerKind::Sluice, ServerKind::Nginx],
             runs: 1,
+            runs_given: false,
             quick: true,
             gigabit: false,
             cases: vec![],
             out: PathBuf::from("/nonexistent"),
             sluice: None,
             bound: None,
+            cap: None,
         };
         // Whatever is installed here, every requested server is either active or skipped.
         let (active, skipped) = resolve_servers(&plan).unwrap();

@@ -327,7 +327,7 @@ pub fn parse_dom(dom: &str) -> Result<Load, String> {
 /// separate machines would not (traced: requests waited up to 21 ms between arriving at the
 /// server's interface and being read, and image requests were read 5–13 ms apart). Every server
 /// meets the same confinement.
-fn client_cpu() -> Option<usize> {
+pub(crate) fn client_cpu() -> Option<usize> {
     static CPU: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *CPU.get_or_init(|| {
         let n = std::thread::available_parallelism().map_or(1, usize::from);
@@ -347,6 +347,21 @@ struct Quic {
 
 /// Loads `url` once; every resource must come over h2, or over h3 with `quic`.
 fn load(chromium: &Path, url: &str, scratch: &Path, quic: Option<&Quic>) -> Result<Load, String> {
+    let mut flags = vec!["--ignore-certificate-errors".to_string()];
+    if let Some(q) = quic {
+        flags.push(format!("--origin-to-force-quic-on={}", q.origin));
+        flags.push(format!("--ignore-certificate-errors-spki-list={}", q.pin));
+    }
+    let dom = dump_dom(chromium, url, scratch, &flags)?;
+    let l = parse_dom(&dom)?;
+    l.check_protocols(if quic.is_some() { "h3" } else { "h2" })?;
+    Ok(l)
+}
+
+/// Loads `url` once in a fresh headless Chromium (a new profile under `scratch`, removed after)
+/// inside the client namespace, confined to [`client_cpu`] where there is one, with `flags` (the
+/// certificate flags) after the common ones; the DOM once the page's load event fired.
+pub(crate) fn dump_dom(chromium: &Path, url: &str, scratch: &Path, flags: &[String]) -> Result<String, String> {
     let profile = scratch.join("profile");
     let _ = fs::remove_dir_all(&profile);
     fs::create_dir_all(&profile).map_err(|e| format!("creating {}: {e}", profile.display()))?;
@@ -362,7 +377,6 @@ fn load(chromium: &Path, url: &str, scratch: &Path, quic: Option<&Quic>) -> Resu
     cmd.args([
         "--headless=new",
         "--no-sandbox",
-        "--ignore-certificate-errors",
         "--disable-gpu",
         "--no-first-run",
         "--no-default-browser-check",
@@ -374,10 +388,7 @@ fn load(chromium: &Path, url: &str, scratch: &Path, quic: Option<&Quic>) -> Resu
         "--mute-audio",
     ]);
     cmd.arg(format!("--user-data-dir={}", profile.display()));
-    if let Some(q) = quic {
-        cmd.arg(format!("--origin-to-force-quic-on={}", q.origin));
-        cmd.arg(format!("--ignore-certificate-errors-spki-list={}", q.pin));
-    }
+    cmd.args(flags);
     cmd.env("HOME", &profile).env("XDG_CONFIG_HOME", &profile).env("XDG_CACHE_HOME", &profile);
     cmd.args(["--dump-dom", url]);
     let f = proc::run_bounded(cmd, LOAD_LIMIT, scratch)?;
@@ -386,9 +397,7 @@ fn load(chromium: &Path, url: &str, scratch: &Path, quic: Option<&Quic>) -> Resu
         let last = f.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
         return Err(format!("chromium: {} ({last})", f.describe()));
     }
-    let l = parse_dom(&f.stdout)?;
-    l.check_protocols(if quic.is_some() { "h3" } else { "h2" })?;
-    Ok(l)
+    Ok(f.stdout)
 }
 
 /// One measurement of `kind`: the idle page, then the busy one (both over HTTP/3 for the `-h3`

@@ -107,6 +107,11 @@ impl Service {
         &self.name
     }
 
+    /// Its process id (the leader of its process group), unless stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `None` while running, else how it ended.
     pub fn exited(&mut self) -> Option<String> {
         match self.child.as_mut().map(Child::try_wait) {

@@ -117,6 +117,13 @@ pub enum ServerKind {
     SluiceH3,
     /// Caddy serving HTTP/3 too, the client forced onto it: `pageload` experiment only.
     CaddyH3,
+    /// Sluice as a reverse proxy: `upload` proxies `POST /p/__up` to the sink (Sluice does not
+    /// rewrite paths, so the sink answers `__up` under a `/p/` speedtest route).
+    SluiceProxy,
+    /// Sluice as a reverse proxy with `early_hints_learn = false`: `earlyhints` experiment only.
+    SluiceNoLearn,
+    /// HAProxy (Debian `haproxy`): `proxymem` experiment only.
+    Haproxy,
 }
 
 /// The servers run by default, in the default order.
@@ -124,7 +131,7 @@ pub const DEFAULT: [ServerKind; 5] =
     [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
 
 /// Every server `--servers` knows.
-pub const ALL: [ServerKind; 20] = [
+pub const ALL: [ServerKind; 23] = [
     ServerKind::Sluice,
     ServerKind::Nginx,
     ServerKind::Nginx512,
@@ -145,6 +152,9 @@ pub const ALL: [ServerKind; 20] = [
     ServerKind::CaddyTuned,
     ServerKind::SluiceH3,
     ServerKind::CaddyH3,
+    ServerKind::SluiceProxy,
+    ServerKind::SluiceNoLearn,
+    ServerKind::Haproxy,
 ];
 
 impl ServerKind {
@@ -171,6 +181,9 @@ impl ServerKind {
             Self::CaddyTuned => "caddy-tuned",
             Self::SluiceH3 => "sluice-h3",
             Self::CaddyH3 => "caddy-h3",
+            Self::SluiceProxy => "sluice-proxy",
+            Self::SluiceNoLearn => "sluice-nolearn",
+            Self::Haproxy => "haproxy",
         }
     }
 
@@ -231,15 +244,20 @@ impl ServerKind {
             Self::CaddyTuned => 8455,
             Self::SluiceH3 => 8460,
             Self::CaddyH3 => 8461,
+            Self::SluiceProxy => 8463,
+            Self::SluiceNoLearn => 8464,
+            Self::Haproxy => 8465,
         }
     }
 
-    /// Path the upload is POSTed to.
+    /// Path the upload is POSTed to: `/__up` where Sluice answers it itself, `/p/__up` through
+    /// Sluice as a proxy (the path reaches the sink unchanged), `/up` through the peers (which
+    /// rewrite it to the sink's `/__up`).
     pub fn upload_path(self) -> &'static str {
-        if self.uses_sink() {
-            "/up"
-        } else {
-            "/__up"
+        match self {
+            Self::SluiceProxy => "/p/__up",
+            _ if self.uses_sink() => "/up",
+            _ => "/__up",
         }
     }
 
@@ -248,23 +266,32 @@ impl ServerKind {
         !matches!(self, Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3)
     }
 
+    /// Whether the server is the Sluice binary.
+    pub fn is_sluice(self) -> bool {
+        self.program() == "sluice"
+    }
+
     /// The program this server runs.
     pub fn program(self) -> &'static str {
         match self {
-            Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3 => "sluice",
+            Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3 | Self::SluiceProxy | Self::SluiceNoLearn => "sluice",
             Self::Nginx | Self::Nginx512 | Self::NginxTuned => "nginx",
             Self::H2o | Self::H2oTuned => "h2o",
             Self::Caddy | Self::CaddyTuned | Self::CaddyH3 => "caddy",
+            Self::Haproxy => "haproxy",
         }
     }
 
     /// The Debian package that provides the program.
     pub fn package(self) -> &'static str {
         match self {
-            Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3 => "(this workspace: cargo build --release -p sluice)",
+            Self::Sluice | Self::SluiceFlow(_) | Self::SluiceH3 | Self::SluiceProxy | Self::SluiceNoLearn => {
+                "(this workspace: cargo build --release -p sluice)"
+            }
             Self::Nginx | Self::Nginx512 | Self::NginxTuned => "nginx-light",
             Self::H2o | Self::H2oTuned => "h2o",
             Self::Caddy | Self::CaddyTuned | Self::CaddyH3 => "caddy",
+            Self::Haproxy => "haproxy",
         }
     }
 }
@@ -387,11 +414,25 @@ pub fn sink_addr() -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, SINK_PORT))
 }
 
+/// The path prefix Sluice as a proxy forwards to the sink (`/p/__up`): Sluice does not rewrite
+/// paths, so the sink answers `__up` under a speedtest route of that prefix.
+pub const PROXY_PREFIX: &str = "/p/";
+
 /// Sluice's configuration: one listener (TLS with our certificate, or cleartext for the sink),
 /// the built-in site, the speed test on (`POST /__up`), no access log; `flow` sets the
-/// receive-window policy (default: Sluice's own default).
+/// receive-window policy (default: Sluice's own default). The sink (`tls = false`) also answers
+/// the speed test under [`PROXY_PREFIX`] (`/p/__up`), the path Sluice as a proxy forwards.
 pub fn sluice_config(s: &Setup, tls: bool, flow: Option<Flow>) -> Result<String, String> {
     let (dir, cert, key) = s.paths()?;
+    let route = if tls {
+        String::new()
+    } else {
+        format!(
+            "# Sluice as a proxy forwards {PROXY_PREFIX}__up unchanged: a speedtest route answers it.\n\
+             [[site.route]]\npath = {}\nspeedtest = true\n\n",
+            toml_str(PROXY_PREFIX)
+        )
+    };
     Ok(format!(
         "# Generated by sluice-lab: {role}.\n\
          data_dir = {data}\n\
@@ -399,6 +440,7 @@ pub fn sluice_config(s: &Setup, tls: bool, flow: Option<Flow>) -> Result<String,
          [[listener]]\naddr = {addr}\ntls = {tls}\n\n\
          [[certificate]]\ncert = {cert}\nkey = {key}\n\n\
          [[site]]\nbuiltin = true\n\n\
+         {route}\
          # POST /__up reads the whole body and answers {{\"bytes\",\"seconds\",\"mbps\"}}.\n\
          [speedtest]\nenabled = true\n{flow}",
         flow = flow.map(Flow::table).unwrap_or_default(),
@@ -407,6 +449,31 @@ pub fn sluice_config(s: &Setup, tls: bool, flow: Option<Flow>) -> Result<String,
         addr = toml_str(&s.listen.to_string()),
         cert = toml_str(&cert),
         key = toml_str(&key),
+    ))
+}
+
+/// Sluice as a reverse proxy to the upload sink (`sluice-proxy`): its defaults, one
+/// `[[upstream]]` (HTTP/1.1 to the sink, Sluice's keep-alive pool) and the route
+/// [`PROXY_PREFIX`] proxied to it; the rest of the site is the built-in one.
+pub fn sluice_proxy_config(s: &Setup) -> Result<String, String> {
+    let (dir, cert, key) = s.paths()?;
+    Ok(format!(
+        "# Generated by sluice-lab: Sluice as a reverse proxy to the upload sink.\n\
+         data_dir = {data}\n\
+         access_log = false\n\n\
+         [[listener]]\naddr = {addr}\ntls = true\n\n\
+         [[certificate]]\ncert = {cert}\nkey = {key}\n\n\
+         [[upstream]]\nname = \"sink\"\nservers = [{sink}]\n\n\
+         [[site]]\nbuiltin = true\n\n\
+         # {prefix}__up goes to the sink unchanged (Sluice does not rewrite paths).\n\
+         [[site.route]]\npath = {prefix_q}\nproxy = \"sink\"\n",
+        data = toml_str(&format!("{dir}/data")),
+        addr = toml_str(&s.listen.to_string()),
+        cert = toml_str(&cert),
+        key = toml_str(&key),
+        sink = toml_str(&s.sink.to_string()),
+        prefix = PROXY_PREFIX,
+        prefix_q = toml_str(PROXY_PREFIX),
     ))
 }
 
@@ -576,21 +643,28 @@ pub fn launch(kind: ServerKind, s: &Setup) -> Result<Launch, String> {
         ServerKind::NginxTuned | ServerKind::H2oTuned | ServerKind::CaddyTuned => {
             return Err(format!("`{}` is only for the priority experiment", kind.name()))
         }
+        ServerKind::SluiceProxy => ("sluice.toml", sluice_proxy_config(s)?),
         ServerKind::SluiceH3 | ServerKind::CaddyH3 => {
             return Err(format!("`{}` is only for the pageload experiment", kind.name()))
         }
+        ServerKind::SluiceNoLearn => return Err(format!("`{}` is only for the earlyhints experiment", kind.name())),
+        ServerKind::Haproxy => return Err(format!("`{}` is only for the proxymem experiment", kind.name())),
     };
     let (args, env) = args_env(kind, &dir, name);
     Ok(Launch { args, env, config: (name.into(), text) })
 }
 
 /// Command-line arguments and environment of `kind` with its configuration `dir/name`.
-fn args_env(kind: ServerKind, dir: &str, name: &str) -> (Vec<String>, Vec<(String, String)>) {
+pub(crate) fn args_env(kind: ServerKind, dir: &str, name: &str) -> (Vec<String>, Vec<(String, String)>) {
     let conf = format!("{dir}/{name}");
     match kind {
-        ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => {
-            (vec!["serve".into(), "--config".into(), conf], vec![])
-        }
+        ServerKind::Sluice
+        | ServerKind::SluiceFlow(_)
+        | ServerKind::SluiceH3
+        | ServerKind::SluiceProxy
+        | ServerKind::SluiceNoLearn => (vec!["serve".into(), "--config".into(), conf], vec![]),
+        // Foreground (`-db`), no master-worker process.
+        ServerKind::Haproxy => (vec!["-db".into(), "-f".into(), conf], vec![]),
         ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => {
             (vec!["-p".into(), format!("{dir}/"), "-e".into(), format!("{dir}/error.log"), "-c".into(), conf], vec![])
         }
@@ -614,6 +688,9 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
     let (dir, cert, key) = s.paths()?;
     let root = check_config_path(docroot)?;
     let (name, text) = match kind {
+        ServerKind::SluiceProxy | ServerKind::SluiceNoLearn | ServerKind::Haproxy => {
+            return Err(format!("`{}` is a reverse proxy: it serves no static files", kind.name()))
+        }
         ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => (
             "sluice.toml",
             format!(
@@ -730,6 +807,150 @@ pub fn static_launch_h3(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<L
     Ok(l)
 }
 
+/// The launch of `kind` as a reverse proxy of every path to the cleartext HTTP/1.1 `origin`
+/// over TLS on `s.listen` (the `earlyhints` and `proxymem` experiments): Sluice (`sluice`,
+/// `sluice-proxy`: learned early hints on, as by default; `sluice-nolearn`: `early_hints_learn =
+/// false`; the access log on, for its `hints=` marks), nginx (`proxy_pass` with its default
+/// `proxy_buffering on`, HTTP/1.1 keep-alive upstream), h2o (`proxy.reverse.url`), Caddy
+/// (`reverse_proxy`) and HAProxy (`mode http`, `alpn h2,http/1.1`). HAProxy reads certificate and
+/// key from one file: `s.cert` must be that combined PEM (`s.key` is unused for it).
+pub fn proxy_launch(kind: ServerKind, s: &Setup, origin: SocketAddr) -> Result<Launch, String> {
+    let (dir, cert, key) = s.paths()?;
+    let (name, text) = match kind {
+        ServerKind::Sluice | ServerKind::SluiceProxy | ServerKind::SluiceNoLearn => (
+            "sluice.toml",
+            format!(
+                "# Generated by sluice-lab: Sluice as a reverse proxy to the origin.\n\
+                 data_dir = {data}\n\
+                 # The access log marks requests that got a 103 (hints=learned, upstream, ...).\n\
+                 access_log = true\n\n\
+                 [[listener]]\naddr = {addr}\ntls = true\n\n\
+                 [[certificate]]\ncert = {cert}\nkey = {key}\n\n\
+                 [[upstream]]\nname = \"origin\"\nservers = [{origin}]\nearly_hints_learn = {learn}\n\n\
+                 [[site]]\nproxy = \"origin\"\n",
+                data = toml_str(&format!("{dir}/data")),
+                addr = toml_str(&s.listen.to_string()),
+                cert = toml_str(&cert),
+                key = toml_str(&key),
+                origin = toml_str(&origin.to_string()),
+                learn = kind != ServerKind::SluiceNoLearn,
+            ),
+        ),
+        ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => (
+            "nginx.conf",
+            nginx_conf(
+                s,
+                "nginx as a reverse proxy to the origin (default proxy_buffering on).",
+                &format!(
+                    "\x20   upstream origin {{\n\
+                     \x20       server {origin};\n\
+                     \x20       keepalive 32;\n\
+                     \x20   }}\n\n"
+                ),
+                "\x20       location / {\n\
+                 \x20           proxy_pass http://origin;\n\
+                 \x20           proxy_http_version 1.1;\n\
+                 \x20           proxy_set_header Connection \"\";\n\
+                 \x20       }\n",
+            )?,
+        ),
+        ServerKind::H2o | ServerKind::H2oTuned => (
+            "h2o.conf",
+            format!(
+                "# Generated by sluice-lab: h2o as a reverse proxy to the origin.\n\
+                 num-threads: 1\n\
+                 error-log: {err}\n\
+                 listen:\n\
+                 \x20 host: {host}\n\
+                 \x20 port: {port}\n\
+                 \x20 ssl:\n\
+                 \x20   certificate-file: {cert}\n\
+                 \x20   key-file: {key}\n\
+                 \x20   ocsp-update-interval: 0\n\
+                 hosts:\n\
+                 \x20 default:\n\
+                 \x20   paths:\n\
+                 \x20     /:\n\
+                 \x20       proxy.reverse.url: {url}\n",
+                err = dq(&format!("{dir}/error.log")),
+                host = s.listen.ip(),
+                port = s.listen.port(),
+                cert = dq(&cert),
+                key = dq(&key),
+                url = dq(&format!("http://{origin}/")),
+            ),
+        ),
+        ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => (
+            "Caddyfile",
+            format!(
+                "# Generated by sluice-lab: Caddy as a reverse proxy to the origin.\n\
+                 {{\n\
+                 \tadmin off\n\
+                 \tauto_https off\n\
+                 \tstorage file_system {storage}\n\
+                 \tservers {{\n\
+                 \t\tprotocols h1 h2\n\
+                 \t}}\n\
+                 }}\n\n\
+                 https://{listen} {{\n\
+                 \tbind {host}\n\
+                 \ttls {cert} {key}\n\
+                 \treverse_proxy {origin}\n\
+                 }}\n",
+                storage = dq(&format!("{dir}/storage")),
+                listen = s.listen,
+                host = s.listen.ip(),
+                cert = dq(&cert),
+                key = dq(&key),
+            ),
+        ),
+        ServerKind::Haproxy => (
+            "haproxy.cfg",
+            format!(
+                "# Generated by sluice-lab: HAProxy as a reverse proxy to the origin.\n\
+                 global\n\
+                 \tmaxconn 4096\n\n\
+                 defaults\n\
+                 \tmode http\n\
+                 \ttimeout connect 5s\n\
+                 \ttimeout client 300s\n\
+                 \ttimeout server 300s\n\n\
+                 frontend lab\n\
+                 \tbind {listen} ssl crt {cert} alpn h2,http/1.1\n\
+                 \tdefault_backend origin\n\n\
+                 backend origin\n\
+                 \tserver origin {origin}\n",
+                listen = s.listen,
+                cert = dq(&cert),
+            ),
+        ),
+        ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => {
+            return Err(format!("`{}` is not a reverse proxy here (list `sluice`)", kind.name()))
+        }
+    };
+    let (args, env) = args_env(kind, &dir, name);
+    Ok(Launch { args, env, config: (name.into(), text) })
+}
+
+/// A cleartext Sluice on `listen` serving the static files of `docroot` (the `proxymem`
+/// experiment's origin, on 127.0.0.1 in the server namespace), with its state under `dir`.
+pub fn static_origin_launch(dir: &Path, listen: SocketAddr, docroot: &Path) -> Result<Launch, String> {
+    let d = check_config_path(dir)?;
+    let root = check_config_path(docroot)?;
+    let text = format!(
+        "# Generated by sluice-lab: a static origin behind the proxies.\n\
+         data_dir = {data}\n\
+         access_log = false\n\n\
+         [[listener]]\naddr = {addr}\ntls = false\n\n\
+         [[site]]\nroot = {root}\n",
+        data = toml_str(&format!("{d}/data")),
+        addr = toml_str(&listen.to_string()),
+        root = toml_str(&root),
+    );
+    let (args, env) = args_env(ServerKind::Sluice, &d, "sluice.toml");
+    Ok(Launch { args, env, config: ("sluice.toml".into(), text) })
+}
+
 /// The sink's launch (a cleartext Sluice on 127.0.0.1:[`SINK_PORT`]).
 pub fn sink_launch(work: &Path, cert: &Path, key: &Path) -> Result<(Setup, Launch), String> {
     let s =
@@ -808,6 +1029,37 @@ mod tests {
         assert!(l.config.1.contains("addr = \"10.77.0.2:8448\"\ntls = true"), "{}", l.config.1);
         assert!(l.config.1.contains("\n[flow]\npolicy = \"fixed\"\n"), "{}", l.config.1);
         assert_eq!((kind.upload_path(), kind.uses_sink(), kind.program()), ("/__up", false, "sluice"));
+    }
+
+    #[test]
+    fn sluice_as_a_proxy_to_the_sink() {
+        let kind = ServerKind::SluiceProxy;
+        let l = launch(kind, &setup(kind)).unwrap();
+        let c = &l.config.1;
+        for needle in [
+            "addr = \"10.77.0.2:8463\"\ntls = true",
+            "[[upstream]]\nname = \"sink\"\nservers = [\"127.0.0.1:9000\"]\n",
+            "[[site.route]]\npath = \"/p/\"\nproxy = \"sink\"\n",
+        ] {
+            assert!(c.contains(needle), "missing {needle:?} in\n{c}");
+        }
+        assert_eq!(l.args, ["serve", "--config", "/tmp/lab work/sluice-proxy/sluice.toml"]);
+        assert_eq!((kind.upload_path(), kind.uses_sink(), kind.program()), ("/p/__up", true, "sluice"));
+        assert!(kind.is_sluice() && !ServerKind::Caddy.is_sluice());
+        // The path arrives at the sink unchanged, where a speedtest route answers its last segment.
+        let (_, sink) = sink_launch(Path::new("/w"), Path::new("/c/cert.pem"), Path::new("/c/key.pem")).unwrap();
+        let route = "[[site]]\nbuiltin = true\n\n# Sluice as a proxy forwards /p/__up unchanged: a speedtest route \
+                     answers it.\n[[site.route]]\npath = \"/p/\"\nspeedtest = true\n\n";
+        assert!(sink.config.1.contains(route), "{}", sink.config.1);
+        // The server under test has no such route.
+        assert!(!sluice_config(&setup(ServerKind::Sluice), true, None).unwrap().contains("[[site.route]]"));
+        // The other proxies are for their own experiments.
+        assert!(launch(ServerKind::SluiceNoLearn, &setup(ServerKind::SluiceNoLearn))
+            .unwrap_err()
+            .contains("earlyhints"));
+        assert!(launch(ServerKind::Haproxy, &setup(ServerKind::Haproxy)).unwrap_err().contains("proxymem"));
+        let root = Path::new("/d");
+        assert!(static_launch(kind, &setup(kind), root).unwrap_err().contains("reverse proxy"));
     }
 
     #[test]

@@ -113,18 +113,32 @@ impl Stage {
         launch: &Launch,
         url: &str,
     ) -> Result<(), String> {
-        let i = self.spawn(kind.name(), program, setup, launch)?;
+        self.start_checked(kind.name(), program, setup, launch, CLIENT_NS, url)
+    }
+
+    /// Starts the service `name` (`program` with `launch`, its configuration written into
+    /// `setup.dir`) inside the server namespace and waits until `url` answers a GET with 200 from
+    /// the namespace `ns`. On failure the service is stopped and the error carries its log's tail.
+    pub fn start_checked(
+        &mut self,
+        name: &str,
+        program: &Path,
+        setup: &Setup,
+        launch: &Launch,
+        ns: &str,
+        url: &str,
+    ) -> Result<(), String> {
+        let i = self.spawn(name, program, setup, launch)?;
         let end = Instant::now() + READY_TIMEOUT;
         let result = loop {
             proc::check_interrupt()?;
             if let Some(how) = self.services[i].exited() {
                 break Err(format!(
-                    "{} exited at start-up ({how}); its log ends with:\n{}",
-                    kind.name(),
+                    "{name} exited at start-up ({how}); its log ends with:\n{}",
                     self.services[i].log_tail(15)
                 ));
             }
-            let mut cmd = net::ns_command(CLIENT_NS, "curl");
+            let mut cmd = net::ns_command(ns, "curl");
             cmd.args(["-k", "-sS", "--noproxy", "*", "--max-time", "3", "-o", "/dev/null", "-w", "%{http_code}", url]);
             let f = run_bounded(cmd, Duration::from_secs(5), &self.scratch)?;
             if f.success() && f.stdout.trim() == "200" {
@@ -132,8 +146,7 @@ impl Stage {
             }
             if Instant::now() >= end {
                 break Err(format!(
-                    "{} did not answer GET {url} within {} s (last: curl {} {} {}); its log ends with:\n{}",
-                    kind.name(),
+                    "{name} did not answer GET {url} within {} s (last: curl {} {} {}); its log ends with:\n{}",
                     READY_TIMEOUT.as_secs(),
                     f.describe(),
                     f.stdout.trim(),
@@ -156,6 +169,21 @@ impl Stage {
             let mut svc = self.services.remove(i);
             svc.stop();
         }
+    }
+
+    /// The process id of service `name` (the program itself: `ip netns exec` execs it), while it
+    /// runs.
+    pub fn service_pid(&mut self, name: &str) -> Option<u32> {
+        let s = self.services.iter_mut().find(|s| s.name() == name)?;
+        if s.exited().is_some() {
+            return None;
+        }
+        s.pid()
+    }
+
+    /// The last `lines` lines of service `name`'s log.
+    pub fn service_log_tail(&self, name: &str, lines: usize) -> String {
+        self.services.iter().find(|s| s.name() == name).map_or_else(String::new, |s| s.log_tail(lines))
     }
 
     /// Whether service `name` is still running (`Err` with how it ended, and its log).

@@ -42,6 +42,12 @@ pub struct Case {
     pub rtt_ms: f64,
 }
 
+/// The servers the global default `--servers` means here: the default list and `sluice-proxy`
+/// (Sluice as a reverse proxy to the same sink as the peers).
+pub fn default_servers() -> Vec<ServerKind> {
+    servers::DEFAULT.iter().copied().chain([ServerKind::SluiceProxy]).collect()
+}
+
 /// The cases: 200 Mbit/s × 40 ms and × 10 ms RTT; `quick` keeps the first; `gigabit` adds
 /// 1 Gbit/s × 2 ms.
 pub fn cases(quick: bool, gigabit: bool) -> Vec<Case> {
@@ -210,6 +216,11 @@ pub fn proto_order(run: u32) -> [Proto; 2] {
 /// after an error or Ctrl-C, from the runs done so far).
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(plan.quick, plan.gigabit), |c| &c.name)?;
+    // The global default list gains Sluice as a proxy here.
+    let plan = &Plan {
+        servers: if plan.servers == servers::DEFAULT { default_servers() } else { plan.servers.clone() },
+        ..plan.clone()
+    };
     // Servers: which can run here.
     let (active, mut skipped) = super::resolve_servers(plan)?;
     for s in &skipped {
@@ -562,7 +573,10 @@ fn notes(
          serving cleartext HTTP/1.1 on 127.0.0.1:9000 inside the server namespace whose `/__up` reads the whole \
          body: `nginx` as the write-up ran it (`client_body_buffer_size 128k`, default \
          `http2_body_preread_size 64k`, `proxy_request_buffering off`, `proxy_http_version 1.1`, one worker), \
-         `nginx512` the same with 512k, `h2o` (`proxy.reverse.url`, one thread), `caddy` (`reverse_proxy`)."
+         `nginx512` the same with 512k, `h2o` (`proxy.reverse.url`, one thread), `caddy` (`reverse_proxy`), \
+         `sluice-proxy` (Sluice with its defaults, `[[upstream]] servers = [\"127.0.0.1:9000\"]` and the route \
+         `/p/` proxied to it: Sluice does not rewrite paths, so the upload goes to `/p/__up` and the sink answers \
+         it under a `/p/` speedtest route)."
             .into(),
     ];
     let variants: Vec<String> = plan
@@ -624,6 +638,14 @@ mod tests {
         assert!(judge_h3(true, "exit 0", "", &short).3.contains("not"));
         assert!(judge_h3(false, "exit 28", "timed out", "").3.contains("exit 28: timed out"));
         assert!(judge_h3(true, "exit 0", "", "nope").3.contains("no JSON"));
+    }
+
+    #[test]
+    fn sluice_proxy_joins_the_default_servers() {
+        let d = default_servers();
+        assert_eq!(d[..servers::DEFAULT.len()], servers::DEFAULT);
+        assert_eq!(d.last(), Some(&ServerKind::SluiceProxy));
+        assert_eq!(stage::upload_url(ServerKind::SluiceProxy), format!("https://{SERVER_ADDR}:8463/p/__up"));
     }
 
     #[test]
