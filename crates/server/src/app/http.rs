@@ -419,7 +419,7 @@ pub(crate) enum Body {
 
 /// What a task feeding a [`Body::Stream`] sends.
 #[derive(Debug)]
-#[allow(dead_code)] // Fed by the reverse proxy's upstream responses (next); a unit test feeds it today.
+#[allow(dead_code)] // For handlers whose body another task produces; a unit test feeds it (the proxy reads upstream bodies directly, `Body::Upstream`).
 pub(crate) enum Piece {
     /// Body bytes.
     Data(Bytes),
@@ -447,7 +447,7 @@ impl Body {
     /// optionally [`Piece::Trailers`]; an `Err` fails the response (the client's stream is
     /// reset, or the HTTP/1.1 connection closed, so a truncated body never looks complete).
     /// Dropping the sender ends the body. `len`, when known, becomes the `content-length`.
-    #[allow(dead_code)] // The reverse proxy's upstream responses; tests use it today.
+    #[allow(dead_code)] // See `Piece`: no handler feeds a body from another task yet.
     pub(crate) fn stream(len: Option<u64>) -> (mpsc::Sender<io::Result<Piece>>, Self) {
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         (tx, Self::Stream(StreamBody { rx, len, trailers: None, rest: Bytes::new() }))
