@@ -916,3 +916,22 @@ fn nginx_as_the_upstream() {
     let log = fs::read_to_string(dir.path().join("access.log")).unwrap_or_default();
     assert_eq!(log.lines().count(), 6, "{log}");
 }
+
+/// A client body that grows past `limits.max_request_body` while it is forwarded (chunked, no
+/// declared length) is the client's fault: 413, not a 502, and the server is not ejected.
+#[test]
+fn a_body_over_the_limit_is_a_413_not_a_502() {
+    require_tool!("curl", "a_body_over_the_limit_is_a_413_not_a_502");
+    let up = Scripted::start(Script::Echo);
+    let px = proxy(&up_at(up.port, "[upstream.eject]\nfailures = 1"), "[limits]\nmax_request_body = 1000\n");
+    let file = px.scratch("big.txt");
+    fs::write(&file, "x".repeat(100_000)).unwrap();
+    let data = format!("@{}", file.display());
+    for _ in 0..2 {
+        let r = curl(&px, Proto::H1Plain, "/p/up", &["-H", "transfer-encoding: chunked", "--data-binary", &data]);
+        assert_eq!(r.status, 413, "{}", String::from_utf8_lossy(&r.body));
+        assert!(r.header("proxy-status").is_none(), "{}", r.headers);
+    }
+    // Not ejected: a normal request still reaches the upstream.
+    assert_eq!(curl(&px, Proto::H1Plain, "/p/ok", &[]).status, 200);
+}

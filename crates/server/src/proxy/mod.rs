@@ -376,6 +376,8 @@ struct Failed {
     /// The upstream said it did not process the request (HTTP/2 REFUSED_STREAM, RFC 9113
     /// §8.7): any method may go again if its body was not streamed.
     unprocessed: bool,
+    /// The client's request body failed (not the upstream): answered 413/408/400.
+    client: Option<crate::app::http::BodyError>,
 }
 
 /// Forward `req` to `up`.
@@ -552,6 +554,9 @@ pub(crate) async fn serve(
                 return response(up, resp, on_end, active, learner);
             }
             Err(f) => {
+                if let Some(e) = &f.client {
+                    return client_body_response(up, e);
+                }
                 if f.server_fault {
                     up.failed(i, &f.err);
                 }
@@ -614,6 +619,7 @@ async fn attempt(
                     back: Some(hreq),
                     stale: false,
                     unprocessed: false,
+                    client: None,
                 })
             }
         };
@@ -622,7 +628,7 @@ async fn attempt(
         let result = tokio::select! {
             r = sent => r,
             () = timer => {
-                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false });
+                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false, client: None });
             }
         };
         match result {
@@ -650,12 +656,14 @@ async fn attempt(
                 let err = e.into_error();
                 let closed = err.is_canceled() || err.is_incomplete_message() || err.is_closed();
                 let kind = classify(&err);
+                let client = client_body_error(&err);
                 Err(Failed {
-                    stale: reused && closed,
-                    server_fault: !(reused && closed),
+                    stale: reused && closed && client.is_none(),
+                    server_fault: !(reused && closed) && client.is_none(),
                     err: ProxyError::new(kind, err.to_string()),
                     back,
                     unprocessed: false,
+                    client,
                 })
             }
         }
@@ -663,7 +671,14 @@ async fn attempt(
         let (mut tx, reused) = match up.h2(i).await {
             Ok(t) => t,
             Err(err) => {
-                return Err(Failed { err, back: Some(hreq), stale: false, server_fault: true, unprocessed: false })
+                return Err(Failed {
+                    err,
+                    back: Some(hreq),
+                    stale: false,
+                    server_fault: true,
+                    unprocessed: false,
+                    client: None,
+                })
             }
         };
         // Waits while the upstream's MAX_CONCURRENT_STREAMS are all in use.
@@ -672,18 +687,32 @@ async fn attempt(
             Ok(Err(e)) => {
                 up.forget_h2(i);
                 let err = ProxyError::new("connection_terminated", e.to_string());
-                return Err(Failed { err, back: Some(hreq), stale: reused, server_fault: !reused, unprocessed: false });
+                return Err(Failed {
+                    err,
+                    back: Some(hreq),
+                    stale: reused,
+                    server_fault: !reused,
+                    unprocessed: false,
+                    client: None,
+                });
             }
             Err(_) => {
                 let err = ProxyError::new("connection_limit_reached", "every stream of the HTTP/2 connection is busy");
-                return Err(Failed { err, back: Some(hreq), stale: false, server_fault: false, unprocessed: false });
+                return Err(Failed {
+                    err,
+                    back: Some(hreq),
+                    stale: false,
+                    server_fault: false,
+                    unprocessed: false,
+                    client: None,
+                });
             }
         }
         let sent = tx.try_send_request(hreq);
         let result = tokio::select! {
             r = sent => r,
             () = timer => {
-                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false });
+                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false, client: None });
             }
         };
         match result {
@@ -697,19 +726,47 @@ async fn attempt(
                 let refused = reason == Some(h2::Reason::REFUSED_STREAM);
                 // A connection-level failure (no stream reason, or the request never left):
                 // the next request opens a new connection.
-                if reason.is_none() || back.is_some() {
+                let client = client_body_error(&err);
+                if (reason.is_none() && client.is_none()) || back.is_some() {
                     up.forget_h2(i);
                 }
                 Err(Failed {
                     stale: back.is_some() && reused,
-                    server_fault: !refused,
+                    server_fault: !refused && client.is_none(),
                     err: ProxyError::new(classify(&err), err.to_string()),
                     back,
                     unprocessed: refused,
+                    client,
                 })
             }
         }
     }
+}
+
+/// The client's own request-body failure behind a hyper error, if that is what it was (the
+/// body over `limits.max_request_body`, sent too slowly, or reset): the client's fault, not the
+/// upstream's.
+fn client_body_error(err: &hyper::Error) -> Option<crate::app::http::BodyError> {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(e) = src {
+        if let Some(b) = e.downcast_ref::<crate::app::http::BodyError>() {
+            return Some(b.clone());
+        }
+        src = e.source();
+    }
+    None
+}
+
+/// The answer to a request whose own body failed while it was forwarded.
+fn client_body_response(up: &Upstream, e: &crate::app::http::BodyError) -> Response {
+    use crate::app::http::BodyError;
+    let status = match e {
+        BodyError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        BodyError::TooSlow => StatusCode::REQUEST_TIMEOUT,
+        BodyError::Reset | BodyError::Other(_) => StatusCode::BAD_REQUEST,
+    };
+    tracing::debug!(upstream = %up.name, %e, status = status.as_u16(), "request body failed while forwarded");
+    Response::text(status, format!("{e}\n"))
 }
 
 fn h2_reason(err: &hyper::Error) -> Option<h2::Reason> {
