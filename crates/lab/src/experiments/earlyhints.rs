@@ -495,28 +495,19 @@ pub fn markdown(rows: &[LoadRow], notes: &[String]) -> String {
 /// The servers to run for `requested`: the global default list means [`DEFAULT`]; the servers
 /// that are no reverse proxy here are skipped with the reason.
 pub fn select_servers(requested: &[ServerKind]) -> (Vec<ServerKind>, Vec<Skipped>) {
-    if requested == servers::DEFAULT {
-        return (DEFAULT.to_vec(), Vec::new());
-    }
-    let mut keep = Vec::new();
-    let mut skipped = Vec::new();
-    for &k in requested {
-        match k {
-            ServerKind::Sluice
-            | ServerKind::SluiceNoLearn
-            | ServerKind::H2o
-            | ServerKind::Caddy
-            | ServerKind::Nginx
-            | ServerKind::Haproxy => keep.push(k),
-            _ => skipped.push(Skipped {
-                server: k,
-                reason: "not a reverse proxy here (earlyhints knows sluice, sluice-nolearn, h2o, caddy, nginx, \
-                         haproxy)"
-                    .into(),
-            }),
-        }
-    }
-    (keep, skipped)
+    super::select_proxies(
+        requested,
+        &DEFAULT,
+        &[
+            ServerKind::Sluice,
+            ServerKind::SluiceNoLearn,
+            ServerKind::H2o,
+            ServerKind::Caddy,
+            ServerKind::Nginx,
+            ServerKind::Haproxy,
+        ],
+        "earlyhints",
+    )
 }
 
 /// The origin's address inside the server namespace.

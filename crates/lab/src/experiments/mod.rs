@@ -216,6 +216,24 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// The servers of `requested` that `experiment` runs as reverse proxies (those in `known`), the
+/// global default list standing for the experiment's `default`; the others are skipped with the
+/// reason.
+pub fn select_proxies(
+    requested: &[ServerKind],
+    default: &[ServerKind],
+    known: &[ServerKind],
+    experiment: &str,
+) -> (Vec<ServerKind>, Vec<Skipped>) {
+    if requested == servers::DEFAULT {
+        return (default.to_vec(), Vec::new());
+    }
+    let names: Vec<&str> = known.iter().map(|k| k.name()).collect();
+    let (keep, out): (Vec<ServerKind>, Vec<ServerKind>) = requested.iter().partition(|k| known.contains(k));
+    let reason = format!("not a reverse proxy here ({experiment} knows {})", names.join(", "));
+    (keep, out.into_iter().map(|server| Skipped { server, reason: reason.clone() }).collect())
+}
+
 /// `sluice-lab run`.
 pub fn run_main(a: RunArgs) -> Result<(), String> {
     let servers = ServerKind::parse_list(&a.servers)?;

@@ -310,26 +310,19 @@ pub fn markdown(rows: &[MemRow], notes: &[String], file_bytes: u64) -> String {
 /// The proxies to run for `requested`: the global default list means [`DEFAULT`]; the servers
 /// that are no reverse proxy here are skipped with the reason.
 pub fn select_servers(requested: &[ServerKind]) -> (Vec<ServerKind>, Vec<Skipped>) {
-    if requested == servers::DEFAULT {
-        return (DEFAULT.to_vec(), Vec::new());
-    }
-    let mut keep = Vec::new();
-    let mut skipped = Vec::new();
-    for &k in requested {
-        match k {
-            ServerKind::Sluice
-            | ServerKind::SluiceNoLearn
-            | ServerKind::Nginx
-            | ServerKind::H2o
-            | ServerKind::Caddy
-            | ServerKind::Haproxy => keep.push(k),
-            _ => skipped.push(Skipped {
-                server: k,
-                reason: "not a reverse proxy here (proxymem knows sluice, nginx, h2o, caddy, haproxy)".into(),
-            }),
-        }
-    }
-    (keep, skipped)
+    super::select_proxies(
+        requested,
+        &DEFAULT,
+        &[
+            ServerKind::Sluice,
+            ServerKind::SluiceNoLearn,
+            ServerKind::Nginx,
+            ServerKind::H2o,
+            ServerKind::Caddy,
+            ServerKind::Haproxy,
+        ],
+        "proxymem",
+    )
 }
 
 /// The origin's address inside the server namespace.
