@@ -59,16 +59,25 @@ const HOP_BY_HOP: [HeaderName; 6] = [
     header::PROXY_AUTHENTICATE,
 ];
 
-/// Remove the hop-by-hop fields, the ones `Connection` names included. (`Proxy-Authorization`
-/// is meant for a proxy that authenticates; Sluice does not, so it is passed on, as nginx does.)
-pub fn strip_hop_by_hop(h: &mut HeaderMap) {
-    let named: Vec<HeaderName> = h
-        .get_all(header::CONNECTION)
+/// The `Connection` field's options (RFC 9110 §7.6.1), lower-cased.
+fn connection_options(h: &HeaderMap) -> impl Iterator<Item = String> + '_ {
+    h.get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().to_ascii_lowercase().as_bytes()).ok())
-        .collect();
+        .map(|t| t.trim().to_ascii_lowercase())
+}
+
+/// Whether the `Connection` field names `option` (`close`, `upgrade`, ...; case-insensitive).
+pub fn connection_has(h: &HeaderMap, option: &str) -> bool {
+    connection_options(h).any(|t| t.eq_ignore_ascii_case(option))
+}
+
+/// Remove the hop-by-hop fields, the ones `Connection` names included. (`Proxy-Authorization`
+/// is meant for a proxy that authenticates; Sluice does not, so it is passed on, as nginx does.)
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> =
+        connection_options(h).filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok()).collect();
     for n in named.iter().chain(HOP_BY_HOP.iter()) {
         h.remove(n);
     }
@@ -255,6 +264,7 @@ mod tests {
             ("te", "gzip, trailers"),
             ("x-kept", "yes"),
         ]);
+        assert!(connection_has(&h, "close") && connection_has(&h, "X-Secret") && !connection_has(&h, "upgrade"));
         strip_hop_by_hop(&mut h);
         let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
         assert_eq!(names, vec!["x-kept", "te"]);

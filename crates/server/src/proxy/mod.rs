@@ -414,16 +414,11 @@ pub(crate) async fn serve(
     };
     // An HTTP/1.1 `Upgrade` (a WebSocket handshake, RFC 6455 §4.1) to an HTTP/1.1 upstream
     // passes on, and a 101 turns both connections into a tunnel.
-    let upgrade = req.headers.get(http::header::UPGRADE).cloned().filter(|_| {
-        to_h1
-            && req.upgrade.is_some()
-            && req
-                .headers
-                .get_all(http::header::CONNECTION)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
-    });
+    let upgrade = req
+        .headers
+        .get(http::header::UPGRADE)
+        .cloned()
+        .filter(|_| to_h1 && req.upgrade.is_some() && headers::connection_has(&req.headers, "upgrade"));
     // Sluice forwards trailers to every client, so it asks for them (RFC 9110 §10.1.4: with the
     // `TE` connection option over HTTP/1.1); gRPC servers require `te: trailers` over HTTP/2.
     fields.insert(http::header::TE, HeaderValue::from_static("trailers"));
@@ -633,10 +628,7 @@ async fn attempt(
         };
         match result {
             Ok(resp) => {
-                let closing =
-                    resp.headers().get_all(http::header::CONNECTION).iter().any(|v| {
-                        v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
-                    });
+                let closing = headers::connection_has(resp.headers(), "close");
                 let keep = match headers::keep_alive_timeout(resp.headers()) {
                     _ if closing => Duration::ZERO,
                     // Leave a second's margin before the upstream's own idle close.
@@ -743,18 +735,23 @@ async fn attempt(
     }
 }
 
-/// The client's own request-body failure behind a hyper error, if that is what it was (the
-/// body over `limits.max_request_body`, sent too slowly, or reset): the client's fault, not the
-/// upstream's.
-fn client_body_error(err: &hyper::Error) -> Option<crate::app::http::BodyError> {
+/// The first error of type `T` in `err`'s source chain.
+fn source_of<T: std::error::Error + 'static>(err: &hyper::Error) -> Option<&T> {
     let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
     while let Some(e) = src {
-        if let Some(b) = e.downcast_ref::<crate::app::http::BodyError>() {
-            return Some(b.clone());
+        if let Some(t) = e.downcast_ref::<T>() {
+            return Some(t);
         }
         src = e.source();
     }
     None
+}
+
+/// The client's own request-body failure behind a hyper error, if that is what it was (the
+/// body over `limits.max_request_body`, sent too slowly, or reset): the client's fault, not the
+/// upstream's.
+fn client_body_error(err: &hyper::Error) -> Option<crate::app::http::BodyError> {
+    source_of::<crate::app::http::BodyError>(err).cloned()
 }
 
 /// The answer to a request whose own body failed while it was forwarded.
@@ -770,14 +767,7 @@ fn client_body_response(up: &Upstream, e: &crate::app::http::BodyError) -> Respo
 }
 
 fn h2_reason(err: &hyper::Error) -> Option<h2::Reason> {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
-    while let Some(e) = src {
-        if let Some(h) = e.downcast_ref::<h2::Error>() {
-            return h.reason();
-        }
-        src = e.source();
-    }
-    None
+    source_of::<h2::Error>(err).and_then(h2::Error::reason)
 }
 
 fn classify(err: &hyper::Error) -> &'static str {
