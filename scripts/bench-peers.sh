@@ -3,6 +3,7 @@
 #
 #   (a) small: 100,000 requests for a 14-byte file, h2load -n 100000 -c 10 -m 10, TLS h2
 #   (b) large: 20 downloads of a 100 MB file, one after another (h2load -n 20 -c 1 -m 1), TLS h2
+#   (c) small over TLS HTTP/1.1 keep-alive: the 14-byte file, h2load --h1 -n 100000 -c 10 -m 1
 #
 # Each server runs pinned to core 0 (taskset -c 0) with one worker (h2o num-threads: 1, nginx
 # worker_processes 1; Sluice as built), h2load pinned to core 1. All three serve the same
@@ -15,6 +16,7 @@
 #   --runs N      runs per server (default 3)
 #   --servers L   comma-separated subset, in first-run order (default sluice,h2o,nginx)
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
+#   --no-large    skip (b), the 100 MB downloads (small-response work: about a third of the time)
 #   --keep        keep the temp dir (configs, logs, raw h2load output)
 # Env: SLUICE_BIN (another sluice binary), H2LOAD_TIMEOUT (seconds per h2load run, default 300).
 set -euo pipefail
@@ -25,6 +27,7 @@ RUNS=3
 SERVERS=sluice,h2o,nginx
 BUILD=1
 KEEP=0
+LARGE=1
 H2LOAD_TIMEOUT=${H2LOAD_TIMEOUT:-300}
 SMALL_N=100000
 LARGE_N=20
@@ -40,8 +43,9 @@ while [ $# -gt 0 ]; do
     --servers) SERVERS=${2:?--servers needs a list}; shift 2 ;;
     --servers=*) SERVERS=${1#--servers=}; shift ;;
     --no-build) BUILD=0; shift ;;
+    --no-large) LARGE=0; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -179,7 +183,9 @@ h2load_run() {
     grep -E '^(requests|status codes):' "$out" >&2 || tail -n 5 "$out" >&2
     return 1
   fi
-  grep -q '^Application protocol: h2' "$out" || { log "h2load did not negotiate h2"; return 1; }
+  local want=h2
+  [[ " $* " == *" --h1 "* ]] && want=http/1.1
+  grep -q "^Application protocol: $want\$" "$out" || { log "h2load did not negotiate $want"; return 1; }
   awk '
     /^finished in / {
       t = $3; sub(/,$/, "", t)
@@ -195,7 +201,7 @@ h2load_run() {
 
 # bench_one NAME RUN: one run of (a) and (b) against NAME; appends to results/NAME.{small,large}.
 bench_one() {
-  local name=$1 run=$2 port base small large body
+  local name=$1 run=$2 port base small large h1 body
   port=$(free_port)
   base=https://127.0.0.1:$port
   start_server "$name" "$port" || return 1
@@ -208,11 +214,16 @@ bench_one() {
   # Warm-up: TLS, page cache, allocator.
   h2load_run "$TMP/$name/warmup.txt" -n 2000 -c 10 -m 10 "$base/hello.txt" >/dev/null || { stop_server; return 1; }
   small=$(h2load_run "$TMP/$name/small-$run.txt" -n "$SMALL_N" -c 10 -m 10 "$base/hello.txt") || { stop_server; return 1; }
-  large=$(h2load_run "$TMP/$name/large-$run.txt" -n "$LARGE_N" -c 1 -m 1 "$base/large.bin") || { stop_server; return 1; }
+  h1=$(h2load_run "$TMP/$name/h1-$run.txt" --h1 -n "$SMALL_N" -c 10 -m 1 "$base/hello.txt") || { stop_server; return 1; }
+  large="n/a n/a"
+  if [ "$LARGE" -eq 1 ]; then
+    large=$(h2load_run "$TMP/$name/large-$run.txt" -n "$LARGE_N" -c 1 -m 1 "$base/large.bin") || { stop_server; return 1; }
+    echo "${large#* }" >>"$TMP/results/$name.large"
+  fi
   stop_server
   echo "${small% *}" >>"$TMP/results/$name.small"
-  echo "${large#* }" >>"$TMP/results/$name.large"
-  log "run $run $name: (a) ${small% *} req/s   (b) ${large#* } MB/s"
+  echo "${h1% *}" >>"$TMP/results/$name.h1"
+  log "run $run $name: (a) ${small% *} req/s   (b) ${large#* } MB/s   (c) ${h1% *} req/s"
 }
 
 # stats FILE: "median min max" of the numbers in FILE (empty when none).
@@ -249,27 +260,29 @@ describe() { # describe "median min max" → "median | min–max"
 ratio() { # ratio A B → A/B with 2 decimals, or n/a
   if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; else printf 'n/a'; fi
 }
-declare -A MED_SMALL=() MED_LARGE=() COUNT=()
+declare -A MED_SMALL=() MED_LARGE=() MED_H1=() COUNT=()
 echo
 echo "### h2load, TLS h2, server on core 0, client on core 1 ($RUNS runs, $(date -u +%Y-%m-%d))"
 echo
-echo "(a) $SMALL_N requests for a 14-byte file, -c 10 -m 10; (b) $LARGE_N sequential downloads of $((LARGE_BYTES / 1000000)) MB, -c 1 -m 1."
+echo "(a) $SMALL_N requests for a 14-byte file, -c 10 -m 10; (b) $LARGE_N sequential downloads of $((LARGE_BYTES / 1000000)) MB, -c 1 -m 1$([ "$LARGE" -eq 1 ] || echo " (skipped: --no-large)"); (c) (a) over TLS HTTP/1.1 keep-alive, --h1 -c 10 -m 1."
 echo
-echo "| server | runs | (a) req/s median | (a) req/s min–max | (b) MB/s median | (b) MB/s min–max |"
-echo "|---|---|---|---|---|---|"
+echo "| server | runs | (a) req/s median | (a) req/s min–max | (b) MB/s median | (b) MB/s min–max | (c) h1 req/s median | (c) min–max |"
+echo "|---|---|---|---|---|---|---|---|"
 for name in "${ACTIVE[@]}"; do
   s=$(stats "$TMP/results/$name.small")
   l=$(stats "$TMP/results/$name.large")
+  h=$(stats "$TMP/results/$name.h1")
   MED_SMALL[$name]=${s%% *}
   MED_LARGE[$name]=${l%% *}
+  MED_H1[$name]=${h%% *}
   COUNT[$name]=$( [ -s "$TMP/results/$name.small" ] && wc -l <"$TMP/results/$name.small" || echo 0)
-  echo "| $name | ${COUNT[$name]} | $(describe "$s") | $(describe "$l") |"
+  echo "| $name | ${COUNT[$name]} | $(describe "$s") | $(describe "$l") | $(describe "$h") |"
 done
 echo
 if [ -n "${MED_SMALL[sluice]+x}" ]; then
   for peer in h2o nginx; do
     [ -n "${MED_SMALL[$peer]+x}" ] || continue
-    echo "- Sluice/$peer: (a) req/s $(ratio "${MED_SMALL[sluice]}" "${MED_SMALL[$peer]}")x, (b) MB/s $(ratio "${MED_LARGE[sluice]}" "${MED_LARGE[$peer]}")x (ratios of medians)"
+    echo "- Sluice/$peer: (a) req/s $(ratio "${MED_SMALL[sluice]}" "${MED_SMALL[$peer]}")x, (b) MB/s $(ratio "${MED_LARGE[sluice]}" "${MED_LARGE[$peer]}")x, (c) h1 req/s $(ratio "${MED_H1[sluice]}" "${MED_H1[$peer]}")x (ratios of medians)"
   done
 else
   echo "- Sluice not measured: no ratios."

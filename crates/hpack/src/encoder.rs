@@ -137,8 +137,11 @@ impl Encoder {
     }
 
     fn encode_string(&self, s: &[u8], dst: &mut Vec<u8>) {
-        let huffman = self.use_huffman && crate::huffman::encoded_len(s) < s.len();
-        string::encode_with(s, huffman, 7, 0, dst);
+        if self.use_huffman {
+            string::encode_shortest(s, 7, 0, dst);
+        } else {
+            string::encode_with(s, false, 7, 0, dst);
+        }
     }
 
     /// Whether a field not yet in the table is worth adding to it.

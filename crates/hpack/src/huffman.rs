@@ -72,19 +72,29 @@ const fn canonical_codes() -> [u32; 257] {
 /// Appends the Huffman encoding of `src`, padded with the most significant
 /// bits of EOS (all ones) to an octet boundary (RFC 7541 §5.2).
 pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
-    dst.reserve(encoded_len(src));
-    // Pending bits live in the low `bits` bits of `acc`; at most 7 remain
-    // after each flush and codes are at most 30 bits, so 64 bits suffice.
+    encode_sized(src, encoded_len(src), dst);
+}
+
+/// [`encode`] when the caller already knows `len`, the [`encoded_len`] of `src`.
+pub(crate) fn encode_sized(src: &[u8], len: usize, dst: &mut Vec<u8>) {
+    dst.reserve(len);
+    // Pending bits live in the low `bits` bits of `acc` (the bits above them are stale and
+    // never read). Whole 32-bit words are flushed as they fill, so at most 31 bits wait, and
+    // codes are at most 30 bits: 61 bits of a 64-bit accumulator.
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;
     for &b in src {
         let len = u32::from(CODE_LENGTHS[b as usize]);
         acc = (acc << len) | u64::from(CODES[b as usize]);
         bits += len;
-        while bits >= 8 {
-            bits -= 8;
-            dst.push((acc >> bits) as u8);
+        if bits >= 32 {
+            bits -= 32;
+            dst.extend_from_slice(&((acc >> bits) as u32).to_be_bytes());
         }
+    }
+    while bits >= 8 {
+        bits -= 8;
+        dst.push((acc >> bits) as u8);
     }
     if bits > 0 {
         let pad = 8 - bits;
@@ -340,6 +350,7 @@ mod tests {
         let all: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
         for end in 0..all.len() {
             let coded = enc(&all[..end]);
+            assert_eq!(coded.len(), encoded_len(&all[..end]));
             assert_eq!(dec(&coded).unwrap(), &all[..end]);
         }
     }

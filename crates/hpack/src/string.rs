@@ -28,7 +28,23 @@ pub fn encode_with(src: &[u8], use_huffman: bool, prefix_bits: u8, first_byte_fl
     if use_huffman {
         let len = huffman::encoded_len(src);
         int::encode(len as u64, prefix_bits, flags | h_flag, dst);
-        huffman::encode(src, dst);
+        huffman::encode_sized(src, len, dst);
+    } else {
+        int::encode(src.len() as u64, prefix_bits, flags, dst);
+        dst.extend_from_slice(src);
+    }
+}
+
+/// Encodes `src` Huffman-coded when that is shorter, else raw (the encoder's choice for
+/// every string), measuring the Huffman length once.
+pub fn encode_shortest(src: &[u8], prefix_bits: u8, first_byte_flags: u8, dst: &mut Vec<u8>) {
+    debug_assert!((1..=7).contains(&prefix_bits), "prefix must be 1..=7 bits");
+    let h_flag = 1u8 << prefix_bits.clamp(1, 7);
+    let flags = first_byte_flags & !(h_flag | (h_flag - 1));
+    let len = huffman::encoded_len(src);
+    if len < src.len() {
+        int::encode(len as u64, prefix_bits, flags | h_flag, dst);
+        huffman::encode_sized(src, len, dst);
     } else {
         int::encode(src.len() as u64, prefix_bits, flags, dst);
         dst.extend_from_slice(src);

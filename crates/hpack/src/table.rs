@@ -91,7 +91,14 @@ pub(crate) enum Match {
 
 /// Looks `name`/`value` up in the static table: a full match, else the first entry with the
 /// name (entries sharing a name are adjacent), through a hash index built once.
+#[cfg(test)]
 fn static_find(name: &[u8], value: &[u8]) -> Match {
+    static_find_hashed(name, value, field_hash(name, value), &mut None)
+}
+
+/// [`static_find`] with the field's hash computed by the caller, and its name's hash computed
+/// at most once between the caller and here (`nh`): an encoder's lookup hashes each field once.
+fn static_find_hashed(name: &[u8], value: &[u8], fh: u64, nh: &mut Option<u64>) -> Match {
     static INDEX: OnceLock<(Lookup, Lookup)> = OnceLock::new();
     let (full, names) = INDEX.get_or_init(|| {
         let (mut full, mut names) = (Lookup::default(), Lookup::default());
@@ -105,13 +112,13 @@ fn static_find(name: &[u8], value: &[u8]) -> Match {
         let (n, v) = STATIC_TABLE[i as usize];
         n == name && (!with_value || v == value)
     };
-    match full.get(&field_hash(name, value)) {
+    match full.get(&fh) {
         Some(&i) if matches(i, true) => return Match::Full(i as usize + 1),
         // A hash collision (never seen with these 61 entries): scan.
         Some(_) => return static_scan(name, value),
         None => {}
     }
-    match names.get(&name_hash(name)) {
+    match names.get(nh.get_or_insert_with(|| name_hash(name))) {
         Some(&i) if matches(i, false) => Match::Name(i as usize + 1),
         Some(_) => static_scan(name, value),
         None => Match::None,
@@ -151,10 +158,11 @@ impl Hasher for Fx {
             let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
             self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
         }
-        let mut tail = [0u8; 8];
+        // The last 0..=7 bytes, little-endian, built byte by byte: a copy into a padded
+        // buffer is a call to memcpy per hash, a tenth of an encoder's lookup.
         let rest = chunks.remainder();
-        tail[..rest.len()].copy_from_slice(rest);
-        self.0 = (self.0.rotate_left(5) ^ (u64::from_le_bytes(tail) ^ rest.len() as u64)).wrapping_mul(K);
+        let tail = rest.iter().rev().fold(0u64, |w, &b| (w << 8) | u64::from(b));
+        self.0 = (self.0.rotate_left(5) ^ (tail ^ rest.len() as u64)).wrapping_mul(K);
     }
 
     fn write_u64(&mut self, n: u64) {
@@ -342,7 +350,9 @@ impl Table {
     /// then the newest dynamic entry), else a name match (static preferred,
     /// since its index is small and stable).
     pub(crate) fn find(&self, name: &[u8], value: &[u8]) -> Match {
-        let from_static = static_find(name, value);
+        let fh = field_hash(name, value);
+        let mut nh = None;
+        let from_static = static_find_hashed(name, value, fh, &mut nh);
         if let Match::Full(_) = from_static {
             return from_static;
         }
@@ -351,7 +361,7 @@ impl Table {
             let pos = usize::try_from(self.inserted.checked_sub(seq + 1)?).ok()?;
             self.entries.get(pos).map(|e| (pos, e))
         };
-        match ix.full.get(&field_hash(name, value)).and_then(|&s| at(s)) {
+        match ix.full.get(&fh).and_then(|&s| at(s)) {
             Some((pos, e)) if e.name() == name && e.value() == value => return Match::Full(STATIC_LEN + 1 + pos),
             Some(_) => return self.scan(name, value, from_static),
             None => {}
@@ -359,7 +369,7 @@ impl Table {
         if let Match::Name(i) = from_static {
             return Match::Name(i);
         }
-        match ix.names.get(&name_hash(name)).and_then(|&s| at(s)) {
+        match ix.names.get(nh.get_or_insert_with(|| name_hash(name))).and_then(|&s| at(s)) {
             Some((pos, e)) if e.name() == name => Match::Name(STATIC_LEN + 1 + pos),
             Some(_) => self.scan(name, value, from_static),
             None => Match::None,

@@ -83,14 +83,18 @@ pub(crate) fn to_request(
     let tls = conn.tls;
     // Invariant: the engines accept only token methods (sluice_http::request_head).
     let method = http::Method::from_bytes(&head.method).unwrap_or(http::Method::GET);
-    let target = head.path.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
+    let target = head.path.as_deref().map(text).unwrap_or_default();
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
         None => (target, None),
     };
     let mut headers = HeaderMap::with_capacity(head.fields.len());
     let mut malformed = None;
-    let pseudo = head.authority.as_deref().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
+    let pseudo = head.authority.as_deref().map(|a| {
+        let mut a = text(a);
+        a.make_ascii_lowercase();
+        a
+    });
     let mut host: Option<String> = None;
     let mut hosts = 0;
     for f in head.fields {
@@ -140,6 +144,15 @@ pub(crate) fn to_request(
         malformed,
         upgrade: None,
         counters,
+    }
+}
+
+/// Bytes as text, invalid UTF-8 replaced; valid text (nearly always) is checked by the fast
+/// validator and copied once.
+fn text(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(b).into_owned(),
     }
 }
 

@@ -357,12 +357,14 @@ fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnIn
             Event::Request { stream, head, end_stream } => {
                 tracing::trace!(stream, path = %String::from_utf8_lossy(head.path.as_deref().unwrap_or_default()), "request");
                 // Request-body credit goes back to the peer as the handler consumes bytes.
-                let release = streams.commands();
                 let id = u64::from(stream);
-                let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| {
-                    let _ = release.send(Cmd::Release { id, n });
+                let on_consumed = (!end_stream).then(|| {
+                    let release = streams.commands();
+                    Arc::new(move |n| {
+                        let _ = release.send(Cmd::Release { id, n });
+                    }) as Arc<dyn Fn(usize) + Send + Sync>
                 });
-                streams.start(id, head, end_stream, Some(on_consumed));
+                streams.start(id, head, end_stream, on_consumed);
             }
             Event::Data { stream, data, end_stream } => {
                 let window = conn.stream_window(stream);
