@@ -25,6 +25,14 @@ use crate::state::State;
 /// How often the driver reads the RTT from TCP_INFO while input arrives.
 const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// Read buffer while the connection has no stream open, and while it has.
+const IDLE_READ: usize = 4 * 1024;
+const BUSY_READ: usize = 64 * 1024;
+/// Write buffer kept while the connection has no stream open.
+const IDLE_WRITE: usize = 16 * 1024;
+/// How long a connection has no stream open before its buffers shrink to the idle sizes.
+const SHRINK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Smallest and largest fill of one write.
 const MIN_WRITE: usize = 16 * 1024;
 const MAX_WRITE: usize = 1024 * 1024;
@@ -100,8 +108,9 @@ pub(crate) async fn serve<S>(
     let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
     let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
     let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
-    let mut rbuf = vec![0u8; 64 * 1024];
-    let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(MAX_WRITE + 64 * 1024));
+    let mut rbuf: Vec<u8> = Vec::with_capacity(IDLE_READ);
+    let mut idle_since: Option<tokio::time::Instant> = None;
+    let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(IDLE_WRITE));
     let mut eof = false;
     let mut rtt_sampled = Instant::now().checked_sub(RTT_SAMPLE_EVERY).unwrap_or_else(Instant::now);
     // When the write in flight must have completed: a peer that stops reading (a full TCP
@@ -164,9 +173,31 @@ pub(crate) async fn serve<S>(
         if eof && spare.is_some() && streams.is_empty() {
             break;
         }
+        // An idle connection keeps small buffers (most of what it would cost otherwise: a
+        // 64 KiB read buffer and a written-through 1 MiB write buffer); a busy one reads and
+        // writes in large ones.
+        // Buffers shrink after SHRINK_AFTER without a stream, not at once: a connection whose
+        // streams come in bursts keeps its large buffers between them.
+        if !streams.is_empty() {
+            idle_since = None;
+            if rbuf.capacity() < BUSY_READ {
+                rbuf = Vec::with_capacity(BUSY_READ);
+            }
+        } else if idle_since.is_none() {
+            idle_since = Some(tokio::time::Instant::now());
+        }
+        let big = rbuf.capacity() > IDLE_READ || spare.as_ref().is_some_and(|b| b.capacity() > IDLE_WRITE);
+        let shrink_at = idle_since.filter(|_| big).map(|t| t + SHRINK_AFTER);
+        if shrink_at.is_some_and(|t| t <= tokio::time::Instant::now()) {
+            rbuf = Vec::with_capacity(IDLE_READ);
+            if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
+                *buf = Vec::with_capacity(IDLE_WRITE);
+            }
+        }
+        rbuf.clear();
         let timeout = conn.poll_timeout();
         tokio::select! {
-            r = rd.read(&mut rbuf), if !eof && conn.wants_read() => match r {
+            r = rd.read_buf(&mut rbuf), if !eof && conn.wants_read() => match r {
                 Ok(0) | Err(_) => {
                     eof = true;
                     conn.handle_eof();
@@ -210,6 +241,8 @@ pub(crate) async fn serve<S>(
                 }
             }
             _ = sleep_until_tokio(retry_at), if spare.is_some() => retry_at = None,
+            // The next turn of the loop shrinks the buffers.
+            _ = sleep_until_tokio(shrink_at) => {}
             _ = shutdown.changed(), if drain_deadline.is_none() => {
                 conn.go_away();
                 drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
