@@ -11,6 +11,10 @@
 # Usage: scripts/bench-h3.sh [--runs N] [--bytes N] [--no-build] [--keep]
 #   --runs N      downloads per protocol (default 5)
 #   --bytes N     body size (default 1000000000)
+#   --small N     instead: N requests for 14 bytes, one after another on one connection
+#                 (`sluice get` with N URLs), for the per-request cost: the client's req/s
+#                 (one request in flight: a latency figure) and the server's CPU microseconds
+#                 per request, whose inverse is what one server core could answer
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
 #   --keep        keep the temp dir (config, logs)
 # Env: SLUICE_BIN (another sluice binary); SLUICE_EXTRA_CONFIG (TOML appended to the server's
@@ -22,6 +26,7 @@ RUNS=5
 BYTES=1000000000
 BUILD=1
 KEEP=0
+SMALL=0
 
 log() { printf 'bench-h3: %s\n' "$*" >&2; }
 die() { printf 'bench-h3: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -30,9 +35,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
     --bytes) BYTES=${2:?--bytes needs a number}; shift 2 ;;
+    --small) SMALL=${2:?--small needs a number}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -83,6 +89,44 @@ CLK=$(getconf CLK_TCK)
 server_cpu() { awk -v clk="$CLK" '{ printf "%.3f", ($14 + $15) / clk }' "/proc/$SERVER_PID/stat"; }
 
 URL="https://127.0.0.1:$PORT/__down?bytes=$BYTES"
+if [ "$SMALL" -gt 0 ]; then
+  URLS=()
+  for ((i = 0; i < SMALL; i++)); do URLS+=("https://127.0.0.1:$PORT/__down?bytes=14"); done
+  echo "proto,run,req_per_s,server_cpu_us_per_req" >"$WORK/small.csv"
+  for run in $(seq "$RUNS"); do
+    if [ $((run % 2)) = 1 ]; then order="http2 http3"; else order="http3 http2"; fi
+    for p in $order; do
+      before=$(server_cpu)
+      t0=$(date +%s.%N)
+      out=$(timeout 300 "${PIN_CLIENT[@]}" "$SLUICE" get "--$p" -k -s "${URLS[@]}" 2>&1) || die "$p requests failed: $(tail -2 <<<"$out")"
+      t1=$(date +%s.%N)
+      after=$(server_cpu)
+      ok=$(grep -c "http_version=${p#http} http_code=200 .*connection=1 " <<<"$out" || true)
+      [ "$ok" = "$SMALL" ] || die "$p: $ok of $SMALL requests answered 200 on the first connection"
+      row=$(awk -v n="$SMALL" -v t0="$t0" -v t1="$t1" -v b0="$before" -v a0="$after" -v p="$p" -v r="$run" \
+        'BEGIN { printf "%s,%d,%.0f,%.2f", p, r, n / (t1 - t0), (a0 - b0) * 1e6 / n }')
+      echo "$row" >>"$WORK/small.csv"
+      log "$row"
+    done
+  done
+  python3 - "$WORK/small.csv" "$SMALL" "$RUNS" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def col(p, k):
+    return [float(r[k]) for r in rows if r["proto"] == p]
+def cell(v, fmt):
+    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}–{fmt.format(max(v))})"
+print(f"\nLoopback, {sys.argv[2]} sequential requests for 14 bytes on one connection, {sys.argv[3]} runs per "
+      "protocol, server on core 0, client (sluice get) on core 1; medians (min–max)\n")
+print("| protocol | client req/s (1 in flight) | server CPU µs per request |")
+print("|---|---|---|")
+for p, name in (("http2", "HTTP/2"), ("http3", "HTTP/3")):
+    print(f"| {name} | {cell(col(p, 'req_per_s'), '{:.0f}')} | {cell(col(p, 'server_cpu_us_per_req'), '{:.1f}')} |")
+cap = statistics.median(col("http2", "server_cpu_us_per_req")) / statistics.median(col("http3", "server_cpu_us_per_req"))
+print(f"\nh3/h2 requests per server CPU second (inverse of the medians): {cap:.2f}")
+PY
+  exit 0
+fi
 echo "proto,run,mbps,server_cpu_s_per_gb,client_cpu_s_per_gb" >"$WORK/results.csv"
 for run in $(seq "$RUNS"); do
   if [ $((run % 2)) = 1 ]; then order="http2 http3"; else order="http3 http2"; fi
