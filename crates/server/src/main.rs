@@ -14,14 +14,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-
-// The allocator stays glibc's. Measured (scripts/bench-callgrind.sh, scripts/bench-h3.sh,
-// loopback, server on one core): mimalloc and jemalloc both cut a small h2 request from about
-// 39,000 to 33,700 instructions, but mimalloc slowed 1 GB h2 downloads from 16.4 to 9.7 Gbit/s
-// (0.46 -> 0.81 server CPU s/GB: rustls copies each record into a freshly allocated buffer,
-// and mimalloc hands out cold ones) and jemalloc slowed h3 from 11.6 to 9.7 Gbit/s (0.68 ->
-// 0.83 s/GB). Bulk transfer is where the bytes are; a few percent per small request is not
-// worth either.
 use tokio::sync::{mpsc, watch};
 
 /// Sluice: an HTTP/1.1 and HTTP/2 edge server that gets the transport right by default.
@@ -103,6 +95,14 @@ fn main() -> ExitCode {
         }
     }
 }
+
+// The allocator stays glibc's. Measured (scripts/bench-callgrind.sh, scripts/bench-h3.sh,
+// loopback, server on one core): mimalloc and jemalloc both cut a small h2 request from about
+// 39,000 to 33,700 instructions (h2load's small-response req/s rose about a fifth with
+// mimalloc), but mimalloc slowed 1 GB h2 downloads from 16.4 to 9.7 Gbit/s (0.46 -> 0.81
+// server CPU s/GB: rustls copies each record into a freshly allocated buffer, and mimalloc
+// hands out cold ones) and jemalloc slowed h3 from 11.6 to 9.7 Gbit/s (0.68 -> 0.83 s/GB).
+// Revisit once records are encrypted into a reused buffer.
 
 /// How often freed heap memory is handed back to the system: often enough that memory comes
 /// back soon after a burst, rarely enough that the walk over the allocator's free lists costs

@@ -173,11 +173,10 @@ pub(crate) async fn serve<S>(
         if eof && spare.is_some() && streams.is_empty() {
             break;
         }
-        // An idle connection keeps small buffers (most of what it would cost otherwise: a
-        // 64 KiB read buffer and a written-through 1 MiB write buffer); a busy one reads and
-        // writes in large ones.
-        // Buffers shrink after SHRINK_AFTER without a stream, not at once: a connection whose
-        // streams come in bursts keeps its large buffers between them.
+        // A busy connection reads and writes in large buffers; one without a stream for
+        // SHRINK_AFTER keeps small ones (a 64 KiB read buffer and a written-through 1 MiB
+        // write buffer were most of what an idle connection cost). Not at once: a connection
+        // whose streams come in bursts keeps its large buffers between them.
         if !streams.is_empty() {
             idle_since = None;
             if rbuf.capacity() < BUSY_READ {
