@@ -528,6 +528,37 @@ pub(crate) fn proxy_setup(kind: ServerKind, work: &Path, cert: &Path, key: &Path
     Setup::new(kind, work, SERVER_ADDR, c, key)
 }
 
+/// Start each reverse proxy of `active` (configured by `setup`) in front of `origin`, checked
+/// by fetching `path` through it. One that does not start is skipped, with the reason; none
+/// started is an error. Returns the kinds started.
+pub(crate) fn start_proxies(
+    stage: &mut Stage,
+    active: &[super::Active],
+    setup: impl Fn(ServerKind) -> Setup,
+    origin: SocketAddr,
+    path: &str,
+    skipped: &mut Vec<Skipped>,
+) -> Result<Vec<ServerKind>, String> {
+    let mut running = Vec::new();
+    for (kind, bin) in active {
+        let setup = setup(*kind);
+        let url = format!("https://{SERVER_ADDR}:{}{path}", kind.port());
+        let started =
+            servers::proxy_launch(*kind, &setup, origin).and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
+        match started {
+            Ok(()) => running.push(*kind),
+            Err(e) => {
+                eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
+                skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", first_line(&e)) });
+            }
+        }
+    }
+    if running.is_empty() {
+        return Err("no proxy started (see above)".into());
+    }
+    Ok(running)
+}
+
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(plan.quick), |c| &c.name)?;
@@ -620,23 +651,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         let probe = format!("http://{}/links/style.css", origin_addr());
         stage.start_checked("origin", &node, &setup, &launch, SERVER_NS, &probe)?;
         // The proxies.
-        let mut running = Vec::new();
-        for (kind, bin) in &active {
-            let setup = proxy_setup(*kind, &work, &cert, &key, &combined);
-            let url = format!("https://{SERVER_ADDR}:{}/links/style.css", kind.port());
-            let started = servers::proxy_launch(*kind, &setup, origin_addr())
-                .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
-            match started {
-                Ok(()) => running.push(*kind),
-                Err(e) => {
-                    eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                    skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", first_line(&e)) });
-                }
-            }
-        }
-        if running.is_empty() {
-            return Err("no server started (see above)".into());
-        }
+        let setup = |k| proxy_setup(k, &work, &cert, &key, &combined);
+        let running = start_proxies(&mut stage, &active, setup, origin_addr(), "/links/style.css", &mut skipped)?;
         let flags = vec![format!("--ignore-certificate-errors-spki-list={pin}")];
         let timings = work.join("timings");
         fs::create_dir_all(&timings).map_err(|e| format!("creating {}: {e}", timings.display()))?;

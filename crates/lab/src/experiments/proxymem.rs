@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use super::earlyhints::{proxy_setup, write_combined_pem};
+use super::earlyhints::{proxy_setup, start_proxies, write_combined_pem};
 use super::priority::Case;
 use super::proc;
 use super::report::Stat;
@@ -410,24 +410,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
             SERVER_NS,
             &format!("http://{}/small.txt", origin_addr()),
         )?;
-        let mut running = Vec::new();
-        for (kind, bin) in &active {
-            let setup = proxy_setup(*kind, &work, &cert, &key, &combined);
-            let url = format!("https://{SERVER_ADDR}:{}/small.txt", kind.port());
-            let started = servers::proxy_launch(*kind, &setup, origin_addr())
-                .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
-            match started {
-                Ok(()) => running.push(*kind),
-                Err(e) => {
-                    eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                    let first = e.lines().next().unwrap_or_default().to_string();
-                    skipped.push(Skipped { server: *kind, reason: format!("did not start: {first}") });
-                }
-            }
-        }
-        if running.is_empty() {
-            return Err("no proxy started (see above)".into());
-        }
+        let setup = |k| proxy_setup(k, &work, &cert, &key, &combined);
+        let running = start_proxies(&mut stage, &active, setup, origin_addr(), "/small.txt", &mut skipped)?;
         let clients_dir = work.join("clients");
         fs::create_dir_all(&clients_dir).map_err(|e| format!("creating {}: {e}", clients_dir.display()))?;
         for case in &cases {
