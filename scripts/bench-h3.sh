@@ -109,57 +109,55 @@ if [ "$SMALL" -gt 0 ]; then
       log "$row"
     done
   done
-  python3 - "$WORK/small.csv" "$SMALL" "$RUNS" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-def col(p, k):
-    return [float(r[k]) for r in rows if r["proto"] == p]
-def cell(v, fmt):
-    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}–{fmt.format(max(v))})"
-print(f"\nLoopback, {sys.argv[2]} sequential requests for 14 bytes on one connection, {sys.argv[3]} runs per "
-      "protocol, server on core 0, client (sluice get) on core 1; medians (min–max)\n")
-print("| protocol | client req/s (1 in flight) | server CPU µs per request |")
-print("|---|---|---|")
-for p, name in (("http2", "HTTP/2"), ("http3", "HTTP/3")):
-    print(f"| {name} | {cell(col(p, 'req_per_s'), '{:.0f}')} | {cell(col(p, 'server_cpu_us_per_req'), '{:.1f}')} |")
-cap = statistics.median(col("http2", "server_cpu_us_per_req")) / statistics.median(col("http3", "server_cpu_us_per_req"))
-print(f"\nh3/h2 requests per server CPU second (inverse of the medians): {cap:.2f}")
-PY
-  exit 0
-fi
-echo "proto,run,mbps,server_cpu_s_per_gb,client_cpu_s_per_gb" >"$WORK/results.csv"
-for run in $(seq "$RUNS"); do
-  if [ $((run % 2)) = 1 ]; then order="http2 http3"; else order="http3 http2"; fi
-  for p in $order; do
-    before=$(server_cpu)
-    out=$( { /usr/bin/time -f 'cpu %U %S' timeout 300 "${PIN_CLIENT[@]}" "$SLUICE" get "--$p" -k -s "$URL"; } 2>&1 ) ||
-      die "$p download failed: $out"
-    after=$(server_cpu)
-    speed=$(sed -n 's/.*speed_download=\([0-9]*\).*/\1/p' <<<"$out")
-    ccpu=$(awk '/^cpu /{ print $2 + $3 }' <<<"$out")
-    [ -n "$speed" ] && [ -n "$ccpu" ] || die "cannot read $p figures from: $out"
-    row=$(awk -v s="$speed" -v b="$BYTES" -v b0="$before" -v a0="$after" -v c="$ccpu" -v p="$p" -v r="$run" \
-      'BEGIN { gb = b / 1e9; printf "%s,%d,%.1f,%.3f,%.3f", p, r, s * 8 / 1e6, (a0 - b0) / gb, c / gb }')
-    echo "$row" >>"$WORK/results.csv"
-    log "$row"
-    sleep 0.3
+else
+  echo "proto,run,mbps,server_cpu_s_per_gb,client_cpu_s_per_gb" >"$WORK/results.csv"
+  for run in $(seq "$RUNS"); do
+    if [ $((run % 2)) = 1 ]; then order="http2 http3"; else order="http3 http2"; fi
+    for p in $order; do
+      before=$(server_cpu)
+      out=$( { /usr/bin/time -f 'cpu %U %S' timeout 300 "${PIN_CLIENT[@]}" "$SLUICE" get "--$p" -k -s "$URL"; } 2>&1 ) ||
+        die "$p download failed: $out"
+      after=$(server_cpu)
+      speed=$(sed -n 's/.*speed_download=\([0-9]*\).*/\1/p' <<<"$out")
+      ccpu=$(awk '/^cpu /{ print $2 + $3 }' <<<"$out")
+      [ -n "$speed" ] && [ -n "$ccpu" ] || die "cannot read $p figures from: $out"
+      row=$(awk -v s="$speed" -v b="$BYTES" -v b0="$before" -v a0="$after" -v c="$ccpu" -v p="$p" -v r="$run" \
+        'BEGIN { gb = b / 1e9; printf "%s,%d,%.1f,%.3f,%.3f", p, r, s * 8 / 1e6, (a0 - b0) / gb, c / gb }')
+      echo "$row" >>"$WORK/results.csv"
+      log "$row"
+      sleep 0.3
+    done
   done
-done
 
-python3 - "$WORK/results.csv" "$BYTES" "$RUNS" <<'EOF'
+fi
+
+if [ "$SMALL" -gt 0 ]; then csv=$WORK/small.csv; else csv=$WORK/results.csv; fi
+python3 - "$csv" "$BYTES" "$RUNS" "$SMALL" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
+small = int(sys.argv[4])
 def col(p, k):
     return [float(r[k]) for r in rows if r["proto"] == p]
 def cell(v, fmt):
     return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}–{fmt.format(max(v))})"
-print(f"\nLoopback, {int(sys.argv[2]) / 1e9:g} GB from /__down, {sys.argv[3]} downloads per protocol, "
-      "server on core 0, client on core 1; medians (min–max)\n")
-print("| protocol | Mbit/s | server CPU s/GB | client CPU s/GB |")
-print("|---|---|---|---|")
-for p, name in (("http2", "HTTP/2"), ("http3", "HTTP/3")):
-    print(f"| {name} | {cell(col(p, 'mbps'), '{:.0f}')} | {cell(col(p, 'server_cpu_s_per_gb'), '{:.2f}')} "
-          f"| {cell(col(p, 'client_cpu_s_per_gb'), '{:.2f}')} |")
-ratio = statistics.median(col("http3", "mbps")) / statistics.median(col("http2", "mbps"))
-print(f"\nh3/h2 (median throughput): {ratio:.2f}")
+protos = (("http2", "HTTP/2"), ("http3", "HTTP/3"))
+if small:
+    print(f"\nLoopback, {small} sequential requests for 14 bytes on one connection, {sys.argv[3]} runs per "
+          "protocol, server on core 0, client (sluice get) on core 1; medians (min–max)\n")
+    print("| protocol | client req/s (1 in flight) | server CPU µs per request |")
+    print("|---|---|---|")
+    for p, name in protos:
+        print(f"| {name} | {cell(col(p, 'req_per_s'), '{:.0f}')} | {cell(col(p, 'server_cpu_us_per_req'), '{:.1f}')} |")
+    cap = statistics.median(col("http2", "server_cpu_us_per_req")) / statistics.median(col("http3", "server_cpu_us_per_req"))
+    print(f"\nh3/h2 requests per server CPU second (inverse of the medians): {cap:.2f}")
+else:
+    print(f"\nLoopback, {int(sys.argv[2]) / 1e9:g} GB from /__down, {sys.argv[3]} downloads per protocol, "
+          "server on core 0, client on core 1; medians (min–max)\n")
+    print("| protocol | Mbit/s | server CPU s/GB | client CPU s/GB |")
+    print("|---|---|---|---|")
+    for p, name in protos:
+        print(f"| {name} | {cell(col(p, 'mbps'), '{:.0f}')} | {cell(col(p, 'server_cpu_s_per_gb'), '{:.2f}')} "
+              f"| {cell(col(p, 'client_cpu_s_per_gb'), '{:.2f}')} |")
+    ratio = statistics.median(col("http3", "mbps")) / statistics.median(col("http2", "mbps"))
+    print(f"\nh3/h2 (median throughput): {ratio:.2f}")
 EOF
