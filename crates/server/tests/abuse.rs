@@ -419,6 +419,35 @@ fn a_goaway_for_abuse_reaches_a_peer_that_keeps_sending() {
 }
 
 #[test]
+fn an_http1_refusal_reaches_a_client_that_is_still_sending() {
+    let srv = strict(16);
+    // Ten times: a request head past the 64 KiB limit, and more of it after the server has
+    // answered 431 and closed its side. The client's writes must not be reset (a client such
+    // as curl gives up on a failed send before it reads the answer) and the answer must be
+    // read: RFC 9112 §9.6, a server closes in stages and keeps reading after its FIN.
+    let head = format!("GET /__ping HTTP/1.1\r\nhost: x\r\nx-big: {}", "a".repeat(70_000));
+    for round in 0..10 {
+        let mut s = connect(srv.plain_port);
+        s.write_all(head.as_bytes()).unwrap_or_else(|e| panic!("round {round}: head: {e}"));
+        std::thread::sleep(Duration::from_millis(100));
+        for i in 0..8 {
+            s.write_all(&[b'a'; 4096]).unwrap_or_else(|e| panic!("round {round}: write {i} after the answer: {e}"));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 431"), "round {round}: read {got:?}");
+    }
+}
+
+#[test]
 fn w8_a_flood_of_frames_that_do_nothing_closes_the_connection() {
     let srv = strict(16);
     // Each kind: 1,100 frames that do no useful work against a budget of 1,000 per 10 s.

@@ -29,27 +29,41 @@ where
         let (state, info) = (svc_state.clone(), info.clone());
         async move { Ok::<_, std::convert::Infallible>(handle(req, &info, state).await) }
     });
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(state.cfg.timeouts.header)
-        .keep_alive(true)
-        .max_buf_size(state.cfg.limits.max_header_list_size.max(8192) as usize)
-        .serve_connection(TokioIo::new(io), svc)
-        // The reverse proxy tunnels WebSockets (RFC 6455 §4) after a 101.
-        .with_upgrades();
-    tokio::pin!(conn);
+    // hyper owns the stream to the end; it comes back when hyper drops it, for a lingering close.
+    let (io, returned) = crate::io::linger::Returning::new(io);
+    let mut conn = Box::pin(
+        hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(state.cfg.timeouts.header)
+            .keep_alive(true)
+            .max_buf_size(state.cfg.limits.max_header_list_size.max(8192) as usize)
+            .serve_connection(TokioIo::new(io), svc)
+            // The reverse proxy tunnels WebSockets (RFC 6455 §4) after a 101.
+            .with_upgrades(),
+    );
     let drain = state.cfg.timeouts.drain;
-    tokio::select! {
-        r = conn.as_mut() => {
-            if let Err(e) = r {
+    let linger = tokio::select! {
+        r = conn.as_mut() => match r {
+            Ok(()) => true,
+            Err(e) => {
                 tracing::debug!(%peer, %e, "HTTP/1.1 connection ended with an error");
+                // Refused heads (431, 400) are answered and then closed with the rest of the
+                // peer's input unread; a transport failure or a timeout has no answer to save.
+                e.is_parse() || e.is_parse_too_large()
             }
-            return;
+        },
+        _ = shutdown.changed() => {
+            conn.as_mut().graceful_shutdown();
+            tokio::time::timeout(drain, conn.as_mut()).await.is_ok_and(|r| r.is_ok())
         }
-        _ = shutdown.changed() => {}
+    };
+    // Dropping the connection drops the stream, which lands in `returned` if its input did
+    // not end (an upgraded stream lives on in its tunnel instead).
+    drop(conn);
+    let back = returned.lock().ok().and_then(|mut s| s.take());
+    if let (true, Some(s)) = (linger, back) {
+        crate::io::linger::close(s).await;
     }
-    conn.as_mut().graceful_shutdown();
-    let _ = tokio::time::timeout(drain, conn).await;
 }
 
 async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {

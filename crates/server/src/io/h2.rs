@@ -257,17 +257,12 @@ pub(crate) async fn serve<S>(
     close(writer, rd, stuck, eof, state.cfg.timeouts.drain).await;
 }
 
-/// Most input read and discarded after our last frame, and for how long: enough for the
-/// peer's frames in flight to arrive before the socket closes.
-const LINGER_BYTES: usize = 1 << 20;
-const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// End the connection. The writer gets at most `drain` to finish what it holds (and shut the
 /// write side down, sending FIN); a writer stuck on a full socket is aborted, so a peer that
 /// stops reading cannot keep the socket, its descriptor and its connection slot. After a
-/// clean finish the read side is drained briefly: closing a socket with unread input makes the
-/// kernel send RST, which can destroy our last frames (a GOAWAY saying why) before the peer
-/// reads them.
+/// clean finish the read side is drained briefly (`linger`): closing a socket with unread input
+/// makes the kernel send RST, which can destroy our last frames (a GOAWAY saying why) before
+/// the peer reads them.
 async fn close<R: AsyncRead + Unpin>(
     mut writer: tokio::task::JoinHandle<()>,
     mut rd: R,
@@ -282,17 +277,7 @@ async fn close<R: AsyncRead + Unpin>(
     if eof {
         return;
     }
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut left = LINGER_BYTES;
-    let _ = tokio::time::timeout(LINGER, async {
-        while left > 0 {
-            match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => left = left.saturating_sub(n),
-            }
-        }
-    })
-    .await;
+    crate::io::linger::drain_input(&mut rd).await;
 }
 
 /// What the next write may carry.

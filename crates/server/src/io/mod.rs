@@ -5,6 +5,7 @@
 pub(crate) mod h1;
 pub(crate) mod h2;
 pub(crate) mod h3;
+pub(crate) mod linger;
 pub(crate) mod listen;
 pub(crate) mod pace;
 pub(crate) mod progress;
