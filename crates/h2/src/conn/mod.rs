@@ -225,7 +225,7 @@ impl Connection {
             decoder: hpack::Decoder::new(cfg.header_table_size.max(4096) as usize),
             encoder: hpack::Encoder::new(),
             policy,
-            inbuf: BytesMut::with_capacity(32 * 1024),
+            inbuf: BytesMut::new(),
             preface: Preface::Magic,
             peer_max_frame: 16_384,
             peer_initial_window: DEFAULT_WINDOW,
@@ -284,6 +284,47 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Feed bytes read from the socket, handing their buffer over. When no partial frame is
+    /// held, the buffer becomes the input buffer as it is; when one is, and the buffer continues
+    /// the same allocation (the driver reads into what follows its last read), the two are
+    /// joined without a copy. Either way DATA payloads are slices of the buffer read from the
+    /// socket: on a bulk upload every byte is copied once on its way from TLS to the handler.
+    /// A driver that moves to a new read buffer starts it with [`Self::take_unparsed_input`].
+    pub fn handle_input_buf(&mut self, now: Instant, data: BytesMut) {
+        if self.failed {
+            return;
+        }
+        self.last_activity = now;
+        if self.inbuf.is_empty() {
+            self.inbuf = data;
+        } else {
+            self.inbuf.unsplit(data);
+        }
+        loop {
+            match self.step(now) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
+            }
+        }
+        if self.inbuf.is_empty() {
+            // Hold no share of the driver's read buffer between reads (an idle connection
+            // would keep it alive).
+            self.inbuf = BytesMut::new();
+        }
+    }
+
+    /// The bytes of a frame not yet complete (at most one frame), taken out: a driver moving to
+    /// a new read buffer puts them at its start and hands them back with its next read, so that
+    /// what it reads next continues them in one allocation (otherwise every later read would be
+    /// copied onto them, since frames rarely end where a read does).
+    pub fn take_unparsed_input(&mut self) -> BytesMut {
+        std::mem::take(&mut self.inbuf)
     }
 
     /// The socket reached end of input: the peer will send nothing more.

@@ -13,6 +13,10 @@ use crate::frame::{
 use crate::priority::Priority;
 use sluice_http::request;
 
+/// Smallest DATA payload handed on as a slice of the input buffer, not a copy: bulk uploads'
+/// frames (16 KiB, the default SETTINGS_MAX_FRAME_SIZE) are never copied.
+const SHARE_MIN: usize = 8 * 1024;
+
 /// Largest frame we accept: our SETTINGS_MAX_FRAME_SIZE, left at the RFC 9113 §4.2 default.
 const MAX_FRAME: u32 = 16_384;
 
@@ -42,7 +46,6 @@ impl Connection {
         }
         let total = frame::HEADER_LEN + head.len as usize;
         if self.inbuf.len() < total {
-            self.inbuf.reserve(total - self.inbuf.len());
             return Ok(false);
         }
         self.inbuf.advance(frame::HEADER_LEN);
@@ -182,7 +185,12 @@ impl Connection {
             self.release_inner(now, id, give_back);
         }
         if deliver {
-            self.events.push_back(Event::Data { stream: id, data: d.data, end_stream: d.end_stream });
+            // A payload is a slice of the driver's read buffer, which it keeps alive until the
+            // handler is done with it; a small one is copied out, so that a peer's few bytes
+            // left unread cannot hold much more than themselves (at most the read buffer's size
+            // per SHARE_MIN bytes of flow-control window).
+            let data = if d.data.len() < SHARE_MIN { Bytes::copy_from_slice(&d.data) } else { d.data };
+            self.events.push_back(Event::Data { stream: id, data, end_stream: d.end_stream });
         }
         if d.end_stream {
             self.end_of_body(id);

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sluice_h2::{Connection, Event, Field, Reason, SendError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -25,13 +25,19 @@ use crate::state::State;
 /// How often the driver reads the RTT from TCP_INFO while input arrives.
 const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// Read buffer while the connection has no stream open, and while it has.
+/// Read buffer while the connection has no stream open, and while it has; a new one is taken
+/// when less than a quarter of that is left (reads go into what follows the last one, and the
+/// engine keeps slices of them, so a buffer is freed when its last DATA payload is).
 const IDLE_READ: usize = 4 * 1024;
 const BUSY_READ: usize = 64 * 1024;
 /// Write buffer kept while the connection has no stream open.
 const IDLE_WRITE: usize = 16 * 1024;
 /// How long a connection has no stream open before its buffers shrink to the idle sizes.
 const SHRINK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often the in-flight bound reads TCP_INFO while the engine has nothing to frame: often
+/// within its shortest round (1 ms) to mark it application-limited.
+const IDLE_READING_EVERY: std::time::Duration = std::time::Duration::from_micros(250);
 
 /// Smallest and largest fill of one write.
 const MIN_WRITE: usize = 16 * 1024;
@@ -108,7 +114,7 @@ pub(crate) async fn serve<S>(
     let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
     let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
     let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
-    let mut rbuf: Vec<u8> = Vec::with_capacity(IDLE_READ);
+    let mut rbuf = ReadBufs::new(IDLE_READ);
     let mut idle_since: Option<tokio::time::Instant> = None;
     let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(IDLE_WRITE));
     let mut eof = false;
@@ -119,6 +125,7 @@ pub(crate) async fn serve<S>(
     let mut drain_deadline: Option<tokio::time::Instant> = None;
     let mut pace = state.cfg.tcp.limit_inflight.then(InflightCap::new);
     let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut idle_reading = Instant::now();
     // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
     let mut stuck = false;
     // When the engine last framed response bytes, or had none waiting: a peer that keeps
@@ -138,9 +145,20 @@ pub(crate) async fn serve<S>(
         while let Ok(cmd) = cmd_rx.try_recv() {
             streams.apply(&mut conn, cmd);
         }
-        if let Some(mut buf) = spare.take() {
+        // With nothing to frame there is nothing to budget: the in-flight bound needs a reading
+        // now and then to see the connection application-limited, not one per turn of the loop
+        // (a bulk upload turns it once per DATA frame consumed: 48,000 TCP_INFO calls per GB).
+        let now = Instant::now();
+        let budget_due =
+            conn.wants_write() || pace.is_some() && now.saturating_duration_since(idle_reading) >= IDLE_READING_EVERY;
+        if !budget_due {
+            retry_at = None;
+        }
+        if let Some(mut buf) = spare.take_if(|_| budget_due) {
             buf.clear();
-            let now = Instant::now();
+            if !conn.wants_write() {
+                idle_reading = now;
+            }
             if let Some(p) = pace.as_mut() {
                 p.set_guarded(conn.mixed_urgencies());
             }
@@ -177,31 +195,30 @@ pub(crate) async fn serve<S>(
         // SHRINK_AFTER keeps small ones (a 64 KiB read buffer and a written-through 1 MiB
         // write buffer were most of what an idle connection cost). Not at once: a connection
         // whose streams come in bursts keeps its large buffers between them.
+        let read_size = if streams.is_empty() { IDLE_READ } else { BUSY_READ };
         if !streams.is_empty() {
             idle_since = None;
-            if rbuf.capacity() < BUSY_READ {
-                rbuf = Vec::with_capacity(BUSY_READ);
-            }
         } else if idle_since.is_none() {
             idle_since = Some(tokio::time::Instant::now());
         }
-        let big = rbuf.capacity() > IDLE_READ || spare.as_ref().is_some_and(|b| b.capacity() > IDLE_WRITE);
+        let big = rbuf.cur.capacity() > IDLE_READ || spare.as_ref().is_some_and(|b| b.capacity() > IDLE_WRITE);
         let shrink_at = idle_since.filter(|_| big).map(|t| t + SHRINK_AFTER);
         if shrink_at.is_some_and(|t| t <= tokio::time::Instant::now()) {
-            rbuf = Vec::with_capacity(IDLE_READ);
+            rbuf.renew(&mut conn, IDLE_READ, false);
             if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
                 *buf = Vec::with_capacity(IDLE_WRITE);
             }
+        } else if rbuf.cur.capacity() < read_size / 4 {
+            rbuf.renew(&mut conn, read_size, true);
         }
-        rbuf.clear();
         let timeout = conn.poll_timeout();
         tokio::select! {
-            r = rd.read_buf(&mut rbuf), if !eof && conn.wants_read() => match r {
+            r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {
                 Ok(0) | Err(_) => {
                     eof = true;
                     conn.handle_eof();
                 }
-                Ok(n) => {
+                Ok(_) => {
                     let now = Instant::now();
                     // Window tuning measures per RTT: refresh it now and then from TCP_INFO.
                     if now.saturating_duration_since(rtt_sampled) >= RTT_SAMPLE_EVERY {
@@ -210,7 +227,7 @@ pub(crate) async fn serve<S>(
                             conn.handle_rtt(rtt);
                         }
                     }
-                    conn.handle_input(now, &rbuf[..n]);
+                    conn.handle_input_buf(now, rbuf.cur.split());
                 }
             },
             done = done_rx.recv(), if spare.is_none() => match done {
@@ -255,6 +272,41 @@ pub(crate) async fn serve<S>(
     }
     drop(wq_tx);
     close(writer, rd, stuck, eof, state.cfg.timeouts.drain).await;
+}
+
+/// The connection's read buffers: reads go into what follows the last one, and the engine
+/// keeps slices of them (DATA payloads), so a buffer's memory is in use until its last payload
+/// is consumed. When one runs low, the one before it is taken back if nothing holds it any
+/// more; else a new one is allocated. On a bulk upload the handler is done with a buffer long
+/// before the next one fills, so two buffers take turns and no fresh memory is touched (fresh
+/// 64 KiB allocations page-faulted up to 145,000 times per GB, the allocator having handed
+/// their pages back in between).
+struct ReadBufs {
+    cur: BytesMut,
+    prev: Option<BytesMut>,
+}
+
+impl ReadBufs {
+    fn new(size: usize) -> Self {
+        Self { cur: BytesMut::with_capacity(size), prev: None }
+    }
+
+    /// Move on to a buffer of `size` (the previous one, or a new one), starting with the bytes
+    /// of a frame the last read cut (at most 16 KiB), so that the reads that follow go on
+    /// joining them in place (see `Connection::take_unparsed_input`). With `keep` false, as
+    /// when shrinking, the old buffers are let go.
+    fn renew(&mut self, conn: &mut Connection, size: usize, keep: bool) {
+        let unparsed = conn.take_unparsed_input();
+        let want = size + unparsed.len();
+        let reused = self.prev.take().filter(|_| keep).and_then(|mut b| b.try_reclaim(want).then_some(b));
+        let mut next = reused.unwrap_or_else(|| BytesMut::with_capacity(want));
+        next.extend_from_slice(&unparsed);
+        drop(unparsed);
+        let old = std::mem::replace(&mut self.cur, next);
+        if keep {
+            self.prev = Some(old);
+        }
+    }
 }
 
 /// End the connection. The writer gets at most `drain` to finish what it holds (and shut the

@@ -747,3 +747,41 @@ fn invalid_heads_are_refused_and_nothing_is_framed() {
     c.conn.send_data(1, Bytes::new(), true).unwrap();
     assert_eq!(c.output(), vec![F::Data(1, 0, true)]);
 }
+
+#[test]
+fn handed_over_input_is_sliced_for_large_data_and_copied_for_small() {
+    let mut c = Client::with_windows(Config::default(), FixedWindows { stream: 1 << 20, connection: 1 << 20 });
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    let _ = c.events();
+    // Two 16 KiB frames and a 100-byte last one, their bytes counting 0, 1, 2, ...
+    let body: Vec<u8> = (0..2 * 16_384 + 100).map(|i| (i % 251) as u8).collect();
+    let mut wire = Vec::new();
+    frame(&mut wire, kind::DATA, 0, 1, &body[..16_384]);
+    frame(&mut wire, kind::DATA, 0, 1, &body[16_384..32_768]);
+    frame(&mut wire, kind::DATA, flag::END_STREAM, 1, &body[32_768..]);
+    // One read buffer, read into in three pieces that cut the frames anywhere, as a driver
+    // reading into what follows its last read would hand them over.
+    let mut buf = bytes::BytesMut::with_capacity(wire.len());
+    buf.extend_from_slice(&wire);
+    let range = buf.as_ptr() as usize..buf.as_ptr() as usize + wire.len();
+    let a = buf.split_to(5_000);
+    let b = buf.split_to(20_000);
+    let now = c.now;
+    for piece in [a, b, buf] {
+        c.conn.handle_input_buf(now, piece);
+    }
+    let mut got = Vec::new();
+    let mut shared = Vec::new();
+    for e in c.events() {
+        if let Event::Data { stream: 1, data, .. } = e {
+            shared.push(range.contains(&(data.as_ptr() as usize)));
+            got.extend_from_slice(&data);
+        }
+    }
+    assert_eq!(got, body, "the body arrives whole and in order");
+    // The 16 KiB payloads are slices of the read buffer (no copy, also where a frame was cut
+    // between two pieces: they are joined in place); the 100-byte one is a copy, so it does not
+    // keep the read buffer alive.
+    assert_eq!(shared, vec![true, true, false]);
+}
