@@ -266,10 +266,14 @@ pub fn run(input: &Input) {
                     let Some(t) = conn.poll_transmit() else { break };
                     assert!(!closed, "a transmit after the close: {t:?}");
                     match t {
-                        Transmit::Write { stream, data, fin } => {
-                            written += data.len();
+                        Transmit::Write { stream, data, body, fin } => {
+                            written += data.len() + body.len();
                             if stream % 4 == 0 {
-                                streams.entry(stream).or_default().write(stream, &data, fin);
+                                let w = streams.entry(stream).or_default();
+                                w.write(stream, &data, fin && body.is_empty());
+                                if !body.is_empty() {
+                                    w.write(stream, &body, fin);
+                                }
                             }
                             if stream == S_DECODER {
                                 decoder_stream.extend_from_slice(&data);

@@ -107,13 +107,17 @@ pub enum Event {
 /// What the driver must do on the transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transmit {
-    /// Write `data` to `stream`, then finish it if `fin`.
+    /// Write `data` and then `body` to `stream`, then finish it if `fin`.
     Write {
         /// Stream id (a request stream or one of our unidirectional streams).
         stream: u64,
         /// Bytes (empty when only `fin` is news).
         data: Bytes,
-        /// Finish the sending part of the stream after `data`.
+        /// A DATA frame's payload, after its frame header in `data`: the handler's own bytes,
+        /// kept apart so that they are not copied (empty for every other write, and where a
+        /// payload spans several of the handler's chunks).
+        body: Bytes,
+        /// Finish the sending part of the stream after `data` and `body`.
         fin: bool,
     },
     /// Reset the sending part of `stream` (QUIC RESET_STREAM).

@@ -220,7 +220,12 @@ impl Connection {
             (self.decoder_id, &mut self.decoder_out),
         ] {
             if !buf.is_empty() {
-                return Some(Transmit::Write { stream: id, data: Bytes::from(std::mem::take(buf)), fin: false });
+                return Some(Transmit::Write {
+                    stream: id,
+                    data: Bytes::from(std::mem::take(buf)),
+                    body: Bytes::new(),
+                    fin: false,
+                });
             }
         }
         if let Some(t) = self.next_head() {
@@ -269,7 +274,7 @@ impl Connection {
         if fin {
             self.maybe_close(id);
         }
-        Some(Transmit::Write { stream: id, data, fin })
+        Some(Transmit::Write { stream: id, data, body: Bytes::new(), fin })
     }
 
     /// One quantum of the body of the stream the scheduler picks: a DATA frame, or the end
@@ -282,32 +287,46 @@ impl Connection {
             debug_assert!(false, "scheduled stream {id} is gone");
             return None;
         };
-        let (data, fin) = if s.send.queued == 0 {
+        let (data, body, fin) = if s.send.queued == 0 {
             // Only the end is left (the stream is ready, so `end_queued`).
-            (Bytes::from(s.send.trailers.take().unwrap_or_default()), true)
+            (Bytes::from(s.send.trailers.take().unwrap_or_default()), Bytes::new(), true)
         } else {
             let n = s.send.queued.min(quantum);
-            let mut out = Vec::with_capacity(n + 9);
+            let mut out = Vec::with_capacity(9);
             frame::encode_header(kind::DATA, n as u64, &mut out);
-            let mut left = n;
-            while left > 0 {
-                // Invariant: `queued` is the sum of the chunks, and n <= queued.
-                let Some(front) = s.send.queue.front_mut() else { break };
-                let take = front.len().min(left);
-                out.extend_from_slice(&front[..take]);
-                front.advance(take);
-                if front.is_empty() {
-                    s.send.queue.pop_front();
+            // Invariant: `queued` is the sum of the chunks, and n <= queued.
+            let body = match s.send.queue.front_mut() {
+                // The usual case: the quantum is a slice of one chunk, handed on as it is.
+                Some(front) if front.len() >= n => {
+                    let body = front.split_to(n);
+                    if front.is_empty() {
+                        s.send.queue.pop_front();
+                    }
+                    body
                 }
-                left -= take;
-            }
+                _ => {
+                    out.reserve(n);
+                    let mut left = n;
+                    while left > 0 {
+                        let Some(front) = s.send.queue.front_mut() else { break };
+                        let take = front.len().min(left);
+                        out.extend_from_slice(&front[..take]);
+                        front.advance(take);
+                        if front.is_empty() {
+                            s.send.queue.pop_front();
+                        }
+                        left -= take;
+                    }
+                    Bytes::new()
+                }
+            };
             s.send.queued -= n;
             if s.send.sent_unreported == 0 {
                 self.sent_dirty.push(id);
             }
             s.send.sent_unreported += n;
             let fin = s.send.end_queued && s.send.queued == 0 && s.send.trailers.is_none();
-            (Bytes::from(out), fin)
+            (Bytes::from(out), body, fin)
         };
         if fin {
             s.send.done = true;
@@ -316,6 +335,6 @@ impl Connection {
         if fin {
             self.maybe_close(id);
         }
-        Some(Transmit::Write { stream: id, data, fin })
+        Some(Transmit::Write { stream: id, data, body, fin })
     }
 }

@@ -164,8 +164,10 @@ impl Client {
         let mut got = Vec::new();
         while let Some(t) = self.conn.poll_transmit() {
             match &t {
-                Transmit::Write { stream, data, fin } => {
-                    self.written.entry(*stream).or_default().extend_from_slice(data);
+                Transmit::Write { stream, data, body, fin } => {
+                    let w = self.written.entry(*stream).or_default();
+                    w.extend_from_slice(data);
+                    w.extend_from_slice(body);
                     if *fin {
                         assert!(self.finished.insert(*stream), "stream {stream} finished twice");
                     }
@@ -189,8 +191,10 @@ impl Client {
         let mut got = Vec::new();
         for _ in 0..n {
             let Some(t) = self.conn.poll_transmit() else { break };
-            if let Transmit::Write { stream, data, fin } = &t {
-                self.written.entry(*stream).or_default().extend_from_slice(data);
+            if let Transmit::Write { stream, data, body, fin } = &t {
+                let w = self.written.entry(*stream).or_default();
+                w.extend_from_slice(data);
+                w.extend_from_slice(body);
                 if *fin {
                     self.finished.insert(*stream);
                 }

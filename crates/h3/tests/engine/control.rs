@@ -40,9 +40,14 @@ fn control_stream_prefix_and_settings_exact_bytes() {
     assert_eq!(
         out,
         [
-            Transmit::Write { stream: S_CONTROL, data: Bytes::copy_from_slice(&control), fin: false },
-            Transmit::Write { stream: S_ENCODER, data: Bytes::from_static(&[0x02]), fin: false },
-            Transmit::Write { stream: S_DECODER, data: Bytes::from_static(&[0x03]), fin: false },
+            Transmit::Write {
+                stream: S_CONTROL,
+                data: Bytes::copy_from_slice(&control),
+                body: Bytes::new(),
+                fin: false
+            },
+            Transmit::Write { stream: S_ENCODER, data: Bytes::from_static(&[0x02]), body: Bytes::new(), fin: false },
+            Transmit::Write { stream: S_DECODER, data: Bytes::from_static(&[0x03]), body: Bytes::new(), fin: false },
         ]
     );
     assert!(!c.conn.wants_write());

@@ -8,11 +8,11 @@ use crate::client::*;
 
 /// Body bytes of the DATA frame in a write (the engine writes one frame per pick).
 fn data_len(t: &Transmit) -> Option<(u64, usize, bool)> {
-    let Transmit::Write { stream, data, fin } = t else { return None };
+    let Transmit::Write { stream, data, body, fin } = t else { return None };
     if *stream & 3 != 0 {
         return None;
     }
-    let frames = split_frames(data);
+    let frames = split_frames(&[&data[..], &body[..]].concat());
     match &frames[..] {
         [(0x00, p)] => Some((*stream, p.len(), *fin)),
         _ => None,

@@ -229,8 +229,8 @@ fn send_buffer_is_bounded_and_drains() {
     // Head plus two quanta.
     let mut data_writes = 0;
     while data_writes < 2 {
-        if let Some(Transmit::Write { stream: 0, data, .. }) = c.conn.poll_transmit() {
-            data_writes += usize::from(split_frames(&data)[0].0 == DATA);
+        if let Some(Transmit::Write { stream: 0, data, body, .. }) = c.conn.poll_transmit() {
+            data_writes += usize::from(split_frames(&[&data[..], &body[..]].concat())[0].0 == DATA);
         }
     }
     c.conn.drain_sent(|id, n| seen.push((id, n)));
@@ -309,4 +309,38 @@ fn connection_error_resets_known_streams() {
     );
     assert_eq!(c.conn.send_response(0, 200, vec![], true), Err(SendError::UnknownStream));
     assert_eq!(c.closed_with(), Some(Code(0x0105)));
+}
+
+#[test]
+fn data_payloads_are_the_handlers_bytes_not_copies() {
+    let mut c = Client::new(Config::default());
+    c.get(0, "/", &[]);
+    c.conn.send_response(0, 200, vec![], false).unwrap();
+    // One 40,000-byte chunk (16 KiB quanta: two slices of it, then the rest of it joined
+    // with the next chunk's first bytes in one frame), then 20,000 bytes more.
+    let first: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
+    let second: Vec<u8> = (0..20_000u32).map(|i| (i % 249) as u8).collect();
+    let chunk = Bytes::from(first.clone());
+    let range = chunk.as_ptr() as usize..chunk.as_ptr() as usize + chunk.len();
+    c.conn.send_data(0, chunk, false).unwrap();
+    c.conn.send_data(0, Bytes::from(second.clone()), true).unwrap();
+    let out = c.pump();
+    let bodies: Vec<(usize, bool)> = out
+        .iter()
+        .filter_map(|t| match t {
+            Transmit::Write { stream: 0, data, body, .. } if data.first() == Some(&DATA.try_into().unwrap()) => {
+                Some((body.len(), body.is_empty() || range.contains(&(body.as_ptr() as usize))))
+            }
+            _ => None,
+        })
+        .collect();
+    // Two whole quanta handed on as slices of the first chunk; the frame that spans both
+    // chunks is copied (its payload is in `data`); the last quantum is the second chunk's.
+    assert_eq!(bodies[..2], [(16_384, true), (16_384, true)], "{bodies:?}");
+    assert_eq!(bodies[2].0, 0, "{bodies:?}");
+    // And the stream carries the frames and the bytes in order.
+    let frames = split_frames(&c.written[&0]);
+    let payload: Vec<u8> = frames.iter().filter(|(t, _)| *t == DATA).flat_map(|(_, p)| p.clone()).collect();
+    assert_eq!(payload, [first, second].concat());
+    assert!(c.finished.contains(&0));
 }

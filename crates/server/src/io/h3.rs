@@ -712,7 +712,7 @@ impl Driver {
         while !self.closed {
             let Some(t) = self.engine.poll_transmit() else { break };
             match t {
-                Transmit::Write { stream, data, fin } => {
+                Transmit::Write { stream, data, body, fin } => {
                     let urgency = self.engine.priority(stream).map(|p| p.urgency);
                     let Some(out) = self.outs.get_mut(&stream) else { continue };
                     if let Some(u) = urgency {
@@ -722,8 +722,10 @@ impl Driver {
                             let _ = out.send.set_priority(p);
                         }
                     }
-                    if !data.is_empty() {
-                        out.queue.push_back(data);
+                    for b in [data, body] {
+                        if !b.is_empty() {
+                            out.queue.push_back(b);
+                        }
                     }
                     out.fin |= fin;
                     self.flush(stream);
