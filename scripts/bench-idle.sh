@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): memory per idle TLS HTTP/2 connection, Sluice against nginx and h2o.
+# Benchmark (not a test): memory per idle TLS HTTP/2 connection, Sluice against nginx and h2o;
+# with --quic, per idle HTTP/3 connection, Sluice against Caddy (Debian's nginx 1.22 and h2o
+# 2.2 have no HTTP/3).
 #
 # Each server (scripts/bench/*.in, one worker, the same certificate and document root) is
 # started in turn; scripts/idle_conns.py opens N connections (TLS with ALPN h2, preface,
 # SETTINGS, one GET of the 14-byte file read to its end) and holds them idle. The resident
 # set of the server's whole process tree (VmRSS of every process, nginx's master and worker
 # included) is read before (after one warm-up connection) and SETTLE_SECS (default 10) after
-# all N are open (allocators hand freed pages back with a delay):
+# all N are open (allocators hand freed pages back with a delay). With --quic the client is
+# scripts/idle_quic.py (aioquic: QUIC handshake with ALPN h3, one GET read to its end, then
+# a PING every 10 s so the server's idle timeout does not end it; one UDP socket each):
 #   kB per idle connection = (RSS with N open - RSS before) / N
 # The kernel's socket memory is not in RSS and is the same for every server.
 #
-# Usage: scripts/bench-idle.sh [-n N] [--runs R] [--servers sluice,nginx,h2o] [--no-build] [--keep]
+# Usage: scripts/bench-idle.sh [-n N] [--runs R] [--servers sluice,nginx,h2o] [--quic] [--no-build] [--keep]
 #   -n N          idle connections (default 10000)
 #   --runs R      runs per server, medians reported (default 1)
+#   --quic        HTTP/3 connections; servers default to sluice,caddy
 # Env: SLUICE_BIN (another sluice binary).
 set -euo pipefail
 
@@ -20,7 +25,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$REPO/scripts/bench
 N=10000
 RUNS=1
-SERVERS=sluice,nginx,h2o
+SERVERS=
+QUIC=0
 BUILD=1
 KEEP=0
 
@@ -32,13 +38,20 @@ while [ $# -gt 0 ]; do
     -n) N=${2:?-n needs a number}; shift 2 ;;
     --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
     --servers) SERVERS=${2:?--servers needs a list}; shift 2 ;;
+    --quic) QUIC=1; shift ;;
     --no-build) BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
 [[ "$N" =~ ^[1-9][0-9]*$ ]] || die "-n must be a positive integer"
+if [ -z "$SERVERS" ]; then
+  if [ "$QUIC" = 1 ]; then SERVERS=sluice,caddy; else SERVERS=sluice,nginx,h2o; fi
+fi
+if [ "$QUIC" = 1 ]; then
+  python3 -c 'import aioquic' 2>/dev/null || die "aioquic not found (run scripts/setup.sh)"
+fi
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
 for t in python3 openssl curl; do
   command -v "$t" >/dev/null 2>&1 || die "$t not found (run scripts/setup.sh)"
@@ -64,7 +77,7 @@ cleanup() {
 trap cleanup EXIT
 chmod 755 "$TMP"
 ROOT=$TMP/www
-mkdir -p "$ROOT" "$TMP/sluice/data" "$TMP/nginx" "$TMP/h2o" "$TMP/results"
+mkdir -p "$ROOT" "$TMP/sluice/data" "$TMP/nginx" "$TMP/h2o" "$TMP/caddy" "$TMP/results"
 printf 'Hello, world!\n' >"$ROOT/hello.txt"
 chmod 644 "$ROOT/hello.txt"
 CERT=$TMP/cert.pem KEY=$TMP/key.pem
@@ -113,6 +126,11 @@ start_server() {
       printf 'max-connections: %d\n' $((N + 100)) >>"$TMP/h2o/h2o.conf"
       h2o -c "$TMP/h2o/h2o.conf" >"$TMP/h2o/server.log" 2>&1 &
       ;;
+    caddy)
+      fill "$BENCH/Caddyfile.in" "$port" >"$TMP/caddy/Caddyfile"
+      HOME=$TMP/caddy XDG_DATA_HOME=$TMP/caddy/data XDG_CONFIG_HOME=$TMP/caddy/config \
+        caddy run --config "$TMP/caddy/Caddyfile" --adapter caddyfile >"$TMP/caddy/server.log" 2>&1 &
+      ;;
   esac
   SERVER_PID=$!
   local i
@@ -131,7 +149,9 @@ run_one() {
   start_server "$name" "$port"
   sleep 1
   before=$(tree_rss "$SERVER_PID")
-  coproc CLIENT { exec python3 "$REPO/scripts/idle_conns.py" 127.0.0.1 "$port" "$N" --open-secs 300 --hold-secs 600 2>"$TMP/$name/client-$run.log"; }
+  local client=idle_conns.py
+  [ "$QUIC" = 1 ] && client=idle_quic.py
+  coproc CLIENT { exec python3 "$REPO/scripts/$client" 127.0.0.1 "$port" "$N" --open-secs 300 --hold-secs 600 2>"$TMP/$name/client-$run.log"; }
   read -r -t 330 word ready <&"${CLIENT[0]}" || die "$name: the client did not report (log: $(tail -2 "$TMP/$name/client-$run.log"))"
   [ "$word" = ready ] || die "$name: the client said '$word $ready'"
   sleep "${SETTLE_SECS:-10}"
@@ -156,6 +176,7 @@ for name in "${ACTIVE[@]}"; do
     sluice) [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE" ;;
     nginx) [ -x "$NGINX" ] || die "nginx not found (run scripts/setup.sh)" ;;
     h2o) command -v h2o >/dev/null || die "h2o not found (run scripts/setup.sh)" ;;
+    caddy) command -v caddy >/dev/null || die "caddy not found (run scripts/setup.sh)" ;;
     *) die "unknown server: $name" ;;
   esac
 done
@@ -164,7 +185,7 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 
 echo
-echo "### Memory per idle TLS h2 connection, $N connections ($RUNS runs, $(date -u +%Y-%m-%d))"
+echo "### Memory per idle $([ "$QUIC" = 1 ] && echo "HTTP/3 (QUIC)" || echo "TLS h2") connection, $N connections ($RUNS runs, $(date -u +%Y-%m-%d))"
 echo
 echo "| server | kB per connection, median | min–max |"
 echo "|---|---|---|"
