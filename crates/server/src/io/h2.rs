@@ -30,8 +30,9 @@ const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5
 /// engine keeps slices of them, so a buffer is freed when its last DATA payload is).
 const IDLE_READ: usize = 4 * 1024;
 const BUSY_READ: usize = 64 * 1024;
-/// Write buffer kept while the connection has no stream open.
-const IDLE_WRITE: usize = 16 * 1024;
+/// Write buffer kept while the connection has no stream open: none (the next write allocates;
+/// keeping 16 KiB cost 4.6 kB per idle connection, `scripts/bench-idle.sh`).
+const IDLE_WRITE: usize = 0;
 /// How long a connection has no stream open before its buffers shrink to the idle sizes.
 const SHRINK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
