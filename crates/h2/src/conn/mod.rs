@@ -234,7 +234,9 @@ impl Connection {
             conn_received: 0,
             streams: HashMap::new(),
             max_client_stream: 0,
-            recently_closed: VecDeque::with_capacity(RECENTLY_CLOSED),
+            // Grows with use (up to RECENTLY_CLOSED): reserving it all at once cost 2 kB per
+            // connection, most of which never close that many streams.
+            recently_closed: VecDeque::new(),
             block: None,
             control,
             heads: VecDeque::new(),
