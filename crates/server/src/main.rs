@@ -108,10 +108,9 @@ fn main() -> ExitCode {
 /// back soon after a burst, rarely enough that the walk over the allocator's free lists costs
 /// nothing measurable.
 const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-/// Free memory glibc may keep at the top of a heap between trims, and the size from which a
-/// block is mmapped on its own (glibc's dynamic threshold would settle at most at 32 MiB).
-const TRIM_THRESHOLD: usize = 64 << 20;
-const MMAP_THRESHOLD: usize = 4 << 20;
+/// The block allocated and freed at start (see `raise_heap_thresholds`): glibc then mmaps
+/// blocks from 4 MiB on and keeps up to 8 MiB free at a heap's top between trims.
+const HEAP_WARMUP: usize = 4 << 20;
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
@@ -133,11 +132,10 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         Err(e) => tracing::warn!(%e, "cannot read or raise the open-file limit"),
     }
     // Memory freed after a burst goes back to the system within TRIM_EVERY (glibc keeps it
-    // otherwise: 661 MB stayed resident for 15 minutes after a burst before this), and only
-    // then: not on every free, which made bulk transfers page-fault their buffers back in.
-    if !sluice_sys::limits::keep_freed_heap(TRIM_THRESHOLD, MMAP_THRESHOLD) {
-        tracing::debug!("mallopt refused the heap thresholds");
-    }
+    // otherwise: 661 MB stayed resident for 15 minutes after a burst before this). And glibc
+    // starts as if it had already seen a large block come and go, so that a fresh process does
+    // not hand back and fault in its heap's top on every free.
+    sluice_sys::limits::raise_heap_thresholds(HEAP_WARMUP);
     let _ = std::thread::Builder::new().name("sluice-trim".into()).spawn(|| loop {
         std::thread::sleep(TRIM_EVERY);
         sluice_sys::limits::trim_heap();
