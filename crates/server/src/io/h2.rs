@@ -203,7 +203,7 @@ pub(crate) async fn serve<S>(
         } else if idle_since.is_none() {
             idle_since = Some(tokio::time::Instant::now());
         }
-        let big = rbuf.cur.capacity() > IDLE_READ || spare.as_ref().is_some_and(|b| b.capacity() > IDLE_WRITE);
+        let big = rbuf.big() || spare.as_ref().is_some_and(|b| b.capacity() > IDLE_WRITE);
         let shrink_at = idle_since.filter(|_| big).map(|t| t + SHRINK_AFTER);
         if shrink_at.is_some_and(|t| t <= tokio::time::Instant::now()) {
             rbuf.renew(&mut conn, IDLE_READ, false);
@@ -279,18 +279,22 @@ pub(crate) async fn serve<S>(
 /// The connection's read buffers: reads go into what follows the last one, and the engine
 /// keeps slices of them (DATA payloads), so a buffer's memory is in use until its last payload
 /// is consumed. When one runs low, the one before it is taken back if nothing holds it any
-/// more; else a new one is allocated. On a bulk upload the handler is done with a buffer long
-/// before the next one fills, so two buffers take turns and no fresh memory is touched (fresh
-/// 64 KiB allocations page-faulted up to 145,000 times per GB, the allocator having handed
-/// their pages back in between).
+/// more (a handler that has consumed everything it was given); else a new one is allocated.
 struct ReadBufs {
     cur: BytesMut,
     prev: Option<BytesMut>,
+    /// The size `cur` was allocated with (its capacity shrinks as reads are split off).
+    size: usize,
 }
 
 impl ReadBufs {
     fn new(size: usize) -> Self {
-        Self { cur: BytesMut::with_capacity(size), prev: None }
+        Self { cur: BytesMut::with_capacity(size), prev: None, size }
+    }
+
+    /// Whether it holds more than an idle connection needs.
+    fn big(&self) -> bool {
+        self.size > IDLE_READ || self.prev.is_some()
     }
 
     /// Move on to a buffer of `size` (the previous one, or a new one), starting with the bytes
@@ -305,6 +309,7 @@ impl ReadBufs {
         next.extend_from_slice(&unparsed);
         drop(unparsed);
         let old = std::mem::replace(&mut self.cur, next);
+        self.size = size;
         if keep {
             self.prev = Some(old);
         }
