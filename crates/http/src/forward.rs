@@ -129,6 +129,9 @@ fn node(ip: IpAddr) -> String {
 /// `Via` and the forwarding fields set, cookies joined into one field when `join_cookies`
 /// (HTTP/1.1 upstreams). `host` is not touched here (the proxy sets it per upstream protocol).
 pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> HeaderMap {
+    // Room for the fields added here and the proxy's own (`te`, `connection`, `host`) at once:
+    // grown one insert at a time, the map reallocated and rehashed up to three times per request.
+    h.reserve(8);
     strip_hop_by_hop(&mut h);
     let ip = match f.peer.ip() {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(f.peer.ip(), IpAddr::V4),

@@ -69,7 +69,12 @@ impl HintCache {
 
     /// The key of a request: scheme, authority (lower case, port included) and path.
     pub(crate) fn key(tls: bool, authority: &str, path: &str) -> String {
-        format!("{}://{}{}", if tls { "https" } else { "http" }, authority.to_ascii_lowercase(), path)
+        let scheme = if tls { "https://" } else { "http://" };
+        let mut key = String::with_capacity(scheme.len() + authority.len() + path.len());
+        key.push_str(scheme);
+        key.extend(authority.chars().map(|c| c.to_ascii_lowercase()));
+        key.push_str(path);
+        key
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
