@@ -3,6 +3,7 @@
 //! `Forwarded` (RFC 7239), cookie crumbs joined for HTTP/1.1 (RFC 9113 §8.2.3). Pure functions
 //! over `HeaderMap`s, tested here and fuzzed (`fuzz/fuzz_targets/proxy_fields.rs`).
 
+use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -114,14 +115,32 @@ fn via(proto: Received) -> HeaderValue {
     })
 }
 
-/// A `Forwarded` node for `ip` (RFC 7239 §6: IPv6 in brackets, quoted).
-fn node(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => v4.to_string(),
+/// Write a `Forwarded` node for `ip` (RFC 7239 §6: IPv6 in brackets, quoted).
+fn write_node(out: &mut Vec<u8>, ip: IpAddr) {
+    // Writes to a Vec cannot fail.
+    let _ = match ip {
+        IpAddr::V4(v4) => write!(out, "{v4}"),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => format!("\"[{v6}]\""),
+            Some(v4) => write!(out, "{v4}"),
+            None => write!(out, "\"[{v6}]\""),
         },
+    };
+}
+
+/// A field value from bytes built here, without copying them again.
+fn value(v: Vec<u8>) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(v)).ok()
+}
+
+/// `prior` (a trusted proxy's values) with `, ` after it, to append an element to; else an
+/// empty buffer.
+fn list(prior: Option<Vec<u8>>) -> Vec<u8> {
+    match prior {
+        Some(mut p) => {
+            p.extend_from_slice(b", ");
+            p
+        }
+        None => Vec::with_capacity(64),
     }
 }
 
@@ -150,8 +169,9 @@ pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> Head
     h.remove(&xff_name);
     h.remove(header::FORWARDED);
     // Values are joined as bytes: a trusted proxy's obs-text passes unchanged.
-    let xff = with_element(prior_xff, ip.to_string().as_bytes());
-    if let Ok(v) = HeaderValue::from_bytes(&xff) {
+    let mut xff = list(prior_xff);
+    let _ = write!(xff, "{ip}");
+    if let Some(v) = value(xff) {
         h.insert(xff_name, v);
     }
     if !keep_xfp {
@@ -162,13 +182,15 @@ pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> Head
             h.insert(xfh_name, v);
         }
     }
-    let mut elem = format!("for={};proto={scheme}", node(ip));
+    let mut fwd = list(prior_fwd);
+    fwd.extend_from_slice(b"for=");
+    write_node(&mut fwd, ip);
+    let _ = write!(fwd, ";proto={scheme}");
     if quotable(f.authority) {
         // RFC 7239 §4: a value that is not a token is quoted; an authority with `:` is not one.
-        elem.push_str(&format!(";host=\"{}\"", f.authority));
+        let _ = write!(fwd, ";host=\"{}\"", f.authority);
     }
-    let fwd = with_element(prior_fwd, elem.as_bytes());
-    if let Ok(v) = HeaderValue::from_bytes(&fwd) {
+    if let Some(v) = value(fwd) {
         h.insert(header::FORWARDED, v);
     }
     h.append(header::VIA, via(f.proto));
@@ -225,18 +247,6 @@ fn joined_with(h: &HeaderMap, name: &HeaderName, sep: &[u8]) -> Option<Vec<u8>> 
         }
     }
     out
-}
-
-/// `prior, elem`, or `elem` alone.
-fn with_element(prior: Option<Vec<u8>>, elem: &[u8]) -> Vec<u8> {
-    match prior {
-        Some(mut p) => {
-            p.extend_from_slice(b", ");
-            p.extend_from_slice(elem);
-            p
-        }
-        None => elem.to_vec(),
-    }
 }
 
 #[cfg(test)]
