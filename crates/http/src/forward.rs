@@ -150,7 +150,8 @@ fn list(prior: Option<Vec<u8>>) -> Vec<u8> {
 pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> HeaderMap {
     // Room for the fields added here and the proxy's own (`te`, `connection`, `host`) at once:
     // grown one insert at a time, the map reallocated and rehashed up to three times per request.
-    h.reserve(8);
+    // (`try_`: a map already near its size limit grows as before instead of panicking here.)
+    let _ = h.try_reserve(8);
     strip_hop_by_hop(&mut h);
     let ip = match f.peer.ip() {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(f.peer.ip(), IpAddr::V4),
