@@ -276,16 +276,7 @@ impl Connection {
         }
         self.last_activity = now;
         self.inbuf.extend_from_slice(data);
-        loop {
-            match self.step(now) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => {
-                    self.fail(e);
-                    break;
-                }
-            }
-        }
+        self.parse_input(now);
     }
 
     /// Feed bytes read from the socket, handing their buffer over. When no partial frame is
@@ -304,6 +295,16 @@ impl Connection {
         } else {
             self.inbuf.unsplit(data);
         }
+        self.parse_input(now);
+        if self.inbuf.is_empty() {
+            // Hold no share of the driver's read buffer between reads (an idle connection
+            // would keep it alive).
+            self.inbuf = BytesMut::new();
+        }
+    }
+
+    /// Handle every whole frame in the input buffer; a connection error fails the connection.
+    fn parse_input(&mut self, now: Instant) {
         loop {
             match self.step(now) {
                 Ok(true) => {}
@@ -313,11 +314,6 @@ impl Connection {
                     break;
                 }
             }
-        }
-        if self.inbuf.is_empty() {
-            // Hold no share of the driver's read buffer between reads (an idle connection
-            // would keep it alive).
-            self.inbuf = BytesMut::new();
         }
     }
 
