@@ -11,10 +11,8 @@ would.
 
 Usage: idle_quic.py HOST PORT N [--path /hello.txt] [--open-secs 300] [--hold-secs 600]
 """
-import argparse
 import asyncio
 import ssl
-import sys
 
 from aioquic.asyncio import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -22,6 +20,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated
+from idle_conns import hold
 
 
 class Client(QuicConnectionProtocol):
@@ -42,69 +41,41 @@ class Client(QuicConnectionProtocol):
                 self.done.set_result(None)
 
 
-async def one(host, port, path, cfg, ping_secs, opened, errors, stop):
+async def open_h3(a, cfg):
+    # Entered by hand (not `async with`): the connection outlives this call, until `idle` ends.
+    cm = connect(a.host, a.port, configuration=cfg, create_protocol=Client)
+    c = await cm.__aenter__()
     try:
-        async with connect(host, port, configuration=cfg, create_protocol=Client) as c:
-            sid = c._quic.get_next_available_stream_id()
-            c.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
-                                    (b":authority", b"localhost"), (b":path", path.encode())],
-                              end_stream=True)
-            c.transmit()
-            await asyncio.wait_for(c.done, 30)
-            opened.append(c)
+        sid = c._quic.get_next_available_stream_id()
+        c.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                (b":authority", b"localhost"), (b":path", a.path.encode())],
+                          end_stream=True)
+        c.transmit()
+        await asyncio.wait_for(c.done, 30)
+    except BaseException:
+        await cm.__aexit__(None, None, None)
+        raise
+    return cm, c, a.ping_secs
+
+
+async def main():
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost",
+                            idle_timeout=120)
+    cfg.verify_mode = ssl.CERT_NONE
+
+    async def idle(conn, stop):
+        cm, c, ping_secs = conn
+        try:
             while not stop.is_set():
                 try:
                     await asyncio.wait_for(stop.wait(), ping_secs)
                 except asyncio.TimeoutError:
                     await c.ping()
-    except Exception as e:  # noqa: BLE001 - reported, counted
-        errors.append(repr(e))
+        finally:
+            await cm.__aexit__(None, None, None)
 
-
-async def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("host")
-    ap.add_argument("port", type=int)
-    ap.add_argument("n", type=int)
-    ap.add_argument("--path", default="/hello.txt")
-    ap.add_argument("--open-secs", type=float, default=300)
-    ap.add_argument("--hold-secs", type=float, default=600)
-    ap.add_argument("--ping-secs", type=float, default=10)
-    a = ap.parse_args()
-    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost",
-                            idle_timeout=120)
-    cfg.verify_mode = ssl.CERT_NONE
-    opened, errors, stop = [], [], asyncio.Event()
-    sem = asyncio.Semaphore(100)
-
-    async def bounded():
-        async with sem:
-            start = len(opened)
-            task = asyncio.ensure_future(one(a.host, a.port, a.path, cfg, a.ping_secs, opened, errors, stop))
-            # Hold the slot until this connection is open (or failed), not while it idles.
-            while len(opened) == start and not task.done():
-                await asyncio.sleep(0.005)
-            return task
-
-    starters = [asyncio.ensure_future(bounded()) for _ in range(a.n)]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + a.open_secs
-    while len(opened) + len(errors) < a.n and loop.time() < deadline:
-        await asyncio.sleep(0.1)
-    print(f"ready {len(opened)}", flush=True)
-    for e in errors[:3]:
-        print(f"error {e}", file=sys.stderr, flush=True)
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    try:
-        await asyncio.wait_for(reader.read(), a.hold_secs)
-    except asyncio.TimeoutError:
-        pass
-    stop.set()
-    tasks = [t.result() for t in starters if t.done() and not t.cancelled() and t.exception() is None]
-    for s in starters:
-        s.cancel()
-    await asyncio.wait([t for t in tasks if not t.done()] or [asyncio.sleep(0)], timeout=5)
+    await hold(lambda a: open_h3(a, cfg), idle, concurrency=100, open_secs=300,
+               add_args=lambda ap: ap.add_argument("--ping-secs", type=float, default=10))
 
 
 if __name__ == "__main__":
