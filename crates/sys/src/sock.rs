@@ -154,8 +154,15 @@ pub struct PathInfo {
     pub min_rtt_us: u32,
     /// Congestion window in segments.
     pub cwnd: u32,
-    /// Segments sent and not yet acknowledged.
+    /// Segments sent and not yet cumulatively acknowledged (`packets_out`): SACKed and lost
+    /// ones included.
     pub unacked: u32,
+    /// Of those, segments the peer has selectively acknowledged (RFC 2018).
+    pub sacked: u32,
+    /// Of those, segments the sender deems lost.
+    pub lost: u32,
+    /// Retransmitted segments not yet acknowledged.
+    pub retrans: u32,
     /// Sender MSS in bytes.
     pub mss: u32,
     /// Bytes written and not yet sent.
@@ -164,7 +171,7 @@ pub struct PathInfo {
     pub delivery_rate: u64,
     /// The rate the kernel paces at, bytes per second (BBR sets it from its bandwidth model).
     pub pacing_rate: u64,
-    /// Bytes acknowledged by the peer so far.
+    /// Bytes cumulatively acknowledged by the peer so far (not those only SACKed).
     pub bytes_acked: u64,
 }
 
@@ -178,14 +185,31 @@ impl PathInfo {
         Some(std::time::Duration::from_micros(u64::from(us)))
     }
 
-    /// Bytes sent and not yet acknowledged.
-    pub fn unacked_bytes(&self) -> usize {
-        self.unacked as usize * self.mss.max(536) as usize
+    /// Segments in the network, as the kernel counts them against the congestion window
+    /// (`tcp_packets_in_flight`): sent and neither acknowledged, cumulatively or selectively,
+    /// nor deemed lost, plus retransmissions not yet acknowledged. Not `unacked`: after a loss
+    /// the cumulative ACK stays at the hole for a round trip or more while everything sent
+    /// after it is delivered and SACKed, so `unacked` counts about a round trip of data that
+    /// has left the network (at 0.5 % loss on a 200 Mbit/s × 40 ms path, nearly always).
+    pub fn in_flight(&self) -> u32 {
+        self.unacked.saturating_sub(self.sacked.saturating_add(self.lost)).saturating_add(self.retrans)
+    }
+
+    /// [`in_flight`](Self::in_flight) in bytes (full-sized segments).
+    pub fn in_flight_bytes(&self) -> usize {
+        self.in_flight() as usize * self.mss.max(536) as usize
+    }
+
+    /// Bytes the peer has received so far: cumulatively acknowledged, plus the segments it
+    /// has SACKed beyond a hole (full-sized). Unlike `bytes_acked` alone it grows while a
+    /// loss is being repaired, so a round's growth is what the path delivered in it.
+    pub fn delivered_bytes(&self) -> u64 {
+        self.bytes_acked + u64::from(self.sacked) * u64::from(self.mss.max(536))
     }
 
     /// Bytes the congestion window can take now.
     pub fn cwnd_room(&self) -> usize {
-        self.cwnd.saturating_sub(self.unacked) as usize * self.mss.max(536) as usize
+        self.cwnd.saturating_sub(self.in_flight()) as usize * self.mss.max(536) as usize
     }
 }
 
@@ -207,6 +231,9 @@ pub fn path_info(fd: RawFd) -> io::Result<PathInfo> {
         min_rtt_us: info.tcpi_min_rtt,
         cwnd: info.tcpi_snd_cwnd,
         unacked: info.tcpi_unacked,
+        sacked: info.tcpi_sacked,
+        lost: info.tcpi_lost,
+        retrans: info.tcpi_retrans,
         mss: info.tcpi_snd_mss,
         notsent_bytes: info.tcpi_notsent_bytes,
         delivery_rate: info.tcpi_delivery_rate,
@@ -235,6 +262,32 @@ mod tests {
         assert!(p.cwnd > 0 && p.mss > 0, "{p:?}");
         assert!(p.cwnd_room() > 0 && p.notsent_bytes == 0, "{p:?}");
         assert!(path_info(-1).is_err());
+    }
+
+    #[test]
+    fn in_flight_leaves_out_what_was_sacked_or_lost() {
+        // 100 segments past the cumulative ACK: 60 SACKed beyond a hole, 3 deemed lost, 2 of
+        // them retransmitted. The network holds 100 - 60 - 3 + 2 = 39.
+        let p = PathInfo {
+            cwnd: 50,
+            unacked: 100,
+            sacked: 60,
+            lost: 3,
+            retrans: 2,
+            mss: 1_000,
+            bytes_acked: 7_000,
+            ..Default::default()
+        };
+        assert_eq!(p.in_flight(), 39);
+        assert_eq!(p.in_flight_bytes(), 39_000);
+        assert_eq!(p.cwnd_room(), 11_000);
+        // What the peer holds: the cumulative ACK and the SACKed segments.
+        assert_eq!(p.delivered_bytes(), 67_000);
+        // Without loss it is the unacknowledged count; inconsistent readings never underflow.
+        let clean = PathInfo { cwnd: 10, unacked: 8, mss: 1_000, ..Default::default() };
+        assert_eq!((clean.in_flight(), clean.cwnd_room()), (8, 2_000));
+        let odd = PathInfo { cwnd: 10, unacked: 2, sacked: 5, lost: 1, mss: 1_000, ..Default::default() };
+        assert_eq!((odd.in_flight(), odd.cwnd_room()), (0, 10_000));
     }
 
     #[test]

@@ -370,7 +370,7 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
         est = pace.max_rate(),
         min_rtt_us = s.min_rtt.as_micros() as u64,
         srtt_us = p.rtt_us,
-        unacked = s.unacked_bytes,
+        in_flight = s.in_flight,
         notsent = s.notsent_bytes,
         cwnd = p.cwnd,
         room,

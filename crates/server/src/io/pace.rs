@@ -11,7 +11,7 @@
 //! `cap = max(max_rate × (gain × min_rtt + SLACK_TIME), MIN_BASE) + HEADROOM`
 //!
 //! where `max_rate` is the windowed maximum, over the last [`WINDOW_ROUNDS`] busy rounds, of the
-//! rate each round delivered (the growth of TCP_INFO's bytes-acknowledged counter over the
+//! rate each round delivered (the growth of TCP_INFO's bytes acknowledged, cumulatively or by SACK, over the
 //! round's length) and `min_rtt` the connection's minimum RTT. The kernel's own per-ACK
 //! delivery-rate samples stand in only until the first busy round has ended: they spike well
 //! above the bottleneck's rate when ACKs come bunched (803 kB/s measured on a 625 kB/s link),
@@ -175,12 +175,16 @@ impl Contention {
 pub(crate) struct Sample {
     /// Latest delivery-rate sample, bytes per second (0: none yet).
     pub(crate) delivery_rate: u64,
-    /// Bytes acknowledged so far on the connection (a counter).
+    /// Bytes delivered so far on the connection (a counter): over TCP, cumulatively
+    /// acknowledged plus SACKed beyond a hole, so that rounds in which a loss is being
+    /// repaired still count what arrived.
     pub(crate) acked: u64,
     /// Minimum RTT of the connection (zero: none yet).
     pub(crate) min_rtt: Duration,
-    /// Bytes sent and not yet acknowledged.
-    pub(crate) unacked_bytes: usize,
+    /// Bytes in flight: sent and neither acknowledged nor deemed lost (over TCP not the
+    /// unacknowledged count, which after a loss holds everything sent since the hole, SACKed
+    /// or not, and would stall the bound for a round trip per loss).
+    pub(crate) in_flight: usize,
     /// Bytes written to the socket and not yet sent.
     pub(crate) notsent_bytes: usize,
 }
@@ -190,9 +194,9 @@ impl Sample {
     pub(crate) fn from_path(p: &sluice_sys::sock::PathInfo) -> Self {
         Self {
             delivery_rate: p.delivery_rate,
-            acked: p.bytes_acked,
+            acked: p.delivered_bytes(),
             min_rtt: Duration::from_micros(u64::from(p.min_rtt_us)),
-            unacked_bytes: p.unacked_bytes(),
+            in_flight: p.in_flight_bytes(),
             notsent_bytes: p.notsent_bytes as usize,
         }
     }
@@ -323,7 +327,7 @@ impl InflightCap {
     /// already clamped by the caller): 0 means wait (see [`retry_after`](Self::retry_after)).
     pub(crate) fn budget(&self, s: &Sample, cwnd_room: usize) -> usize {
         let Some(cap) = self.cap(s) else { return cwnd_room };
-        let left = cap.saturating_sub(s.unacked_bytes + s.notsent_bytes);
+        let left = cap.saturating_sub(s.in_flight + s.notsent_bytes);
         if left < self.min_send() {
             0
         } else {
@@ -341,7 +345,7 @@ impl InflightCap {
     pub(crate) fn retry_after(&self, s: &Sample) -> Duration {
         let short = Duration::from_millis(1);
         let (Some(cap), rate) = (self.cap(s), self.max_rate()) else { return short };
-        let deficit = (s.unacked_bytes + s.notsent_bytes + self.min_send()).saturating_sub(cap);
+        let deficit = (s.in_flight + s.notsent_bytes + self.min_send()).saturating_sub(cap);
         let wait = Duration::from_secs_f64(deficit as f64 / rate.max(1) as f64);
         wait.min(s.min_rtt / 4).max(short)
     }
@@ -355,7 +359,7 @@ mod tests {
 
     /// A reading on a path with 40 ms RTT and no queue.
     fn sample(rate: u64, inflight: usize) -> Sample {
-        Sample { delivery_rate: rate, acked: 0, min_rtt: 40 * MS, unacked_bytes: inflight, notsent_bytes: 0 }
+        Sample { delivery_rate: rate, acked: 0, min_rtt: 40 * MS, in_flight: inflight, notsent_bytes: 0 }
     }
 
     /// A path in virtual time: each step is one round (40 ms) delivering at a given rate.
@@ -448,7 +452,7 @@ mod tests {
         let cap = c.cap(&s).unwrap();
         assert!((15_119_000..=15_121_000).contains(&(cap - HEADROOM)), "{cap}");
         // Writes when the cap limits are at least a millisecond's worth (3 MB).
-        assert_eq!(c.budget(&Sample { unacked_bytes: cap - 2_000_000, ..s }, usize::MAX), 0);
+        assert_eq!(c.budget(&Sample { in_flight: cap - 2_000_000, ..s }, usize::MAX), 0);
     }
 
     #[test]

@@ -198,7 +198,7 @@ impl Bounded {
             delivery_rate: 0,
             acked: self.acked,
             min_rtt: self.min_rtt.get(),
-            unacked_bytes: in_flight as usize,
+            in_flight: in_flight as usize,
             notsent_bytes: 0,
         };
         self.cap.update(now, &s, !app_limited);
