@@ -119,30 +119,57 @@ impl MinRtt {
 /// explain before [`Contention`] deems the queue another flow's.
 pub(crate) const CONTENTION_ROUNDS: u32 = 8;
 
+/// While the queue reads as another flow's, how often the bound is put back for a probe: a
+/// queue the connection built itself (a controller filling a drop-tail buffer once the bound
+/// stepped aside) drains when the bound holds, and the next round's RTT shows it.
+pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(10);
+/// The longest probe: time for what is in flight to drain to the bound, then a round.
+pub(crate) const PROBE_MAX: Duration = Duration::from_secs(2);
+/// How long a probe watches once what is in flight has drained to the bound, in minimum
+/// RTTs: bytes sent then come back within about 1.25 of them if the queue was the
+/// connection's own, and the round they end is seen within one more.
+pub(crate) const PROBE_WATCH_RTTS: u32 = 3;
+
 /// Whether the bottleneck's queue is another flow's: the smallest RTT sample of every round
 /// for [`CONTENTION_ROUNDS`] rounds stayed above what the bound's own queue can cause.
 ///
-/// The bound keeps at most `(CRUISE_GAIN − 1) × BDP`, [`SLACK_TIME`] at the rate and
-/// [`HEADROOM`] queued, so on its own a connection sees RTTs up to about 1.25 × min RTT + 5 ms
-/// (plus the receiver's ACK delay on some samples, which the smallest sample of a round
-/// avoids). A round whose every sample is above 1.5 × min RTT + 15 ms + the headroom's time
-/// waited in a queue the connection did not build: a loss-based flow (CUBIC) sharing the
-/// bottleneck keeps its queue standing. Against such a flow a bound near the BDP starves (its
-/// rate falls round by round, the other flow's queue taking the room), so while the queue
-/// stands the bound steps aside and the congestion controller competes on its own terms. It
-/// comes back with the first round that saw an RTT the connection's own queue explains.
+/// The bound keeps at most `(gain − 1) × BDP`, [`SLACK_TIME`] at the rate and [`HEADROOM`]
+/// queued, so on its own a connection sees RTTs up to `gain × min RTT + 5 ms` and the
+/// headroom's time (plus the receiver's ACK delay on some samples, which the smallest sample of
+/// a round avoids: QUIC receivers acknowledge every second packet at once, RFC 9000 §13.2.2).
+/// A round whose every sample is a quarter of the min RTT (at least 3 ms) above that waited in
+/// a queue the connection did not build: a loss-based flow (CUBIC) sharing the bottleneck
+/// keeps its queue standing. Against such a flow a bound near the BDP starves (its rate falls
+/// round by round, the other flow's queue taking the room), so while the queue stands the bound
+/// steps aside and the congestion controller competes on its own terms. It comes back with the
+/// first round that saw an RTT the connection's own queue explains. The margin is kept small
+/// because a shallow buffer's queue is short: 1.5 BDP at 100 Mbit/s × 13 ms holds 19.5 ms, and
+/// a CUBIC flow keeps it between about half full and full.
+///
+/// A controller competing on its own may keep a queue standing too (CUBIC fills a drop-tail
+/// buffer), which would hold the verdict for ever. So every [`PROBE_EVERY`] the bound comes
+/// back until what is in flight has drained to it and one more round has been seen: if the
+/// queue was the connection's own, that round's RTT shows it and the verdict ends.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Contention {
     round_start: Option<Instant>,
     round_min: Option<Duration>,
+    /// The path's minimum RTT, as last passed in.
+    min_rtt: Duration,
+    /// The smallest sample of the last completed round.
+    last_round_min: Duration,
     high: u32,
     contended: bool,
+    /// When the verdict was reached or the last probe ended.
+    since: Option<Instant>,
+    /// A probe: when it started, and when what was in flight had drained to the bound.
+    probe: Option<(Instant, Option<Instant>)>,
 }
 
 impl Contention {
     /// Take one RTT sample at `now` (`min_rtt`: the path's minimum, `rate`: the bound's
-    /// estimate, bytes/s, 0 if none).
-    pub(crate) fn update(&mut self, now: Instant, rtt: Duration, min_rtt: Duration, rate: u64) {
+    /// estimate, bytes/s, 0 if none; `gain`: the bound's gain on the BDP).
+    pub(crate) fn update(&mut self, now: Instant, rtt: Duration, min_rtt: Duration, rate: u64, gain: f64) {
         if min_rtt.is_zero() {
             return;
         }
@@ -152,21 +179,59 @@ impl Contention {
             return;
         }
         let headroom = if rate > 0 { Duration::from_secs_f64(HEADROOM as f64 / rate as f64) } else { Duration::ZERO };
-        let own = min_rtt.mul_f64(1.5) + Duration::from_millis(15) + headroom.min(Duration::from_millis(50));
+        let own = min_rtt.mul_f64(gain) + SLACK_TIME + headroom.min(Duration::from_millis(50));
+        let margin = (min_rtt / 4).max(Duration::from_millis(3));
         let round_min = self.round_min.take().unwrap_or_default();
+        self.min_rtt = min_rtt;
+        self.last_round_min = round_min;
         self.round_start = Some(now);
-        if round_min > own {
+        if round_min > own + margin {
             self.high += 1;
-            self.contended |= self.high >= CONTENTION_ROUNDS;
+            if !self.contended && self.high >= CONTENTION_ROUNDS {
+                self.contended = true;
+                self.since = Some(now);
+            }
         } else {
             self.high = 0;
             self.contended = false;
+            self.probe = None;
         }
     }
 
-    /// Whether the queue is another flow's (the bound steps aside).
+    /// Start, advance or end a probe (`in_flight` and `bound`: bytes now and the bound the
+    /// connection would have without the verdict).
+    pub(crate) fn probe(&mut self, now: Instant, in_flight: u64, bound: Option<u64>) {
+        if !self.contended {
+            return;
+        }
+        match self.probe {
+            None => {
+                if self.since.is_some_and(|s| now.saturating_duration_since(s) >= PROBE_EVERY) {
+                    self.probe = Some((now, None));
+                }
+            }
+            Some((start, drained)) => {
+                let drained = drained.or_else(|| bound.is_some_and(|b| in_flight <= b).then_some(now));
+                let watch = (self.min_rtt * PROBE_WATCH_RTTS).max(Duration::from_millis(10));
+                let seen = drained.is_some_and(|d| now.saturating_duration_since(d) >= watch);
+                if seen || now.saturating_duration_since(start) >= PROBE_MAX {
+                    self.probe = None;
+                    self.since = Some(now);
+                } else {
+                    self.probe = Some((start, drained));
+                }
+            }
+        }
+    }
+
+    /// Whether the queue is another flow's and no probe is on: the bound steps aside.
     pub(crate) fn contended(&self) -> bool {
-        self.contended
+        self.contended && self.probe.is_none()
+    }
+
+    /// The smallest RTT sample of the last completed round (zero before one).
+    pub(crate) fn recent_rtt(&self) -> Duration {
+        self.last_round_min
     }
 }
 
@@ -312,14 +377,22 @@ impl InflightCap {
         self.guarded = on;
     }
 
+    /// The gain on the estimated BDP now.
+    pub(crate) fn gain(&self) -> f64 {
+        if self.growing && !self.guarded {
+            STARTUP_GAIN
+        } else {
+            CRUISE_GAIN
+        }
+    }
+
     /// The bound on outstanding bytes, or `None` before there is an estimate.
     pub(crate) fn cap(&self, s: &Sample) -> Option<usize> {
         let rate = self.max_rate();
         if rate == 0 || s.min_rtt.is_zero() {
             return None;
         }
-        let gain = if self.growing && !self.guarded { STARTUP_GAIN } else { CRUISE_GAIN };
-        let time = s.min_rtt.as_secs_f64() * gain + SLACK_TIME.as_secs_f64();
+        let time = s.min_rtt.as_secs_f64() * self.gain() + SLACK_TIME.as_secs_f64();
         Some(((rate as f64 * time) as usize).max(MIN_BASE) + HEADROOM)
     }
 
@@ -554,34 +627,98 @@ mod tests {
         let mut c = Contention::default();
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        // The connection's own queue (RTT up to 1.25 × 40 ms + 5 ms + a few ms of ACK delay):
-        // never contention, however long.
+        // 5 Mbit/s × 40 ms: the bound's own queue at the cruise gain reaches 1.25 × 40 ms + 5 ms
+        // + 6.6 ms (the headroom at 625 kB/s); the verdict needs 10 ms more in every round.
+        // A few ms of ACK delay on top of the own queue: never contention, however long.
         for i in 0..200 {
-            c.update(at(i * 10), (62 + (i % 3) as u32) * MS, 40 * MS, RATE);
+            c.update(at(i * 10), (66 + (i % 3) as u32) * MS, 40 * MS, RATE, CRUISE_GAIN);
         }
         assert!(!c.contended());
-        // Startup's overshoot: a queue of one BDP (RTT 80 ms) for three rounds.
-        for i in 0..12 {
-            c.update(at(2_000 + i * 10), 80 * MS, 40 * MS, RATE);
+        // Startup's overshoot at its gain: a queue of one BDP (RTT 80 ms) for ever.
+        for i in 0..200 {
+            c.update(at(2_000 + i * 10), 80 * MS, 40 * MS, RATE, STARTUP_GAIN);
         }
         assert!(!c.contended());
+        // At the cruise gain, seven rounds of it are not enough.
+        for i in 0..(CONTENTION_ROUNDS - 1) * 4 {
+            c.update(at(4_000 + u64::from(i) * 10), 80 * MS, 40 * MS, RATE, CRUISE_GAIN);
+        }
+        assert!(!c.contended());
+        c.update(at(4_300), 60 * MS, 40 * MS, RATE, CRUISE_GAIN);
         // Another flow's queue: 300 ms in every sample, for eight rounds of 40 ms.
-        let mut t = 3_000;
+        let mut t = 5_000;
         for _ in 0..(CONTENTION_ROUNDS + 2) * 4 {
-            c.update(at(t), 300 * MS, 40 * MS, RATE);
+            c.update(at(t), 300 * MS, 40 * MS, RATE, CRUISE_GAIN);
             t += 10;
         }
         assert!(c.contended());
         // One round in which the queue drained to what the bound explains: the bound is back.
         for _ in 0..5 {
-            c.update(at(t), 50 * MS, 40 * MS, RATE);
+            c.update(at(t), 50 * MS, 40 * MS, RATE, CRUISE_GAIN);
             t += 10;
         }
         assert!(!c.contended());
+        // A shallow buffer: 100 Mbit/s × 13 ms behind a 1.5 BDP queue (19.5 ms). A CUBIC flow
+        // keeping it over 12 ms full is another flow's queue (own: 1.25 × 13 + 5 + 0.3 ms).
+        let mut s = Contention::default();
+        for i in 0..(CONTENTION_ROUNDS + 2) * 2 {
+            s.update(at(u64::from(i) * 7), 27 * MS, 13 * MS, 12_500_000, CRUISE_GAIN);
+        }
+        assert!(s.contended());
         // No minimum RTT yet: no verdict.
         let mut d = Contention::default();
-        d.update(t0, 300 * MS, Duration::ZERO, 0);
+        d.update(t0, 300 * MS, Duration::ZERO, 0, CRUISE_GAIN);
         assert!(!d.contended());
+    }
+
+    #[test]
+    fn a_probe_ends_a_verdict_on_a_queue_of_the_connections_own() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let contended = || {
+            let mut c = Contention::default();
+            for i in 0..(CONTENTION_ROUNDS + 1) * 4 {
+                c.update(at(u64::from(i) * 10), 300 * MS, 40 * MS, RATE, CRUISE_GAIN);
+            }
+            assert!(c.contended());
+            c
+        };
+        let bound = Some(40_000);
+        // The eighth round of 40 ms ends at 320 ms: the verdict.
+        assert_eq!(contended().since, Some(at(320)));
+        let probe_at = 320 + PROBE_EVERY.as_millis() as u64;
+        // The queue was the connection's own: once the bound holds again and what was in flight
+        // has drained to it, the RTT falls and the verdict ends.
+        let mut c = contended();
+        c.probe(at(probe_at - 10), 500_000, bound);
+        assert!(c.contended(), "no probe before PROBE_EVERY");
+        c.probe(at(probe_at), 500_000, bound);
+        assert!(!c.contended(), "the bound is back for the probe");
+        c.probe(at(probe_at + 300), 30_000, bound);
+        for i in 0..8 {
+            c.update(at(probe_at + 300 + i * 10), 45 * MS, 40 * MS, RATE, CRUISE_GAIN);
+            c.probe(at(probe_at + 300 + i * 10), 30_000, bound);
+        }
+        assert!(!c.contended());
+        c.probe(at(probe_at + 5_000 + PROBE_EVERY.as_millis() as u64), 500_000, bound);
+        assert!(!c.contended(), "no probes without a verdict");
+
+        // Another flow's queue: the RTT stays up through the probe, the verdict stands, and the
+        // bound steps aside again once the probe has seen its round.
+        let mut c = contended();
+        c.probe(at(probe_at), 500_000, bound);
+        c.probe(at(probe_at + 300), 30_000, bound);
+        for i in 0..20 {
+            c.update(at(probe_at + 300 + i * 40), 290 * MS, 40 * MS, RATE, CRUISE_GAIN);
+            c.probe(at(probe_at + 300 + i * 40), 30_000, bound);
+        }
+        assert!(c.contended());
+        // A probe that never drains ends after PROBE_MAX.
+        let next = probe_at + 300 + 19 * 40 + PROBE_EVERY.as_millis() as u64;
+        c.probe(at(next), 500_000, bound);
+        assert!(!c.contended());
+        c.probe(at(next + PROBE_MAX.as_millis() as u64), 500_000, bound);
+        assert!(c.contended());
     }
 
     #[test]
