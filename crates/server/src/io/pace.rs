@@ -147,9 +147,13 @@ pub(crate) const PROBE_WATCH_RTTS: u32 = 3;
 /// a CUBIC flow keeps it between about half full and full.
 ///
 /// A controller competing on its own may keep a queue standing too (CUBIC fills a drop-tail
-/// buffer), which would hold the verdict for ever. So every [`PROBE_EVERY`] the bound comes
-/// back until what is in flight has drained to it and one more round has been seen: if the
-/// queue was the connection's own, that round's RTT shows it and the verdict ends.
+/// buffer), which would hold the verdict for ever, and a rate estimate above the path's makes
+/// the bound's own queue longer than the rule allows for while it lasts. So the verdict starts
+/// with a probe, and another comes every [`PROBE_EVERY`]: the bound holds until what is in
+/// flight has drained to it and [`PROBE_WATCH_RTTS`] minimum RTTs have passed. If the queue
+/// was the connection's own, a round's RTT shows it and the verdict ends. (Draining further,
+/// to the estimated BDP, was tried: on a 1.5 × BDP buffer beside CUBIC it ended real verdicts
+/// too, and HTTP/3's share fell from 0.86–1.45 to 0.44–0.55 of the TCP flow's.)
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Contention {
     round_start: Option<Instant>,
@@ -188,8 +192,15 @@ impl Contention {
         if round_min > own + margin {
             self.high += 1;
             if !self.contended && self.high >= CONTENTION_ROUNDS {
+                // The verdict starts with a probe: a rate estimate above the path's (ACK
+                // bunching in short rounds: 131 Mbit/s measured on a 100 Mbit/s link) makes
+                // the bound's own queue longer than the rule allows for until the spike
+                // leaves the estimate's window, about when the eighth round ends; stepping
+                // aside then would hand the path to the controller's window (traced: 880 kB
+                // sent at once, 401 drops at 100 Mbit/s × 13 ms).
                 self.contended = true;
                 self.since = Some(now);
+                self.probe = Some((now, None));
             }
         } else {
             self.high = 0;
@@ -198,8 +209,8 @@ impl Contention {
         }
     }
 
-    /// Start, advance or end a probe (`in_flight` and `bound`: bytes now and the bound the
-    /// connection would have without the verdict).
+    /// Start, advance or end a probe (`in_flight`: bytes now; `bound`: the bound the
+    /// connection has without the verdict, which holds during a probe).
     pub(crate) fn probe(&mut self, now: Instant, in_flight: u64, bound: Option<u64>) {
         if !self.contended {
             return;
@@ -227,6 +238,13 @@ impl Contention {
     /// Whether the queue is another flow's and no probe is on: the bound steps aside.
     pub(crate) fn contended(&self) -> bool {
         self.contended && self.probe.is_none()
+    }
+
+    /// Whether a probe is on: the bound holds, so that what is in flight drains to it and the
+    /// RTT falls to what the bound explains, unless the queue is another flow's.
+    #[cfg(test)]
+    pub(crate) fn probing(&self) -> bool {
+        self.probe.is_some()
     }
 
     /// The smallest RTT sample of the last completed round (zero before one).
@@ -633,17 +651,17 @@ mod tests {
         for i in 0..200 {
             c.update(at(i * 10), (66 + (i % 3) as u32) * MS, 40 * MS, RATE, CRUISE_GAIN);
         }
-        assert!(!c.contended());
+        assert!(!c.contended);
         // Startup's overshoot at its gain: a queue of one BDP (RTT 80 ms) for ever.
         for i in 0..200 {
             c.update(at(2_000 + i * 10), 80 * MS, 40 * MS, RATE, STARTUP_GAIN);
         }
-        assert!(!c.contended());
+        assert!(!c.contended);
         // At the cruise gain, seven rounds of it are not enough.
         for i in 0..(CONTENTION_ROUNDS - 1) * 4 {
             c.update(at(4_000 + u64::from(i) * 10), 80 * MS, 40 * MS, RATE, CRUISE_GAIN);
         }
-        assert!(!c.contended());
+        assert!(!c.contended);
         c.update(at(4_300), 60 * MS, 40 * MS, RATE, CRUISE_GAIN);
         // Another flow's queue: 300 ms in every sample, for eight rounds of 40 ms.
         let mut t = 5_000;
@@ -651,73 +669,76 @@ mod tests {
             c.update(at(t), 300 * MS, 40 * MS, RATE, CRUISE_GAIN);
             t += 10;
         }
-        assert!(c.contended());
+        assert!(c.contended);
         // One round in which the queue drained to what the bound explains: the bound is back.
         for _ in 0..5 {
             c.update(at(t), 50 * MS, 40 * MS, RATE, CRUISE_GAIN);
             t += 10;
         }
-        assert!(!c.contended());
+        assert!(!c.contended);
         // A shallow buffer: 100 Mbit/s × 13 ms behind a 1.5 BDP queue (19.5 ms). A CUBIC flow
         // keeping it over 12 ms full is another flow's queue (own: 1.25 × 13 + 5 + 0.3 ms).
         let mut s = Contention::default();
         for i in 0..(CONTENTION_ROUNDS + 2) * 2 {
             s.update(at(u64::from(i) * 7), 27 * MS, 13 * MS, 12_500_000, CRUISE_GAIN);
         }
-        assert!(s.contended());
+        assert!(s.contended);
         // No minimum RTT yet: no verdict.
         let mut d = Contention::default();
         d.update(t0, 300 * MS, Duration::ZERO, 0, CRUISE_GAIN);
-        assert!(!d.contended());
+        assert!(!d.contended);
     }
 
     #[test]
     fn a_probe_ends_a_verdict_on_a_queue_of_the_connections_own() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let contended = || {
+        // The bound, which holds during a probe.
+        let target = Some(25_000);
+        // The eighth round of 40 ms ends at 320 ms: the verdict, which starts with a probe.
+        let verdict = || {
             let mut c = Contention::default();
-            for i in 0..(CONTENTION_ROUNDS + 1) * 4 {
-                c.update(at(u64::from(i) * 10), 300 * MS, 40 * MS, RATE, CRUISE_GAIN);
+            for i in 0..33 {
+                c.update(at(i * 10), 300 * MS, 40 * MS, RATE, CRUISE_GAIN);
+                c.probe(at(i * 10), 500_000, target);
             }
-            assert!(c.contended());
+            assert!(c.contended && c.probing() && !c.contended(), "the bound holds for the probe");
+            assert_eq!(c.since, Some(at(320)));
             c
         };
-        let bound = Some(40_000);
-        // The eighth round of 40 ms ends at 320 ms: the verdict.
-        assert_eq!(contended().since, Some(at(320)));
-        let probe_at = 320 + PROBE_EVERY.as_millis() as u64;
-        // The queue was the connection's own: once the bound holds again and what was in flight
-        // has drained to it, the RTT falls and the verdict ends.
-        let mut c = contended();
-        c.probe(at(probe_at - 10), 500_000, bound);
-        assert!(c.contended(), "no probe before PROBE_EVERY");
-        c.probe(at(probe_at), 500_000, bound);
-        assert!(!c.contended(), "the bound is back for the probe");
-        c.probe(at(probe_at + 300), 30_000, bound);
+        // The queue was the connection's own (a rate estimate above the path's, since gone from
+        // the estimate): drained to the bound, the RTT falls, and the verdict ends without the
+        // bound ever stepping aside.
+        let mut c = verdict();
+        c.probe(at(400), 24_000, target);
         for i in 0..8 {
-            c.update(at(probe_at + 300 + i * 10), 45 * MS, 40 * MS, RATE, CRUISE_GAIN);
-            c.probe(at(probe_at + 300 + i * 10), 30_000, bound);
+            c.update(at(400 + i * 10), 45 * MS, 40 * MS, RATE, CRUISE_GAIN);
+            c.probe(at(400 + i * 10), 24_000, target);
         }
-        assert!(!c.contended());
-        c.probe(at(probe_at + 5_000 + PROBE_EVERY.as_millis() as u64), 500_000, bound);
-        assert!(!c.contended(), "no probes without a verdict");
+        assert!(!c.contended && !c.probing() && !c.contended());
+        c.probe(at(20_000), 500_000, target);
+        assert!(!c.probing(), "no probes without a verdict");
 
         // Another flow's queue: the RTT stays up through the probe, the verdict stands, and the
-        // bound steps aside again once the probe has seen its round.
-        let mut c = contended();
-        c.probe(at(probe_at), 500_000, bound);
-        c.probe(at(probe_at + 300), 30_000, bound);
-        for i in 0..20 {
-            c.update(at(probe_at + 300 + i * 40), 290 * MS, 40 * MS, RATE, CRUISE_GAIN);
-            c.probe(at(probe_at + 300 + i * 40), 30_000, bound);
+        // bound steps aside once the probe has watched three min RTTs after draining.
+        let mut c = verdict();
+        c.probe(at(400), 24_000, target);
+        for i in 0..2 {
+            c.update(at(440 + i * 40), 290 * MS, 40 * MS, RATE, CRUISE_GAIN);
+            c.probe(at(440 + i * 40), 24_000, target);
         }
+        assert!(c.probing(), "still watching");
+        c.update(at(520), 290 * MS, 40 * MS, RATE, CRUISE_GAIN);
+        c.probe(at(520), 24_000, target);
+        assert!(c.contended(), "stepped aside after 120 ms of watching");
+        assert_eq!(c.since, Some(at(520)));
+        // The next probe after PROBE_EVERY; one that never drains ends after PROBE_MAX.
+        let next = 520 + PROBE_EVERY.as_millis() as u64;
+        c.probe(at(next - 10), 500_000, target);
         assert!(c.contended());
-        // A probe that never drains ends after PROBE_MAX.
-        let next = probe_at + 300 + 19 * 40 + PROBE_EVERY.as_millis() as u64;
-        c.probe(at(next), 500_000, bound);
-        assert!(!c.contended());
-        c.probe(at(next + PROBE_MAX.as_millis() as u64), 500_000, bound);
+        c.probe(at(next), 500_000, target);
+        assert!(c.probing() && !c.contended());
+        c.probe(at(next + PROBE_MAX.as_millis() as u64), 500_000, target);
         assert!(c.contended());
     }
 
