@@ -11,10 +11,10 @@
 //! `cap = max(max_rate × (gain × min_rtt + SLACK_TIME), MIN_BASE) + HEADROOM`
 //!
 //! where `max_rate` is the windowed maximum, over the last [`WINDOW_ROUNDS`] busy rounds, of the
-//! rate each round delivered (the growth of TCP_INFO's bytes acknowledged, cumulatively or by SACK, over the
-//! round's length) and `min_rtt` the connection's minimum RTT. The kernel's own per-ACK
-//! delivery-rate samples stand in only until the first busy round has ended: they spike well
-//! above the bottleneck's rate when ACKs come bunched (803 kB/s measured on a 625 kB/s link),
+//! rate each round delivered (the growth of TCP_INFO's bytes acknowledged, cumulatively or by
+//! SACK, over the round's length) and `min_rtt` the connection's minimum RTT. The kernel's own
+//! per-ACK delivery-rate samples stand in only until the first busy round has ended: they spike
+//! well above the bottleneck's rate when ACKs come bunched (803 kB/s measured on a 625 kB/s link),
 //! and a maximum filter keeps such a spike, with the queue it allows, for ten rounds. Beside
 //! them, until then, what application-limited rounds delivered is a floor (the only estimate
 //! over QUIC, which has no such samples). `gain` is
