@@ -218,6 +218,7 @@ impl WindowPolicy for AutoTune {
         // Credit comes back a round trip after data left the sender only if the receiving
         // process reads at once; on a busy host data and credit also wait for it to run. Count
         // RECEIVER_SLACK's worth of the rate on top of the RTT's.
+        // (`epoch` gave a figure, so the RTT is known and not zero.)
         let rtt = rtt.unwrap_or_default().as_nanos().max(1);
         let per_rtt = per_rtt + (u128::from(per_rtt) * RECEIVER_SLACK.as_nanos() / rtt) as u64;
         s.last_per_rtt = per_rtt;
