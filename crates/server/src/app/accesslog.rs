@@ -101,7 +101,8 @@ pub(crate) struct AccessLog {
     pub(crate) authority: String,
     pub(crate) path: String,
     pub(crate) status: u16,
-    pub(crate) start: Instant,
+    /// When the request arrived (taken only when the log is enabled).
+    pub(crate) start: Option<Instant>,
     /// Request body bytes received, and the receive window granted (the driver counts them).
     pub(crate) counters: Arc<Counters>,
     /// Response body bytes handed to the connection.
@@ -168,7 +169,7 @@ impl Drop for AccessLog {
                 w => format!(" win={w}"),
             },
             hints_note(self.counters.hints.load(Ordering::Relaxed)),
-            self.start.elapsed().as_secs_f64() * 1e3,
+            self.start.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
             self.outcome
         ));
     }

@@ -174,22 +174,24 @@ pub(crate) struct Admitted {
 
 /// The part of answering `req` that comes before its handler: the access-log line, and the
 /// answers no handler gives (400 for a malformed request, 421, 413 for a declared body over
-/// the limit; with `Alt-Svc`). `Ok` hands the request on to the router.
+/// the limit; with `Alt-Svc`). `None` hands the request on to the router.
 pub(crate) fn admit(
-    req: Request,
+    req: &Request,
     counters: Arc<Counters>,
     state: &State,
     conn: &ConnInfo,
-) -> (Admitted, Result<Request, Response>) {
+) -> (Admitted, Option<Response>) {
+    let enabled = state.cfg.access_log;
+    // Without an access log, the line's fields are never read: no copies, no clock.
     let log = AccessLog {
-        enabled: state.cfg.access_log,
+        enabled,
         proto: req.proto,
         peer: conn.peer,
-        method: req.method.clone(),
-        authority: req.authority.clone(),
-        path: req.path.clone(),
+        method: if enabled { req.method.clone() } else { http::Method::GET },
+        authority: if enabled { req.authority.clone() } else { String::new() },
+        path: if enabled { req.path.clone() } else { String::new() },
         status: 0,
-        start: std::time::Instant::now(),
+        start: if enabled { Some(std::time::Instant::now()) } else { None },
         counters,
         bytes_out: 0,
         outcome: "reset",
@@ -207,12 +209,9 @@ pub(crate) fn admit(
     } else {
         None
     };
-    let admitted = Admitted { log, head_only };
-    match refused {
-        // Routed answers get `Alt-Svc` from the router, before the route's header rules.
-        Some(r) => (admitted, Err(crate::app::router::with_alt_svc(r, conn.alt_svc.as_ref()))),
-        None => (admitted, Ok(req)),
-    }
+    // Routed answers get `Alt-Svc` from the router, before the route's header rules.
+    let refused = refused.map(|r| crate::app::router::with_alt_svc(r, conn.alt_svc.as_ref()));
+    (Admitted { log, head_only }, refused)
 }
 
 /// The part after the handler: whether a body goes out, and the status for the log.
@@ -229,85 +228,105 @@ pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
 }
 
 /// Answer `req`, the same way on every protocol: [`admit`], the router, [`finish`].
-pub(crate) async fn prepare(req: Request, counters: Arc<Counters>, state: &State, conn: &ConnInfo) -> Prepared {
-    let (admitted, routed) = admit(req, counters, state, conn);
-    let resp = match routed {
-        Ok(req) => crate::app::router::dispatch(state, req, conn.alt_svc.as_ref()).await,
-        Err(resp) => resp,
+pub(crate) async fn prepare(mut req: Request, counters: Arc<Counters>, state: &State, conn: &ConnInfo) -> Prepared {
+    let (admitted, refused) = admit(&req, counters, state, conn);
+    let resp = match refused {
+        None => crate::app::router::dispatch(state, &mut req, conn.alt_svc.as_ref()).await,
+        Some(resp) => resp,
     };
     finish(admitted, resp)
 }
 
-/// Answer `req` and stream the response into `sink`, as `room` allows. ([`prepare`]'s steps are spelled out here rather than awaited as one
-/// more `async fn`: each layer moves the handler's large future once more per request.)
-pub(crate) async fn run_handler<S: Sink>(
+/// Answer `req` and stream the response into `sink`, as `room` allows. ([`prepare`]'s steps
+/// are spelled out here rather than awaited as one more `async fn`: each layer moves the
+/// handler's future once more per request.)
+///
+/// A plain function returning an `async move` block, not an `async fn`, and the router
+/// borrows the request: an `async fn` keeps each argument twice in its future (as passed, and
+/// moved into its body), and so would each layer the request were passed on to by value. The
+/// future is boxed for every HTTP/2 and HTTP/3 request, so its size is paid per request; the
+/// request comes boxed too, which keeps the future under 1 KiB, where the allocator's
+/// per-thread cache serves it (a larger block costs several times as much to allocate and free).
+#[allow(clippy::manual_async_fn)] // on purpose: see above
+pub(crate) fn run_handler<S: Sink>(
     sink: S,
-    req: Request,
+    mut req: Box<Request>,
     room: Arc<SendRoom>,
     counters: Arc<Counters>,
     state: Arc<State>,
     conn: Arc<ConnInfo>,
-) {
-    let (admitted, routed) = admit(req, counters, &state, &conn);
-    let resp = match routed {
-        Ok(req) => crate::app::router::dispatch(&state, req, conn.alt_svc.as_ref()).await,
-        Err(resp) => resp,
-    };
-    send(&sink, finish(admitted, resp), &room).await;
+) -> impl std::future::Future<Output = ()> + Send {
+    async move {
+        let (admitted, refused) = admit(&req, counters, &state, &conn);
+        let resp = match refused {
+            None => crate::app::router::dispatch(&state, &mut req, conn.alt_svc.as_ref()).await,
+            Some(resp) => resp,
+        };
+        send(&sink, finish(admitted, resp), &room).await;
+    }
 }
 
 /// Send a prepared response through `sink`: head, body chunks as permits allow, trailers.
-pub(crate) async fn send<S: Sink + ?Sized>(sink: &S, p: Prepared, room: &SendRoom) {
-    let Prepared { status, headers, mut body, no_body, mut log } = p;
-    if let Some(v) = headers.get("priority") {
-        sink.priority(Bytes::copy_from_slice(v.as_bytes()));
-    }
-    if !sink.head(status.as_u16(), response_fields(&headers), no_body) || no_body {
-        return;
-    }
-    // With trailers to follow, no data chunk ends the stream.
-    let trailed = body.has_trailers();
-    let mut left = body.len();
-    loop {
-        // Room first, then the bytes: a file is read only once the stream's queue and the
-        // process-wide budget can take what is read (a stalled stream holds no read-ahead).
-        let want = left.map_or(CHUNK, |l| l.min(CHUNK as u64) as usize).max(1);
-        if room.take(want).await.is_err() {
+/// (Not an `async fn`, for the reason given at [`run_handler`]: `p` is used in place.)
+#[allow(clippy::manual_async_fn)] // on purpose: see above
+pub(crate) fn send<'a, S: Sink + ?Sized>(
+    sink: &'a S,
+    mut p: Prepared,
+    room: &'a SendRoom,
+) -> impl std::future::Future<Output = ()> + Send + 'a {
+    async move {
+        if let Some(v) = p.headers.get("priority") {
+            sink.priority(Bytes::copy_from_slice(v.as_bytes()));
+        }
+        if !sink.head(p.status.as_u16(), response_fields(&p.headers), p.no_body) || p.no_body {
             return;
         }
-        let Some(chunk) = body.next_chunk(want).await else {
-            room.give_back(want);
-            break;
-        };
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => {
-                room.give_back(want);
-                tracing::warn!(peer = %log.peer, %e, "response body failed");
-                sink.fail();
-                log.outcome = "body error";
+        // The line is written when `p` drops (it is read there, not here).
+        let log = &mut p.log;
+        // With trailers to follow, no data chunk ends the stream.
+        let trailed = p.body.has_trailers();
+        let mut left = p.body.len();
+        loop {
+            // Room first, then the bytes: a file is read only once the stream's queue and the
+            // process-wide budget can take what is read (a stalled stream holds no read-ahead).
+            let want = left.map_or(CHUNK, |l| l.min(CHUNK as u64) as usize).max(1);
+            if room.take(want).await.is_err() {
                 return;
             }
+            let Some(chunk) = p.body.next_chunk(want).await else {
+                room.give_back(want);
+                break;
+            };
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    room.give_back(want);
+                    tracing::warn!(peer = %log.peer, %e, "response body failed");
+                    sink.fail();
+                    log.outcome = "body error";
+                    return;
+                }
+            };
+            let n = chunk.len();
+            room.give_back(want - n.min(want));
+            log.bytes_out += n as u64;
+            left = left.map(|l| l.saturating_sub(n as u64));
+            let end = left == Some(0) && !trailed;
+            if !sink.data(chunk, end) {
+                return;
+            }
+            if end {
+                log.outcome = "ok";
+                return;
+            }
+        }
+        let sent = match p.body.take_trailers() {
+            Some(t) if !t.is_empty() => sink.trailers(response_fields(&t)),
+            _ => sink.data(Bytes::new(), true),
         };
-        let n = chunk.len();
-        room.give_back(want - n.min(want));
-        log.bytes_out += n as u64;
-        left = left.map(|l| l.saturating_sub(n as u64));
-        let end = left == Some(0) && !trailed;
-        if !sink.data(chunk, end) {
-            return;
-        }
-        if end {
+        if sent {
             log.outcome = "ok";
-            return;
         }
-    }
-    let sent = match body.take_trailers() {
-        Some(t) if !t.is_empty() => sink.trailers(response_fields(&t)),
-        _ => sink.data(Bytes::new(), true),
-    };
-    if sent {
-        log.outcome = "ok";
     }
 }
 

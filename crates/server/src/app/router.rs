@@ -10,9 +10,9 @@ use crate::state::State;
 
 /// Answer one request. `alt_svc` goes into the response before the route's header rules, so a
 /// rule can change or remove it.
-pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&http::HeaderValue>) -> Response {
+pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&http::HeaderValue>) -> Response {
     // `handle` answers only the speed-test paths (when enabled), and leaves others untouched.
-    if let Some(resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, &mut req).await {
+    if let Some(resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, req).await {
         return with_alt_svc(resp, alt_svc);
     }
     let Some(route) = route(&state.cfg, &req.authority, &req.path) else {
@@ -34,16 +34,16 @@ pub(crate) async fn dispatch(state: &State, mut req: Request, alt_svc: Option<&h
     // The handlers' futures are awaited right here, not through a helper `async fn`: each
     // layer of async functions moves its child's (large) future once more per request.
     let resp = match &route.handler {
-        RouteHandler::Root(root) => crate::handlers::static_files::serve(root, &req).await,
-        RouteHandler::Builtin => crate::handlers::builtin::serve_builtin(&req),
+        RouteHandler::Root(root) => crate::handlers::static_files::serve(root, req).await,
+        RouteHandler::Builtin => crate::handlers::builtin::serve_builtin(req),
         RouteHandler::Speedtest => match crate::handlers::speedtest::endpoint(&req.path) {
-            Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, &mut req, ep).await,
+            Some(ep) => crate::handlers::speedtest::serve(&state.cfg.speedtest, req, ep).await,
             None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
         },
         // Boxed: the proxy's future is large, and inline it would grow every request's future
         // (and the allocation each HTTP/2 and HTTP/3 request makes for it).
         RouteHandler::Proxy(i) => {
-            Box::pin(crate::proxy::serve(&state.upstreams[*i], &mut req, &state.cfg.proxy, &route.early_hints)).await
+            Box::pin(crate::proxy::serve(&state.upstreams[*i], req, &state.cfg.proxy, &route.early_hints)).await
         }
     };
     let mut resp = with_alt_svc(resp, alt_svc);
