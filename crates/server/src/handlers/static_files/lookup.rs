@@ -85,64 +85,103 @@ pub(super) fn open_beneath(root: &Path, segments: &[String], trailing_slash: boo
 /// response body.
 pub(super) const SMALL_FILE: u64 = crate::app::http::CHUNK as u64;
 
-/// The small-file cache: path → content and metadata, trusted for `TTL` (a file changed on disk
-/// is served at most that long in its old version, as with nginx's open_file_cache_valid).
+/// The small-file cache: root and request path → content and response fields, trusted for
+/// `TTL` (a file changed on disk is served at most that long in its old version, as with
+/// nginx's open_file_cache_valid).
 pub(super) mod cache {
     use std::collections::HashMap;
-    use std::fs::Metadata;
+    use std::hash::BuildHasher;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     use bytes::Bytes;
+
+    use super::super::Fields;
 
     /// How long a cached lookup is trusted.
     const TTL: Duration = Duration::from_secs(1);
     /// Entries kept at most; at the limit the cache starts over.
     const MAX_ENTRIES: usize = 4096;
     /// Bytes kept at most, keys and contents (each content is at most one chunk, 64 KiB); at
-    /// the limit the cache starts over. Keys are canonical (the decoded, normalised path), so
-    /// spellings of one file share one entry.
+    /// the limit the cache starts over. Keys are the paths as sent, so several spellings of one
+    /// file are several entries: the budget bounds them all.
     pub(crate) const MAX_BYTES: usize = 32 << 20;
     /// Longest key cached: longer paths are served, not cached.
     pub(crate) const MAX_KEY: usize = 1024;
 
     pub(crate) struct Entry {
+        /// The root and the path as sent, `\0` between them.
+        key: Box<[u8]>,
         pub(crate) content: Bytes,
-        pub(crate) meta: Metadata,
-        pub(crate) ctype: &'static str,
+        pub(crate) fields: Fields,
     }
 
-    /// Key (root and canonical path) → when it was looked up, and what was found; and the
-    /// bytes held.
+    impl Entry {
+        fn is(&self, root: &[u8], path: &str) -> bool {
+            self.key.len() == root.len() + 1 + path.len()
+                && self.key.starts_with(root)
+                && self.key.ends_with(path.as_bytes())
+                && self.key[root.len()] == 0
+        }
+    }
+
+    /// Entries by a keyed hash of their key, one per hash: a lookup hashes the root and path
+    /// where they are, without building the key. Two keys with one hash take turns (the
+    /// hash is SipHash with a random key, so a client cannot aim for that).
     struct Cache {
-        map: HashMap<String, (Instant, Arc<Entry>)>,
+        map: HashMap<u64, (Instant, Arc<Entry>), rustc_hash::FxBuildHasher>,
         bytes: usize,
+        hasher: std::hash::RandomState,
+    }
+
+    impl Cache {
+        fn hash(&self, root: &[u8], path: &str) -> u64 {
+            self.hasher.hash_one((root, path))
+        }
     }
 
     static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
-    pub(crate) fn get(key: &str) -> Option<Arc<Entry>> {
+    pub(crate) fn get(root: &Path, path: &str) -> Option<Arc<Entry>> {
+        let root = root.as_os_str().as_bytes();
         let guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-        let (at, e) = guard.as_ref()?.map.get(key)?;
-        (at.elapsed() < TTL).then(|| e.clone())
+        let c = guard.as_ref()?;
+        let (at, e) = c.map.get(&c.hash(root, path))?;
+        (e.is(root, path) && at.elapsed() < TTL).then(|| e.clone())
     }
 
-    pub(crate) fn put(key: String, e: Entry) {
-        if key.len() > MAX_KEY {
-            return;
+    /// Keeps `content` and `fields` for `path` under `root` (unless the key is too long), and
+    /// hands them back as the entry.
+    pub(crate) fn put(root: &Path, path: &str, content: Bytes, fields: Fields) -> Arc<Entry> {
+        let root = root.as_os_str().as_bytes();
+        let mut key = Vec::with_capacity(root.len() + 1 + path.len());
+        key.extend_from_slice(root);
+        key.push(0);
+        key.extend_from_slice(path.as_bytes());
+        let size = key.len() + content.len();
+        let e = Arc::new(Entry { key: key.into_boxed_slice(), content, fields });
+        if e.key.len() > MAX_KEY {
+            return e;
         }
-        let size = key.len() + e.content.len();
         let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-        let c = guard.get_or_insert_with(|| Cache { map: HashMap::new(), bytes: 0 });
+        let c = guard.get_or_insert_with(|| Cache {
+            map: HashMap::default(),
+            bytes: 0,
+            hasher: std::hash::RandomState::new(),
+        });
         if c.map.len() >= MAX_ENTRIES || c.bytes + size > MAX_BYTES {
             // Starting over also hands the table's memory back.
-            c.map = HashMap::new();
+            c.map = HashMap::default();
             c.bytes = 0;
         }
-        if let Some((_, old)) = c.map.insert(key.clone(), (std::time::Instant::now(), Arc::new(e))) {
-            c.bytes -= key.len() + old.content.len();
+        let h = c.hash(root, path);
+        if let Some((_, old)) = c.map.insert(h, (Instant::now(), e.clone())) {
+            c.bytes -= old.key.len() + old.content.len();
         }
         c.bytes += size;
+        e
     }
 
     /// Entries and bytes held (for tests).

@@ -56,33 +56,37 @@ pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
         r.headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let target = match resolve_path(&req.path) {
-        Ok(t) => t,
-        Err(PathError::BadRequest(why)) => return Response::text(StatusCode::BAD_REQUEST, format!("{why}\n")),
-        Err(PathError::NotFound) => return not_found(),
-    };
     // The lookup (canonicalize, stat, open, and reading a small file) runs right here on the
     // worker, as nginx and h2o do: on local, cached metadata it takes microseconds, while a hop
     // to the blocking pool costs two context switches per request (it cut small-file
     // throughput about fivefold). Large bodies are still read on the blocking pool. Small
     // files are kept in memory for SMALL_FILE_TTL (path checks, open and read were half the
     // time of a small-file request).
-    // The key is canonical: every spelling of a path (`/a/./b`, `/a//b`, `/%61/b`) is one entry.
-    let cache_key = cache_key(root, &target);
-    if let Some(hit) = cache::get(&cache_key) {
-        return respond(req, Source::Memory(hit.content.clone()), &hit.meta, hit.ctype);
+    // Keyed by the path as sent: a hit skips resolving it (it resolved the same way when it
+    // was put, and the entry is trusted only for the cache's TTL).
+    if let Some(hit) = cache::get(root, &req.path) {
+        return respond(req, Source::Memory(hit.content.clone()), &hit.fields);
     }
+    let target = match resolve_path(&req.path) {
+        Ok(t) => t,
+        Err(PathError::BadRequest(why)) => return Response::text(StatusCode::BAD_REQUEST, format!("{why}\n")),
+        Err(PathError::NotFound) => return not_found(),
+    };
     let found = open_beneath(root, &target.segments, target.trailing_slash);
     match found {
         Lookup::File(file, meta, is_index, small) => {
             let name = if is_index { Some("index.html") } else { target.segments.last().map(String::as_str) };
-            let ctype = content_type(name);
+            let fields = Fields::new(&meta, content_type(name), SystemTime::now());
             match small {
-                Some(content) => {
-                    cache::put(cache_key, cache::Entry { content: content.clone(), meta: meta.clone(), ctype });
-                    respond(req, Source::Memory(content), &meta, ctype)
+                // Only the canonical spelling of a path is cached: one entry per file, however
+                // many spellings clients send (each would hold its own copy: see W6 in
+                // docs/hardening.md).
+                Some(content) if canonical_spelling(&req.path, &target) => {
+                    let entry = cache::put(root, &req.path, content, fields);
+                    respond(req, Source::Memory(entry.content.clone()), &entry.fields)
                 }
-                None => respond(req, Source::File(file), &meta, ctype),
+                Some(content) => respond(req, Source::Memory(content), &fields),
+                None => respond(req, Source::File(file), &fields),
             }
         }
         Lookup::AddSlash => redirect_with_slash(&target.segments, req.query.as_deref()),
@@ -103,22 +107,23 @@ pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
     }
 }
 
-/// The small-file cache's key for `target` under `root`.
-fn cache_key(root: &Path, target: &Target) -> String {
-    // Built by hand, sized once: this runs for every static request.
-    let root = root.to_string_lossy();
-    let len = root.len() + 2 + target.segments.iter().map(|s| s.len() + 1).sum::<usize>();
-    let mut key = String::with_capacity(len);
-    key.push_str(&root);
-    key.push('\0');
+/// Whether `path` is the canonical spelling of `target`: each segment percent-encoded as
+/// [`SEGMENT`] encodes it (as browsers do), no empty, `.` or `..` segments.
+fn canonical_spelling(path: &str, target: &Target) -> bool {
+    let mut rest = path;
     for seg in &target.segments {
-        key.push('/');
-        key.push_str(seg);
+        let Some(r) = rest.strip_prefix('/') else { return false };
+        rest = r;
+        for piece in percent_encoding::utf8_percent_encode(seg, SEGMENT) {
+            let Some(r) = rest.strip_prefix(piece) else { return false };
+            rest = r;
+        }
     }
     if target.trailing_slash {
-        key.push('/');
+        rest == "/"
+    } else {
+        rest.is_empty()
     }
-    key
 }
 
 fn not_found() -> Response {
@@ -160,14 +165,42 @@ pub(crate) fn content_type(name: Option<&str>) -> &'static str {
     }
 }
 
-fn respond(req: &Request, src: Source, meta: &Metadata, ctype: &'static str) -> Response {
-    let len = meta.len();
-    let mtime =
-        meta.modified().unwrap_or_else(|_| UNIX_EPOCH + Duration::from_secs(u64::try_from(meta.mtime()).unwrap_or(0)));
-    let v = Validators::new(len, mtime, SystemTime::now());
-    let mut headers = HeaderMap::new();
-    headers.insert(header::ETAG, v.etag_header());
-    let honor_range = match evaluate(&req.headers, &v) {
+/// What every response for one file version repeats: its validators and their header values.
+/// A cached small file builds them once per cache entry, not per request.
+pub(crate) struct Fields {
+    v: Validators,
+    len: u64,
+    ctype: &'static str,
+    etag: HeaderValue,
+    last_modified: HeaderValue,
+    length: HeaderValue,
+}
+
+impl Fields {
+    /// The fields of a file with metadata `meta`, served as `ctype`, at `now` (Last-Modified
+    /// is clamped to it, and within its second it is a weak validator: RFC 9110 §8.8.2).
+    pub(crate) fn new(meta: &Metadata, ctype: &'static str, now: SystemTime) -> Self {
+        let len = meta.len();
+        let mtime = meta
+            .modified()
+            .unwrap_or_else(|_| UNIX_EPOCH + Duration::from_secs(u64::try_from(meta.mtime()).unwrap_or(0)));
+        let v = Validators::new(len, mtime, now);
+        Self {
+            etag: v.etag_header(),
+            last_modified: v.last_modified_header(),
+            length: HeaderValue::from(len),
+            v,
+            len,
+            ctype,
+        }
+    }
+}
+
+fn respond(req: &Request, src: Source, f: &Fields) -> Response {
+    let (v, len, ctype) = (&f.v, f.len, f.ctype);
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(header::ETAG, f.etag.clone());
+    let honor_range = match evaluate(&req.headers, v) {
         Precondition::NotModified => {
             // RFC 9110 §15.4.5: repeat ETag; no content metadata.
             return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
@@ -178,7 +211,7 @@ fn respond(req: &Request, src: Source, meta: &Metadata, ctype: &'static str) -> 
         }
         Precondition::Proceed { honor_range } => honor_range,
     };
-    headers.insert(header::LAST_MODIFIED, v.last_modified_header());
+    headers.insert(header::LAST_MODIFIED, f.last_modified.clone());
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     let is_head = req.method == Method::HEAD;
@@ -193,7 +226,7 @@ fn respond(req: &Request, src: Source, meta: &Metadata, ctype: &'static str) -> 
     match ranges {
         Ranges::Full => {
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            headers.insert(header::CONTENT_LENGTH, f.length.clone());
             let body = if is_head {
                 Body::Empty
             } else {
@@ -221,7 +254,7 @@ fn respond(req: &Request, src: Source, meta: &Metadata, ctype: &'static str) -> 
                 Err(e) => internal_error(&e),
             }
         }
-        Ranges::Partial(parts) => multipart(&src, len, ctype, &parts, &v, headers),
+        Ranges::Partial(parts) => multipart(&src, len, ctype, &parts, v, headers),
     }
 }
 
@@ -520,25 +553,41 @@ mod tests {
     }
 
     #[test]
-    fn spellings_of_one_path_share_one_cache_key_and_the_cache_is_bounded() {
-        let root = Path::new("/srv/www");
-        let key = |p: &str| cache_key(root, &resolve_path(p).unwrap());
-        let canonical = key("/a/b.txt");
-        for spelling in ["/a//b.txt", "/a/./b.txt", "/%61/b.txt", "/x/../a/b.txt", "/a/%62.txt", "/./a/b.txt"] {
-            assert_eq!(key(spelling), canonical, "{spelling}");
+    fn only_the_canonical_spelling_of_a_path_is_cached() {
+        let canonical = |p: &str| canonical_spelling(p, &resolve_path(p).unwrap());
+        for p in ["/", "/a/b.txt", "/a/", "/a%20b.css", "/%C3%A9t%C3%A9.txt", "/.well-known/x"] {
+            assert!(canonical(p), "{p}");
         }
-        assert_ne!(key("/a/b.txt/"), canonical);
+        for p in ["/a//b.txt", "/a/./b.txt", "/%61/b.txt", "/x/../a/b.txt", "/a/%62.txt", "/./a/b.txt", "//", "/a/."] {
+            assert!(!canonical(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_cache_is_keyed_by_root_and_path_as_sent_and_bounded() {
+        let meta = std::fs::metadata("/").unwrap();
+        let fields = || Fields::new(&meta, "x", SystemTime::now());
+        let root = Path::new("/test-key/www");
+        cache::put(root, "/a/b.txt", Bytes::from_static(b"one"), fields());
+        let hit = cache::get(root, "/a/b.txt").expect("a hit");
+        assert_eq!(&hit.content[..], b"one");
+        // Another root, another spelling, a prefix, or a path running into the root's name:
+        // other keys.
+        assert!(cache::get(Path::new("/test-key/www2"), "/a/b.txt").is_none());
+        assert!(cache::get(Path::new("/test-key"), "/www/a/b.txt").is_none());
+        assert!(cache::get(root, "/a//b.txt").is_none());
+        assert!(cache::get(root, "/a/b.txt/").is_none());
+        assert!(cache::get(root, "/a/b.tx").is_none());
         // Whatever is put, the cache holds at most its byte budget, and no overlong key.
         let content = Bytes::from(vec![0u8; 60_000]);
-        let meta = std::fs::metadata("/").unwrap();
+        let bound = Path::new("/test-bound");
         for i in 0..2_000 {
-            let e = cache::Entry { content: content.clone(), meta: meta.clone(), ctype: "x" };
-            cache::put(format!("test-bound\0/{i}"), e);
+            cache::put(bound, &format!("/{i}"), content.clone(), fields());
             assert!(cache::usage().1 <= cache::MAX_BYTES);
         }
-        let long = format!("test-bound\0/{}", "x".repeat(cache::MAX_KEY));
-        cache::put(long.clone(), cache::Entry { content, meta, ctype: "x" });
-        assert!(cache::get(&long).is_none());
+        let long = format!("/{}", "x".repeat(cache::MAX_KEY));
+        cache::put(bound, &long, content, fields());
+        assert!(cache::get(bound, &long).is_none());
     }
 
     #[tokio::test]
