@@ -172,8 +172,8 @@ pub(crate) struct Fields {
     len: u64,
     ctype: &'static str,
     etag: HeaderValue,
-    last_modified: HeaderValue,
-    length: HeaderValue,
+    /// The header section of a whole-file response (200, GET or HEAD): cloned, not rebuilt.
+    full: HeaderMap,
 }
 
 impl Fields {
@@ -185,35 +185,35 @@ impl Fields {
             .modified()
             .unwrap_or_else(|_| UNIX_EPOCH + Duration::from_secs(u64::try_from(meta.mtime()).unwrap_or(0)));
         let v = Validators::new(len, mtime, now);
-        Self {
-            etag: v.etag_header(),
-            last_modified: v.last_modified_header(),
-            length: HeaderValue::from(len),
-            v,
-            len,
-            ctype,
-        }
+        let etag = v.etag_header();
+        let mut full = HeaderMap::with_capacity(6);
+        full.insert(header::ETAG, etag.clone());
+        full.insert(header::LAST_MODIFIED, v.last_modified_header());
+        full.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        full.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        full.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+        full.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        Self { v, len, ctype, etag, full }
     }
 }
 
 fn respond(req: &Request, src: Source, f: &Fields) -> Response {
     let (v, len, ctype) = (&f.v, f.len, f.ctype);
-    let mut headers = HeaderMap::with_capacity(8);
-    headers.insert(header::ETAG, f.etag.clone());
     let honor_range = match evaluate(&req.headers, v) {
         Precondition::NotModified => {
             // RFC 9110 §15.4.5: repeat ETag; no content metadata.
+            let mut headers = HeaderMap::with_capacity(1);
+            headers.insert(header::ETAG, f.etag.clone());
             return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
         }
         Precondition::Failed => {
+            let mut headers = HeaderMap::with_capacity(2);
+            headers.insert(header::ETAG, f.etag.clone());
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
             return Response { status: StatusCode::PRECONDITION_FAILED, headers, body: Body::Empty };
         }
         Precondition::Proceed { honor_range } => honor_range,
     };
-    headers.insert(header::LAST_MODIFIED, f.last_modified.clone());
-    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     let is_head = req.method == Method::HEAD;
     // RFC 9110 §14.2: Range is defined for GET only.
     let ranges = match req.headers.get(header::RANGE) {
@@ -223,10 +223,11 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
         },
         _ => Ranges::Full,
     };
+    // ETag, Last-Modified, Accept-Ranges, nosniff, and the whole file's type and length; the
+    // other answers change what differs.
+    let mut headers = f.full.clone();
     match ranges {
         Ranges::Full => {
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-            headers.insert(header::CONTENT_LENGTH, f.length.clone());
             let body = if is_head {
                 Body::Empty
             } else {
@@ -238,6 +239,7 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
             Response { status: StatusCode::OK, headers, body }
         }
         Ranges::Unsatisfiable => {
+            headers.remove(header::CONTENT_TYPE);
             headers.insert(header::CONTENT_RANGE, content_range_value(&format!("bytes */{len}")));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
             Response { status: StatusCode::RANGE_NOT_SATISFIABLE, headers, body: Body::Empty }
@@ -246,7 +248,6 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
             // Index 0 exists: this arm requires exactly one part.
             let (first, last) = parts[0];
             let n = last - first + 1;
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
             headers.insert(header::CONTENT_RANGE, content_range_value(&format!("bytes {first}-{last}/{len}")));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
             match src.section(first, n) {
@@ -664,11 +665,14 @@ mod tests {
         assert_eq!((r.status, body.as_slice()), (StatusCode::PARTIAL_CONTENT, &b"hello"[..]));
         assert_eq!(hdr(&r, "content-range"), "bytes 0-4/11");
         assert_eq!(hdr(&r, "content-length"), "5");
+        assert_eq!(hdr(&r, "content-type"), "text/plain; charset=utf-8");
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=-5")]).await;
         assert_eq!((hdr(&r, "content-range"), body.as_slice()), ("bytes 6-10/11", &b"world"[..]));
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=100-")]).await;
         assert_eq!(r.status, StatusCode::RANGE_NOT_SATISFIABLE);
         assert_eq!(hdr(&r, "content-range"), "bytes */11");
+        assert_eq!(hdr(&r, "content-length"), "0");
+        assert!(r.headers.get("content-type").is_none(), "no content type on a 416");
         assert!(body.is_empty());
         let (r, body) = get(&root, "/hello.txt", &[("range", "bytes=5-1")]).await;
         assert_eq!((r.status, body.len()), (StatusCode::OK, 11), "invalid range ignored");
