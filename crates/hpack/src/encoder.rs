@@ -33,6 +33,40 @@ pub struct Encoder {
     /// Whether to Huffman-code strings when that is shorter (always, except
     /// in tests reproducing the RFC's raw examples).
     use_huffman: bool,
+    /// The last literal sent for each never-indexed name (see [`never_indexed`]), encoded:
+    /// `(static name index, value, representation)`. Such a field repeats verbatim from one
+    /// response to the next (a file's ETag, Last-Modified and length), and then costs a
+    /// comparison instead of a Huffman coding. The representation does not depend on the
+    /// dynamic table, so it stays valid.
+    literals: Vec<(usize, Vec<u8>, Vec<u8>)>,
+}
+
+/// Literals remembered per encoder (one per never-indexed name, the least recent replaced).
+const MAX_LITERALS: usize = 4;
+
+/// Names whose fields this encoder never indexes, whatever the value, with their static
+/// table index (RFC 7541 Appendix A): values that change with every message (counters,
+/// timestamps, validators), where indexing would only evict useful entries, and credentials,
+/// kept out of the table so that they cannot be probed through compression (RFC 7541 §7.1).
+/// `date` is not one of them: it changes once a second, and every response of that second
+/// repeats it (one table entry a second).
+fn never_indexed(name: &[u8]) -> Option<usize> {
+    Some(match name {
+        b"age" => 21,
+        b"authorization" => 23,
+        b"content-length" => 28,
+        b"content-range" => 30,
+        b"etag" => 34,
+        b"expires" => 36,
+        b"if-match" => 39,
+        b"if-modified-since" => 40,
+        b"if-none-match" => 41,
+        b"if-range" => 42,
+        b"if-unmodified-since" => 43,
+        b"last-modified" => 44,
+        b"proxy-authorization" => 49,
+        _ => return None,
+    })
 }
 
 impl Default for Encoder {
@@ -49,6 +83,7 @@ impl Encoder {
             pending_min: None,
             target_size: DEFAULT_TABLE_SIZE,
             use_huffman: true,
+            literals: Vec::new(),
         }
     }
 
@@ -92,6 +127,14 @@ impl Encoder {
     }
 
     fn encode_field(&mut self, name: &[u8], value: &[u8], sensitive: bool, dst: &mut Vec<u8>) {
+        if !sensitive {
+            if let Some(index) = never_indexed(name) {
+                // §6.2.2 Literal Header Field without Indexing, the name by its static index
+                // (never in the dynamic table: this encoder does not put it there).
+                self.encode_unindexed(index, value, dst);
+                return;
+            }
+        }
         let found = self.table.find(name, value);
         let name_index = match found {
             Match::Full(i) | Match::Name(i) => i,
@@ -118,6 +161,24 @@ impl Encoder {
             // §6.2.2 Literal Header Field without Indexing: 0000xxxx.
             self.encode_literal(name_index, name, value, 4, 0x00, dst);
         }
+    }
+
+    /// A literal without indexing for the static name `index`, from the remembered
+    /// representation when the value repeats.
+    fn encode_unindexed(&mut self, index: usize, value: &[u8], dst: &mut Vec<u8>) {
+        if let Some(at) = self.literals.iter().position(|(i, _, _)| *i == index) {
+            let (_, v, repr) = &self.literals[at];
+            if v == value {
+                dst.extend_from_slice(repr);
+                return;
+            }
+            self.literals.remove(at);
+        } else if self.literals.len() == MAX_LITERALS {
+            self.literals.remove(0);
+        }
+        let start = dst.len();
+        self.encode_literal(index, b"", value, 4, 0x00, dst);
+        self.literals.push((index, value.to_vec(), dst[start..].to_vec()));
     }
 
     fn encode_literal(
@@ -156,24 +217,7 @@ impl Encoder {
         match name {
             // A query string is usually unique per request.
             b":path" => !value.contains(&b'?'),
-            // Values that change with every message (counters, timestamps,
-            // validators): indexing them only evicts useful entries. `date` is
-            // not one of them: it changes once a second, and every response of
-            // that second repeats it (one table entry a second).
-            b"content-length"
-            | b"content-range"
-            | b"age"
-            | b"expires"
-            | b"last-modified"
-            | b"etag"
-            | b"if-modified-since"
-            | b"if-unmodified-since"
-            | b"if-none-match"
-            | b"if-match"
-            | b"if-range" => false,
-            // Credentials: keep them out of the table so that they cannot be
-            // probed through compression (RFC 7541 §7.1).
-            b"authorization" | b"proxy-authorization" => false,
+            // (Names that are never indexed do not come here: see `never_indexed`.)
             b"cookie" | b"set-cookie" => value.len() >= MIN_INDEXED_COOKIE_LEN,
             _ => true,
         }
@@ -369,6 +413,48 @@ mod tests {
         assert_eq!(e.table.size(), 0);
         let mut d = Decoder::new(4096);
         assert_eq!(decode_all(&mut d, &wire)[0].1.len(), 3000);
+    }
+
+    #[test]
+    fn never_indexed_names_carry_their_static_index() {
+        let mut listed = 0;
+        for (i, (name, _)) in crate::table::STATIC_TABLE.iter().enumerate() {
+            let first = crate::table::STATIC_TABLE.iter().position(|(n, _)| n == name).unwrap() + 1;
+            if let Some(index) = never_indexed(name) {
+                assert_eq!(index, first, "{}", String::from_utf8_lossy(name));
+                listed += usize::from(i + 1 == first);
+            }
+        }
+        assert_eq!(listed, 13, "every never-indexed name is a static one");
+    }
+
+    #[test]
+    fn remembered_literals_are_the_bytes_a_fresh_encoder_writes() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        // Six never-indexed names against four remembered literals, values that repeat often.
+        let names = ["etag", "last-modified", "content-length", "age", "expires", "content-range"];
+        let values = ["\"1a2b-3c\"", "Tue, 24 Nov 2026 10:00:00 GMT", "14", "0", "", "bytes 0-1/2"];
+        let mut e = Encoder::new();
+        let mut d = Decoder::new(4096);
+        for _ in 0..2_000 {
+            let list: Vec<(&str, &str)> = (0..1 + next() % 4)
+                .map(|_| (names[next() as usize % names.len()], values[next() as usize % values.len()]))
+                .collect();
+            let wire = encode_list(&mut e, &list, false);
+            // These literals never touch the table: a fresh encoder writes the same bytes.
+            assert_eq!(wire, encode_list(&mut Encoder::new(), &list, false), "{list:?}");
+            let want: Vec<Field> =
+                list.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec(), false)).collect();
+            assert_eq!(decode_all(&mut d, &wire), want);
+        }
+        assert!(e.literals.len() <= MAX_LITERALS);
+        assert_eq!(e.table.dynamic_len(), 0);
     }
 
     #[test]

@@ -96,31 +96,49 @@ fn static_find(name: &[u8], value: &[u8]) -> Match {
     static_find_hashed(name, value, field_hash(name, value), &mut None)
 }
 
-/// [`static_find`] with the field's hash computed by the caller, and its name's hash computed
-/// at most once between the caller and here (`nh`): an encoder's lookup hashes each field once.
-fn static_find_hashed(name: &[u8], value: &[u8], fh: u64, nh: &mut Option<u64>) -> Match {
+/// The static table's hash indexes, by field and by name, built once.
+fn static_index() -> &'static (Lookup, Lookup) {
     static INDEX: OnceLock<(Lookup, Lookup)> = OnceLock::new();
-    let (full, names) = INDEX.get_or_init(|| {
+    INDEX.get_or_init(|| {
         let (mut full, mut names) = (Lookup::default(), Lookup::default());
         for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
             full.entry(field_hash(n, v)).or_insert(i as u64);
             names.entry(name_hash(n)).or_insert(i as u64);
         }
         (full, names)
-    });
-    let matches = |i: u64, with_value: bool| {
-        let (n, v) = STATIC_TABLE[i as usize];
-        n == name && (!with_value || v == value)
-    };
-    match full.get(&fh) {
-        Some(&i) if matches(i, true) => return Match::Full(i as usize + 1),
-        // A hash collision (never seen with these 61 entries): scan.
-        Some(_) => return static_scan(name, value),
-        None => {}
+    })
+}
+
+/// [`static_find`] with the field's hash computed by the caller, and its name's hash computed
+/// at most once between the caller and here (`nh`): an encoder's lookup hashes each field once.
+fn static_find_hashed(name: &[u8], value: &[u8], fh: u64, nh: &mut Option<u64>) -> Match {
+    match static_full(name, value, fh) {
+        Match::None => static_name(name, nh),
+        found => found,
     }
-    match names.get(nh.get_or_insert_with(|| name_hash(name))) {
-        Some(&i) if matches(i, false) => Match::Name(i as usize + 1),
-        Some(_) => static_scan(name, value),
+}
+
+/// The static table's full match for a field whose hash is `fh`, if any.
+fn static_full(name: &[u8], value: &[u8], fh: u64) -> Match {
+    match static_index().0.get(&fh) {
+        Some(&i) if STATIC_TABLE[i as usize] == (name, value) => Match::Full(i as usize + 1),
+        // A hash collision (never seen with these 61 entries): scan.
+        Some(_) => match static_scan(name, value) {
+            Match::Full(i) => Match::Full(i),
+            _ => Match::None,
+        },
+        None => Match::None,
+    }
+}
+
+/// The static table's first entry named `name`, if any (its hash computed once, into `nh`).
+fn static_name(name: &[u8], nh: &mut Option<u64>) -> Match {
+    match static_index().1.get(nh.get_or_insert_with(|| name_hash(name))) {
+        Some(&i) if STATIC_TABLE[i as usize].0 == name => Match::Name(i as usize + 1),
+        Some(_) => match static_scan(name, b"") {
+            Match::None => Match::None,
+            Match::Full(i) | Match::Name(i) => Match::Name(i),
+        },
         None => Match::None,
     }
 }
@@ -352,26 +370,32 @@ impl Table {
     pub(crate) fn find(&self, name: &[u8], value: &[u8]) -> Match {
         let fh = field_hash(name, value);
         let mut nh = None;
-        let from_static = static_find_hashed(name, value, fh, &mut nh);
-        if let Match::Full(_) = from_static {
-            return from_static;
+        let Some(ix) = &self.index else {
+            return match static_find_hashed(name, value, fh, &mut nh) {
+                full @ Match::Full(_) => full,
+                from_static => self.scan(name, value, from_static),
+            };
+        };
+        if let Match::Full(i) = static_full(name, value, fh) {
+            return Match::Full(i);
         }
-        let Some(ix) = &self.index else { return self.scan(name, value, from_static) };
         let at = |seq: u64| -> Option<(usize, &Entry)> {
             let pos = usize::try_from(self.inserted.checked_sub(seq + 1)?).ok()?;
             self.entries.get(pos).map(|e| (pos, e))
         };
+        // A full dynamic match before any name lookup: a repeated field (the common case)
+        // hashes once.
         match ix.full.get(&fh).and_then(|&s| at(s)) {
             Some((pos, e)) if e.name() == name && e.value() == value => return Match::Full(STATIC_LEN + 1 + pos),
-            Some(_) => return self.scan(name, value, from_static),
+            Some(_) => return self.scan(name, value, static_name(name, &mut nh)),
             None => {}
         }
-        if let Match::Name(i) = from_static {
+        if let Match::Name(i) = static_name(name, &mut nh) {
             return Match::Name(i);
         }
         match ix.names.get(nh.get_or_insert_with(|| name_hash(name))).and_then(|&s| at(s)) {
             Some((pos, e)) if e.name() == name => Match::Name(STATIC_LEN + 1 + pos),
-            Some(_) => self.scan(name, value, from_static),
+            Some(_) => self.scan(name, value, Match::None),
             None => Match::None,
         }
     }

@@ -135,6 +135,9 @@ pub struct Connection {
     preface: Preface,
     decoder: hpack::Decoder,
     encoder: hpack::Encoder,
+    /// Where header blocks are encoded before framing (kept, so a response head allocates
+    /// nothing here).
+    out_block: Vec<u8>,
     peer_max_frame: usize,
     peer_initial_window: u32,
     send_window: SendWindow,
@@ -224,6 +227,7 @@ impl Connection {
             // (RFC 7541 §4.2), so the decoder accepts the larger of the two.
             decoder: hpack::Decoder::new(cfg.header_table_size.max(4096) as usize),
             encoder: hpack::Encoder::new(),
+            out_block: Vec::new(),
             policy,
             inbuf: BytesMut::new(),
             preface: Preface::Magic,

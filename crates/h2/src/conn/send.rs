@@ -222,12 +222,14 @@ impl Connection {
     fn write_head(&mut self, id: u32, out: &mut Vec<u8>) {
         let Some(s) = self.streams.get_mut(&id) else { return };
         for head in std::mem::take(&mut s.heads) {
-            let status = head.status.to_string();
-            let list = std::iter::once((&b":status"[..], status.as_bytes(), false))
+            // Three digits: `send_response` takes only 100..=999 (and the engine's own 431).
+            let n = head.status;
+            let status = [b'0' + (n / 100 % 10) as u8, b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
+            let list = std::iter::once((&b":status"[..], &status[..], false))
                 .chain(head.fields.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name))));
-            let mut block = Vec::with_capacity(128);
-            self.encoder.encode(list, &mut block);
-            Headers::encode(id, &block, head.end_stream, self.peer_max_frame, out);
+            self.out_block.clear();
+            self.encoder.encode(list, &mut self.out_block);
+            Headers::encode(id, &self.out_block, head.end_stream, self.peer_max_frame, out);
             if head.status >= 200 {
                 s.final_head = FinalHead::Sent;
             }
@@ -249,9 +251,9 @@ impl Connection {
             // Only the end is left: trailers or an empty DATA with END_STREAM (no credit needed).
             if let Some(trailers) = s.trailers.take() {
                 let list = trailers.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name)));
-                let mut block = Vec::with_capacity(64);
-                self.encoder.encode(list, &mut block);
-                Headers::encode(id, &block, true, self.peer_max_frame, out);
+                self.out_block.clear();
+                self.encoder.encode(list, &mut self.out_block);
+                Headers::encode(id, &self.out_block, true, self.peer_max_frame, out);
             } else {
                 Data::encode(id, &[], true, out);
             }
