@@ -120,6 +120,9 @@ struct Block {
     priority: Option<frame::PriorityFields>,
 }
 
+/// Closed streams' queues kept for reuse, at most.
+const SPARE_QUEUES: usize = 8;
+
 /// Streams remembered after closing, to tell "closed" from "never opened" (RFC 9113 §5.1).
 const RECENTLY_CLOSED: usize = 256;
 
@@ -143,7 +146,16 @@ pub struct Connection {
     send_window: SendWindow,
     recv_window: RecvWindow,
     conn_received: u64,
-    streams: HashMap<u32, Stream>,
+    /// Open streams. Fx-hashed: a lookup per frame and per response, and at most
+    /// SETTINGS_MAX_CONCURRENT_STREAMS of them, so a peer choosing colliding ids gains little.
+    streams: rustc_hash::FxHashMap<u32, Stream>,
+    /// Emptied queues of closed streams, for new ones (a response's head and body would
+    /// otherwise allocate two queues per stream).
+    spare: Vec<(VecDeque<crate::stream::PendingHead>, VecDeque<Bytes>)>,
+    /// The size of the last request's decoded header list: the next one's buffer starts there.
+    last_decoded: usize,
+    /// Field positions while a header block is decoded (kept between blocks).
+    spans: Vec<[usize; 3]>,
     max_client_stream: u32,
     /// With each, the WINDOW_UPDATEs the peer may still send for it for free: those for DATA
     /// frames it read after we closed the stream are a race, not a glitch.
@@ -236,7 +248,10 @@ impl Connection {
             send_window: SendWindow::new(DEFAULT_WINDOW),
             recv_window,
             conn_received: 0,
-            streams: HashMap::new(),
+            streams: rustc_hash::FxHashMap::default(),
+            spare: Vec::new(),
+            last_decoded: 0,
+            spans: Vec::new(),
             max_client_stream: 0,
             // Grows with use (up to RECENTLY_CLOSED): reserving it all at once cost 2 kB per
             // connection, most of which never close that many streams.
@@ -496,6 +511,12 @@ impl Connection {
     fn remove_stream(&mut self, id: u32) -> bool {
         let Some(mut s) = self.streams.remove(&id) else { return false };
         self.stop_receiving(&mut s);
+        if self.spare.len() < SPARE_QUEUES && s.heads.capacity() + s.queue.capacity() > 0 {
+            let (mut heads, mut queue) = (std::mem::take(&mut s.heads), std::mem::take(&mut s.queue));
+            heads.clear();
+            queue.clear();
+            self.spare.push((heads, queue));
+        }
         if s.scheduled {
             self.sched.remove(id, s.priority);
         }
@@ -543,7 +564,11 @@ impl Connection {
     fn new_stream(&mut self) -> Stream {
         let initial = self.policy.initial_stream_window();
         self.recv_windows += u64::from(initial);
-        Stream::new(self.peer_initial_window, initial, initial)
+        let mut s = Stream::new(self.peer_initial_window, initial, initial);
+        if let Some((heads, queue)) = self.spare.pop() {
+            (s.heads, s.queue) = (heads, queue);
+        }
+        s
     }
 }
 

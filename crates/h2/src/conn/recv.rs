@@ -252,16 +252,22 @@ impl Connection {
         let limit = self.cfg.max_header_list_size as usize;
         // Every decoded name and value goes into one buffer, and the fields are slices of it:
         // two allocations per header block instead of two per field.
-        let mut all = bytes::BytesMut::with_capacity(2 * b.buf.len() + 64);
-        let mut spans: Vec<[usize; 3]> = Vec::with_capacity(12);
+        // Sized like the last block decoded (requests on one connection look alike), so that
+        // it rarely grows.
+        let mut all = bytes::BytesMut::with_capacity((2 * b.buf.len() + 64).max(self.last_decoded));
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
         let decoded = self.decoder.decode(&b.buf, limit, &mut |n, v, _| {
             let at = all.len();
             all.extend_from_slice(n);
             all.extend_from_slice(v);
             spans.push([at, at + n.len(), all.len()]);
         });
+        // At most the list size limit, so a large block does not set every later buffer's size.
+        self.last_decoded = all.len().min(limit);
         let all = all.freeze();
         let list: Vec<(Bytes, Bytes)> = spans.iter().map(|&[a, m, e]| (all.slice(a..m), all.slice(m..e))).collect();
+        self.spans = spans;
         let too_large = match decoded {
             Ok(()) => false,
             Err(sluice_hpack::DecodeError::HeaderListTooLarge) => true,
