@@ -167,6 +167,38 @@ fn authorities_outside_the_connection_get_421() {
 }
 
 #[test]
+fn a_served_authority_does_not_open_the_connection_to_others() {
+    require_tool!("curl", "a_served_authority_does_not_open_the_connection_to_others");
+    // One connection (curl reuses it for each --next): a.test is served, then evil.test must
+    // still get 421, then a.test 200 again (the connection remembers the authority it
+    // checked, not a verdict for every other one).
+    let srv = server();
+    let port = srv.tls_port;
+    for flag in ["--http1.1", "--http2"] {
+        let mut cmd = Command::new("curl");
+        let url = format!("https://a.test:{port}/hello.txt");
+        let resolve = format!("a.test:{port}:127.0.0.1");
+        for (i, host) in [None, Some(format!("evil.test:{port}")), None, Some("b.test:1".to_owned())].iter().enumerate()
+        {
+            if i > 0 {
+                cmd.arg("--next");
+            }
+            cmd.args(["-sS", "-k", "--noproxy", "*", "--max-time", "20", flag, "-o", "/dev/null"])
+                .args(["--resolve", &resolve])
+                .args(["-w", "%{http_code} %{num_connects}\n"]);
+            if let Some(h) = host {
+                cmd.args(["-H", &format!("Host: {h}")]);
+            }
+            cmd.arg(&url);
+        }
+        let out = run(&mut cmd, Duration::from_secs(30));
+        out.expect_success("curl");
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines, ["200 1", "421 0", "200 0", "421 0"], "{flag}: one connection, each authority checked");
+    }
+}
+
+#[test]
 fn http3_origin_set_and_421() {
     let has_aioquic = Command::new("python3").args(["-c", "import aioquic"]).output().is_ok_and(|o| o.status.success());
     if !has_aioquic {

@@ -27,9 +27,26 @@ pub(crate) struct ConnInfo {
     pub(crate) alt_svc: Option<http::HeaderValue>,
     /// Over TLS: what the connection serves (421 for other authorities, the ORIGIN frame).
     pub(crate) served: Option<crate::io::tls::Served>,
+    /// The first authority a request on this connection named that was valid and served
+    /// here: later requests naming it again (nearly all of them) skip both checks.
+    pub(crate) checked: std::sync::OnceLock<String>,
 }
 
 impl ConnInfo {
+    pub(crate) fn new(
+        peer: SocketAddr,
+        tls: bool,
+        alt_svc: Option<http::HeaderValue>,
+        served: Option<crate::io::tls::Served>,
+    ) -> Self {
+        Self { peer, tls, alt_svc, served, checked: std::sync::OnceLock::new() }
+    }
+
+    /// Whether `authority` is the one already found valid and served on this connection.
+    fn checked(&self, authority: &str) -> bool {
+        self.checked.get().is_some_and(|a| a == authority)
+    }
+
     /// The 421 (RFC 9110 §15.5.20) for a request whose authority this connection does not
     /// serve, if that is the case.
     pub(crate) fn misdirected(&self, authority: &str) -> Option<Response> {
@@ -123,7 +140,9 @@ pub(crate) fn to_request(
     }
     let authority = pseudo.or(host);
     match &authority {
-        Some(a) if !crate::app::http::valid_authority(a) => malformed = Some(Refusal::bad("an invalid authority")),
+        Some(a) if !conn.checked(a) && !crate::app::http::valid_authority(a) => {
+            malformed = Some(Refusal::bad("an invalid authority"))
+        }
         // `http` and `https` have a mandatory authority (RFC 9113 §8.3.1).
         None if head.scheme.as_deref().is_some_and(|s| s == b"http" || s == b"https") => {
             malformed = Some(Refusal::bad("no :authority and no host"));
@@ -202,13 +221,17 @@ pub(crate) fn admit(
     let refused = if let Some(r) = req.malformed {
         tracing::debug!(peer = %conn.peer, why = r.why, status = r.status.as_u16(), "request refused");
         Some(Response::text(r.status, format!("{}: {}\n", r.status.canonical_reason().unwrap_or("refused"), r.why)))
-    } else if let Some(r) = conn.misdirected(&req.authority) {
+    } else if let Some(r) = (!conn.checked(&req.authority)).then(|| conn.misdirected(&req.authority)).flatten() {
         Some(r)
     } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {
         Some(Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n"))
     } else {
         None
     };
+    if refused.is_none() && !req.authority.is_empty() && conn.checked.get().is_none() {
+        // Valid (a malformed request was refused above) and served here.
+        let _ = conn.checked.set(req.authority.clone());
+    }
     // Routed answers get `Alt-Svc` from the router, before the route's header rules.
     let refused = refused.map(|r| crate::app::router::with_alt_svc(r, conn.alt_svc.as_ref()));
     (Admitted { log, head_only }, refused)

@@ -460,7 +460,7 @@ async fn serve(
     let mut cfg = state.h3.clone();
     cfg.origins = served.as_ref().and_then(Served::origins);
     let engine = Connection::new(cfg, ids[0], ids[1], ids[2]);
-    let info = Arc::new(ConnInfo { peer, tls: true, alt_svc: None, served });
+    let info = Arc::new(ConnInfo::new(peer, true, None, served));
     let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
     let (streams, mut cmd_rx) = Streams::new(state.clone(), info, Proto::Http3);
     let f = &state.cfg.flow;

@@ -114,7 +114,7 @@ async fn serve_connection(
             }
         };
         let served = Served::for_sni(&t.certs, stream.get_ref().1.server_name(), t.port);
-        let info = ConnInfo { peer, tls: true, alt_svc: t.alt_svc.clone(), served };
+        let info = ConnInfo::new(peer, true, t.alt_svc.clone(), served);
         if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
             crate::io::h2::serve(stream, fd, Bytes::new(), info, state, shutdown).await;
         } else {
@@ -143,11 +143,11 @@ async fn serve_connection(
     let prefix = Bytes::from(buf);
     match classify(&prefix) {
         Some(Cleartext::H2) => {
-            let info = ConnInfo { peer, tls: false, alt_svc: None, served: None };
+            let info = ConnInfo::new(peer, false, None, None);
             crate::io::h2::serve(tcp, fd, prefix, info, state, shutdown).await
         }
         Some(Cleartext::H1) => {
-            let info = ConnInfo { peer, tls: false, alt_svc: None, served: None };
+            let info = ConnInfo::new(peer, false, None, None);
             crate::io::h1::serve(Rewind { prefix, inner: tcp }, info, state, shutdown).await
         }
         Some(Cleartext::Neither) | None => {

@@ -481,7 +481,7 @@ mod tests {
         let mut cfg = crate::config::default_config(dir.path().to_path_buf());
         cfg.access_log = false;
         let state = Arc::new(State::new(cfg));
-        let info = Arc::new(ConnInfo { peer: "127.0.0.1:1".parse().unwrap(), tls: false, alt_svc: None, served: None });
+        let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
         let (s, rx) = Streams::new(state, info, Proto::Http2);
         (s, rx, dir)
     }
@@ -625,7 +625,7 @@ mod tests {
         let mut cfg = crate::config::default_config(dir.path().to_path_buf());
         cfg.access_log = false;
         cfg.limits.max_request_body = 1500;
-        let info = Arc::new(ConnInfo { peer: "127.0.0.1:1".parse().unwrap(), tls: false, alt_svc: None, served: None });
+        let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
         let (mut s, _rx) = Streams::new(Arc::new(State::new(cfg)), info, Proto::Http3);
         s.start(1, head("POST", "/__up"), false, None);
         assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::Taken);
@@ -640,7 +640,7 @@ mod tests {
         // Room for three chunks in the whole process.
         cfg.limits.send_buffer = 3 * CHUNK;
         let state = Arc::new(State::new(cfg));
-        let info = Arc::new(ConnInfo { peer: "127.0.0.1:1".parse().unwrap(), tls: false, alt_svc: None, served: None });
+        let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
         let (mut s, mut rx) = Streams::new(state.clone(), info, Proto::Http2);
         let mut e = Recorder::default();
         // Five downloads whose client never lets a byte be framed.
