@@ -29,6 +29,7 @@ mod appendix_c;
 
 pub use decoder::Decoder;
 pub use encoder::Encoder;
+pub use table::StaticIndex;
 
 /// Errors while decoding a header block.
 ///

@@ -208,6 +208,62 @@ fn field_hash(name: &[u8], value: &[u8]) -> u64 {
     h.finish()
 }
 
+/// A hash index over a fixed table of fields (QPACK's static table, RFC 9204 Appendix A): a
+/// lookup hashes the field, where a scan compares it with every entry.
+pub struct StaticIndex {
+    entries: &'static [(&'static [u8], &'static [u8])],
+    full: Lookup,
+    names: Lookup,
+}
+
+impl StaticIndex {
+    /// The index of `entries`.
+    pub fn new(entries: &'static [(&'static [u8], &'static [u8])]) -> Self {
+        let (mut full, mut names) = (Lookup::default(), Lookup::default());
+        for (i, &(n, v)) in entries.iter().enumerate() {
+            full.entry(field_hash(n, v)).or_insert(i as u64);
+            names.entry(name_hash(n)).or_insert(i as u64);
+        }
+        Self { entries, full, names }
+    }
+
+    /// The position of the first entry equal to the field (`true`), else of the first entry
+    /// with its name (`false`), as a scan in order would find them.
+    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
+        match self.full.get(&field_hash(name, value)) {
+            Some(&i) if self.entries[i as usize] == (name, value) => return Some((i as usize, true)),
+            // A hash collision: scan.
+            Some(_) => return self.scan(name, value),
+            None => {}
+        }
+        match self.names.get(&name_hash(name)) {
+            Some(&i) if self.entries[i as usize].0 == name => Some((i as usize, false)),
+            Some(_) => self.scan(name, value),
+            None => None,
+        }
+    }
+
+    /// The same by a scan (collisions, and the reference in tests).
+    pub fn scan(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
+        let mut first = None;
+        for (i, &(n, v)) in self.entries.iter().enumerate() {
+            if n == name {
+                if v == value {
+                    return Some((i, true));
+                }
+                first.get_or_insert((i, false));
+            }
+        }
+        first
+    }
+}
+
+impl std::fmt::Debug for StaticIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticIndex").field("entries", &self.entries.len()).finish()
+    }
+}
+
 /// One dynamic table entry: name and value in one allocation.
 #[derive(Debug)]
 struct Entry {
