@@ -77,6 +77,12 @@ pub fn connection_has(h: &HeaderMap, option: &str) -> bool {
 /// Remove the hop-by-hop fields, the ones `Connection` names included. (`Proxy-Authorization`
 /// is meant for a proxy that authenticates; Sluice does not, so it is passed on, as nginx does.)
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // One pass over the names first: most messages carry none of these fields, and each
+    // removal below is a lookup (about 2,000 instructions per proxied exchange for nothing).
+    let any = h.keys().any(|n| n == header::TE || HOP_BY_HOP.contains(n));
+    if !any {
+        return;
+    }
     let named: Vec<HeaderName> =
         connection_options(h).filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok()).collect();
     for n in named.iter().chain(HOP_BY_HOP.iter()) {

@@ -152,6 +152,8 @@ enum Script {
     Garbage,
     /// A 100 KB response head.
     HugeHead,
+    /// A 200 with this many fields in its head (content-length included).
+    Fields(usize),
     /// Declares 1 MB, sends 100 KB, closes.
     Truncated,
     /// 500 on `/health`, echo otherwise.
@@ -287,6 +289,11 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 let _ = write!(w, "HTTP/1.1 200 OK\r\nx-big: {}\r\ncontent-length: 0\r\n\r\n", "a".repeat(100_000));
                 false
             }
+            Script::Fields(n) => {
+                let extra: String = (1..n).map(|i| format!("x-f{i}: {i}\r\n")).collect();
+                let _ = write!(w, "HTTP/1.1 200 OK\r\n{extra}content-length: 0\r\n\r\n");
+                false
+            }
             Script::Truncated => {
                 let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n");
                 let _ = w.write_all(&vec![b'x'; 100_000]);
@@ -328,6 +335,8 @@ fn upstream_failures_are_explicit() {
         (Script::Stall, 504, "http_response_timeout"),
         (Script::Garbage, 502, "http_protocol_error"),
         (Script::HugeHead, 502, "http_response_header_section_size"),
+        // More than 100 fields (hyper's limit, HAProxy's and Envoy's too).
+        (Script::Fields(101), 502, "http_response_header_section_size"),
     ];
     for (script, status, kind) in cases {
         let up = Scripted::start(script);
@@ -339,6 +348,14 @@ fn upstream_failures_are_explicit() {
             assert!(ps.starts_with("sluice; error=") && ps.contains(&format!("error={kind}")), "{script:?}: {ps}");
         }
         assert!(px.log().contains("upstream=up"), "one log line names the upstream: {}", px.log());
+    }
+    // 100 fields pass.
+    let up = Scripted::start(Script::Fields(100));
+    let px = proxy(&up_at(up.port, ""), "");
+    for p in [Proto::H1Plain, Proto::H2Tls] {
+        let r = curl(&px, p, "/p/x", &[]);
+        assert_eq!(r.status, 200, "{p:?}");
+        assert_eq!(r.header("x-f99").as_deref(), Some("99"), "{p:?}");
     }
     // A body cut short: curl must report a failure (HTTP/1.1: the connection closes before
     // content-length is reached; HTTP/2: the stream is reset).
