@@ -97,7 +97,8 @@ pub fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static s
         authority: None,
         path: None,
         protocol: None,
-        fields: Vec::new(),
+        // Sized once: at most the list, less the (usually four) pseudo-header fields.
+        fields: Vec::with_capacity(list.len().saturating_sub(4).max(1)),
     };
     let mut method = None;
     let mut regular_seen = false;

@@ -436,17 +436,49 @@ pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
     let hop = |n: &http::HeaderName| {
         matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
     };
-    // One buffer for every name and value, the fields slices of it: two allocations per
-    // response head instead of two per field.
-    let size: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len()).sum();
-    let mut all = bytes::BytesMut::with_capacity(size);
-    let mut spans: Vec<[usize; 3]> = Vec::with_capacity(headers.len());
+    // One buffer for every name and value, each field split off it as it is written: one
+    // allocation per response head for the bytes (and one for the list), not two per field,
+    // and one pass over the map. 512 bytes hold a typical head; a larger one grows it.
+    let mut all = bytes::BytesMut::with_capacity(512);
+    let mut fields = Vec::with_capacity(headers.len());
     for (n, v) in headers.iter().filter(|(n, _)| !hop(n)) {
-        let at = all.len();
-        all.extend_from_slice(n.as_str().as_bytes());
+        let name = n.as_str().as_bytes();
+        all.extend_from_slice(name);
         all.extend_from_slice(v.as_bytes());
-        spans.push([at, at + n.as_str().len(), all.len()]);
+        let mut field = all.split_to(name.len() + v.len());
+        let name = field.split_to(name.len()).freeze();
+        fields.push(Field::new(name, field.freeze()));
     }
-    let all = all.freeze();
-    spans.iter().map(|&[a, m, e]| Field::new(all.slice(a..m), all.slice(m..e))).collect()
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_fields_keep_order_and_values_and_drop_connection_fields() {
+        let mut h = HeaderMap::new();
+        let big = "v".repeat(3000);
+        h.insert("content-type", http::HeaderValue::from_static("text/plain"));
+        h.insert("connection", http::HeaderValue::from_static("close"));
+        h.append("set-cookie", http::HeaderValue::from_static("a=1"));
+        h.append("set-cookie", http::HeaderValue::from_static("b=2"));
+        h.insert("x-big", http::HeaderValue::from_str(&big).unwrap());
+        h.insert("transfer-encoding", http::HeaderValue::from_static("chunked"));
+        h.insert("x-last", http::HeaderValue::from_static(""));
+        let got: Vec<(String, String)> = response_fields(&h)
+            .iter()
+            .map(|f| (String::from_utf8(f.name.to_vec()).unwrap(), String::from_utf8(f.value.to_vec()).unwrap()))
+            .collect();
+        let want = [
+            ("content-type", "text/plain"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+            ("x-big", big.as_str()),
+            ("x-last", ""),
+        ];
+        let want: Vec<(String, String)> = want.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        assert_eq!(got, want);
+    }
 }
