@@ -89,191 +89,197 @@ impl Engine for Connection {
 }
 
 /// Serve one HTTP/2 connection. `prefix` holds bytes already read (h2c sniffing).
-pub(crate) async fn serve<S>(
+pub(crate) fn serve<S>(
     io: S,
     fd: RawFd,
     prefix: Bytes,
     info: ConnInfo,
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
-) where
+) -> impl std::future::Future<Output = ()> + Send
+where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
+    // Split before the future is made, not in it: an `async fn` keeps its arguments for its
+    // whole life, and the stream (1,288 bytes over TLS) would stay in every connection's
+    // future next to the halves it was moved into.
     let (mut rd, wr) = tokio::io::split(io);
-    let peer = info.peer;
-    let mut cfg = state.h2.clone();
-    // RFC 8336: the origin set of the certificate this connection's SNI picked.
-    cfg.origins = info.served.as_ref().and_then(crate::io::tls::Served::origins);
-    let mut conn = Connection::new(cfg, state.window_policy(), Instant::now());
-    let info = Arc::new(info);
-    if !prefix.is_empty() {
-        conn.handle_input(Instant::now(), &prefix);
-    }
-    let (mut streams, mut cmd_rx) = Streams::new(state.clone(), info.clone(), Proto::Http2);
-    let mut sent: Vec<(u32, usize)> = Vec::new();
-    let mut resets = ResetLog::default();
-    // The writer: one buffer in flight, handed back when written.
-    let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
-    let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
-    let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
-    let mut rbuf = ReadBufs::new(IDLE_READ);
-    let mut idle_since: Option<tokio::time::Instant> = None;
-    let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(IDLE_WRITE));
-    let mut eof = false;
-    let mut rtt_sampled = Instant::now().checked_sub(RTT_SAMPLE_EVERY).unwrap_or_else(Instant::now);
-    // When the write in flight must have completed: a peer that stops reading (a full TCP
-    // window) cannot hold the connection longer than the idle timeout.
-    let mut write_deadline: Option<tokio::time::Instant> = None;
-    let mut drain_deadline: Option<tokio::time::Instant> = None;
-    let mut pace = state.cfg.tcp.limit_inflight.then(InflightCap::new);
-    let mut retry_at: Option<tokio::time::Instant> = None;
-    let mut idle_reading = Instant::now();
-    // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
-    let mut stuck = false;
-    // When the engine last framed response bytes, or had none waiting: a peer that keeps
-    // its flow-control windows shut while sending PINGs holds its streams' memory otherwise.
-    let mut progress_at = tokio::time::Instant::now();
-    let stall_every = state.cfg.timeouts.idle / 4;
-    let mut stall_check = tokio::time::Instant::now() + stall_every;
-    if *shutdown.borrow() {
-        conn.go_away();
-        drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
-    }
-    loop {
-        if !streams.queued() {
-            progress_at = tokio::time::Instant::now();
+    async move {
+        let peer = info.peer;
+        let mut cfg = state.h2.clone();
+        // RFC 8336: the origin set of the certificate this connection's SNI picked.
+        cfg.origins = info.served.as_ref().and_then(crate::io::tls::Served::origins);
+        let mut conn = Connection::new(cfg, state.window_policy(), Instant::now());
+        let info = Arc::new(info);
+        if !prefix.is_empty() {
+            conn.handle_input(Instant::now(), &prefix);
         }
-        handle_events(&mut conn, &mut streams, &info, &mut resets);
-        while let Ok(cmd) = cmd_rx.try_recv() {
-            streams.apply(&mut conn, cmd);
+        let (mut streams, mut cmd_rx) = Streams::new(state.clone(), info.clone(), Proto::Http2);
+        let mut sent: Vec<(u32, usize)> = Vec::new();
+        let mut resets = ResetLog::default();
+        // The writer: one buffer in flight, handed back when written.
+        let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
+        let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
+        let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
+        let mut rbuf = ReadBufs::new(IDLE_READ);
+        let mut idle_since: Option<tokio::time::Instant> = None;
+        let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(IDLE_WRITE));
+        let mut eof = false;
+        let mut rtt_sampled = Instant::now().checked_sub(RTT_SAMPLE_EVERY).unwrap_or_else(Instant::now);
+        // When the write in flight must have completed: a peer that stops reading (a full TCP
+        // window) cannot hold the connection longer than the idle timeout.
+        let mut write_deadline: Option<tokio::time::Instant> = None;
+        let mut drain_deadline: Option<tokio::time::Instant> = None;
+        let mut pace = state.cfg.tcp.limit_inflight.then(InflightCap::new);
+        let mut retry_at: Option<tokio::time::Instant> = None;
+        let mut idle_reading = Instant::now();
+        // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
+        let mut stuck = false;
+        // When the engine last framed response bytes, or had none waiting: a peer that keeps
+        // its flow-control windows shut while sending PINGs holds its streams' memory otherwise.
+        let mut progress_at = tokio::time::Instant::now();
+        let stall_every = state.cfg.timeouts.idle / 4;
+        let mut stall_check = tokio::time::Instant::now() + stall_every;
+        if *shutdown.borrow() {
+            conn.go_away();
+            drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
         }
-        // With nothing to frame there is nothing to budget: the in-flight bound needs a reading
-        // now and then to see the connection application-limited, not one per turn of the loop
-        // (a bulk upload turns it once per DATA frame consumed: 48,000 TCP_INFO calls per GB).
-        let now = Instant::now();
-        let budget_due =
-            conn.wants_write() || pace.is_some() && now.saturating_duration_since(idle_reading) >= IDLE_READING_EVERY;
-        if !budget_due {
-            retry_at = None;
-        }
-        if let Some(mut buf) = spare.take_if(|_| budget_due) {
-            buf.clear();
-            if !conn.wants_write() {
-                idle_reading = now;
-            }
-            if let Some(p) = pace.as_mut() {
-                p.set_guarded(conn.mixed_urgencies());
-            }
-            let b = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
-            // Held back by the in-flight bound with data waiting: look again shortly.
-            retry_at = b.retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
-            // Urgent data first, in the room only it may use; then the rest, in what the bound
-            // leaves once the urgent bytes are counted.
-            let urgent = b.urgent > 0 && conn.poll_transmit_upto(now, &mut buf, b.urgent, URGENT);
-            let rest = b.other.saturating_sub(buf.len());
-            if conn.poll_transmit(now, &mut buf, rest) || urgent {
-                write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
-                if wq_tx.send(buf).await.is_err() {
-                    break;
-                }
-            } else {
-                spare = Some(buf);
-            }
-            conn.drain_sent(|id, n| sent.push((id, n)));
-            if !sent.is_empty() {
+        loop {
+            if !streams.queued() {
                 progress_at = tokio::time::Instant::now();
             }
-            for (id, n) in sent.drain(..) {
-                streams.sent(&mut conn, u64::from(id), n);
+            handle_events(&mut conn, &mut streams, &info, &mut resets);
+            while let Ok(cmd) = cmd_rx.try_recv() {
+                streams.apply(&mut conn, cmd);
             }
-        }
-        if spare.is_some() && conn.is_done() {
-            break;
-        }
-        if eof && spare.is_some() && streams.is_empty() {
-            break;
-        }
-        // A busy connection reads and writes in large buffers; one without a stream for
-        // SHRINK_AFTER keeps small ones (a 64 KiB read buffer and a written-through 1 MiB
-        // write buffer were most of what an idle connection cost). Not at once: a connection
-        // whose streams come in bursts keeps its large buffers between them.
-        let read_size = if streams.is_empty() { IDLE_READ } else { BUSY_READ };
-        if !streams.is_empty() {
-            idle_since = None;
-        } else if idle_since.is_none() {
-            idle_since = Some(tokio::time::Instant::now());
-        }
-        let big = rbuf.big() || spare.as_ref().is_some_and(|b| b.capacity() > IDLE_WRITE);
-        let shrink_at = idle_since.filter(|_| big).map(|t| t + SHRINK_AFTER);
-        if shrink_at.is_some_and(|t| t <= tokio::time::Instant::now()) {
-            rbuf.renew(&mut conn, IDLE_READ, false);
-            if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
-                *buf = Vec::with_capacity(IDLE_WRITE);
+            // With nothing to frame there is nothing to budget: the in-flight bound needs a reading
+            // now and then to see the connection application-limited, not one per turn of the loop
+            // (a bulk upload turns it once per DATA frame consumed: 48,000 TCP_INFO calls per GB).
+            let now = Instant::now();
+            let budget_due = conn.wants_write()
+                || pace.is_some() && now.saturating_duration_since(idle_reading) >= IDLE_READING_EVERY;
+            if !budget_due {
+                retry_at = None;
             }
-        } else if rbuf.cur.capacity() < read_size / 4 {
-            rbuf.renew(&mut conn, read_size, true);
-        }
-        let timeout = conn.poll_timeout();
-        tokio::select! {
-            r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {
-                Ok(0) | Err(_) => {
-                    eof = true;
-                    conn.handle_eof();
+            if let Some(mut buf) = spare.take_if(|_| budget_due) {
+                buf.clear();
+                if !conn.wants_write() {
+                    idle_reading = now;
                 }
-                Ok(_) => {
-                    let now = Instant::now();
-                    // Window tuning measures per RTT: refresh it now and then from TCP_INFO.
-                    if now.saturating_duration_since(rtt_sampled) >= RTT_SAMPLE_EVERY {
-                        rtt_sampled = now;
-                        if let Some(rtt) = sluice_sys::sock::path_info(fd).ok().and_then(|p| p.rtt()) {
-                            conn.handle_rtt(rtt);
-                        }
+                if let Some(p) = pace.as_mut() {
+                    p.set_guarded(conn.mixed_urgencies());
+                }
+                let b = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
+                // Held back by the in-flight bound with data waiting: look again shortly.
+                retry_at = b.retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
+                // Urgent data first, in the room only it may use; then the rest, in what the bound
+                // leaves once the urgent bytes are counted.
+                let urgent = b.urgent > 0 && conn.poll_transmit_upto(now, &mut buf, b.urgent, URGENT);
+                let rest = b.other.saturating_sub(buf.len());
+                if conn.poll_transmit(now, &mut buf, rest) || urgent {
+                    write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
+                    if wq_tx.send(buf).await.is_err() {
+                        break;
                     }
-                    conn.handle_input_buf(now, rbuf.cur.split());
-                }
-            },
-            done = done_rx.recv(), if spare.is_none() => match done {
-                Some(Ok(buf)) => {
+                } else {
                     spare = Some(buf);
-                    write_deadline = None;
                 }
-                _ => break,
-            },
-            _ = sleep_until_tokio(write_deadline) => {
-                tracing::info!(%peer, "peer stopped reading: write timed out, closing");
-                stuck = true;
+                conn.drain_sent(|id, n| sent.push((id, n)));
+                if !sent.is_empty() {
+                    progress_at = tokio::time::Instant::now();
+                }
+                for (id, n) in sent.drain(..) {
+                    streams.sent(&mut conn, u64::from(id), n);
+                }
+            }
+            if spare.is_some() && conn.is_done() {
                 break;
             }
-            Some(cmd) = cmd_rx.recv() => {
-                streams.apply(&mut conn, cmd);
-                while let Ok(cmd) = cmd_rx.try_recv() {
+            if eof && spare.is_some() && streams.is_empty() {
+                break;
+            }
+            // A busy connection reads and writes in large buffers; one without a stream for
+            // SHRINK_AFTER keeps small ones (a 64 KiB read buffer and a written-through 1 MiB
+            // write buffer were most of what an idle connection cost). Not at once: a connection
+            // whose streams come in bursts keeps its large buffers between them.
+            let read_size = if streams.is_empty() { IDLE_READ } else { BUSY_READ };
+            if !streams.is_empty() {
+                idle_since = None;
+            } else if idle_since.is_none() {
+                idle_since = Some(tokio::time::Instant::now());
+            }
+            let big = rbuf.big() || spare.as_ref().is_some_and(|b| b.capacity() > IDLE_WRITE);
+            let shrink_at = idle_since.filter(|_| big).map(|t| t + SHRINK_AFTER);
+            if shrink_at.is_some_and(|t| t <= tokio::time::Instant::now()) {
+                rbuf.renew(&mut conn, IDLE_READ, false);
+                if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
+                    *buf = Vec::with_capacity(IDLE_WRITE);
+                }
+            } else if rbuf.cur.capacity() < read_size / 4 {
+                rbuf.renew(&mut conn, read_size, true);
+            }
+            let timeout = conn.poll_timeout();
+            tokio::select! {
+                r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {
+                    Ok(0) | Err(_) => {
+                        eof = true;
+                        conn.handle_eof();
+                    }
+                    Ok(_) => {
+                        let now = Instant::now();
+                        // Window tuning measures per RTT: refresh it now and then from TCP_INFO.
+                        if now.saturating_duration_since(rtt_sampled) >= RTT_SAMPLE_EVERY {
+                            rtt_sampled = now;
+                            if let Some(rtt) = sluice_sys::sock::path_info(fd).ok().and_then(|p| p.rtt()) {
+                                conn.handle_rtt(rtt);
+                            }
+                        }
+                        conn.handle_input_buf(now, rbuf.cur.split());
+                    }
+                },
+                done = done_rx.recv(), if spare.is_none() => match done {
+                    Some(Ok(buf)) => {
+                        spare = Some(buf);
+                        write_deadline = None;
+                    }
+                    _ => break,
+                },
+                _ = sleep_until_tokio(write_deadline) => {
+                    tracing::info!(%peer, "peer stopped reading: write timed out, closing");
+                    stuck = true;
+                    break;
+                }
+                Some(cmd) = cmd_rx.recv() => {
                     streams.apply(&mut conn, cmd);
+                    while let Ok(cmd) = cmd_rx.try_recv() {
+                        streams.apply(&mut conn, cmd);
+                    }
                 }
-            }
-            _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
-            _ = tokio::time::sleep_until(stall_check), if !streams.is_empty() => {
-                stall_check = tokio::time::Instant::now() + stall_every;
-                if streams.queued() && progress_at.elapsed() >= state.cfg.timeouts.idle {
-                    tracing::info!(%peer, "no response byte framed for timeouts.idle: the peer keeps its windows shut; closing");
-                    conn.abort("stalled: the peer's flow-control windows stayed shut for the idle timeout");
+                _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
+                _ = tokio::time::sleep_until(stall_check), if !streams.is_empty() => {
+                    stall_check = tokio::time::Instant::now() + stall_every;
+                    if streams.queued() && progress_at.elapsed() >= state.cfg.timeouts.idle {
+                        tracing::info!(%peer, "no response byte framed for timeouts.idle: the peer keeps its windows shut; closing");
+                        conn.abort("stalled: the peer's flow-control windows stayed shut for the idle timeout");
+                    }
                 }
+                _ = sleep_until_tokio(retry_at), if spare.is_some() => retry_at = None,
+                // The next turn of the loop shrinks the buffers.
+                _ = sleep_until_tokio(shrink_at) => {}
+                _ = shutdown.changed(), if drain_deadline.is_none() => {
+                    conn.go_away();
+                    drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
+                }
+                _ = sleep_until_tokio(drain_deadline) => break,
             }
-            _ = sleep_until_tokio(retry_at), if spare.is_some() => retry_at = None,
-            // The next turn of the loop shrinks the buffers.
-            _ = sleep_until_tokio(shrink_at) => {}
-            _ = shutdown.changed(), if drain_deadline.is_none() => {
-                conn.go_away();
-                drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
-            }
-            _ = sleep_until_tokio(drain_deadline) => break,
         }
+        streams.abort_all();
+        if resets.suppressed > 0 {
+            tracing::info!(%peer, more = resets.suppressed, "more streams reset for peer errors on this connection");
+        }
+        drop(wq_tx);
+        close(writer, rd, stuck, eof, state.cfg.timeouts.drain).await;
     }
-    streams.abort_all();
-    if resets.suppressed > 0 {
-        tracing::info!(%peer, more = resets.suppressed, "more streams reset for peer errors on this connection");
-    }
-    drop(wq_tx);
-    close(writer, rd, stuck, eof, state.cfg.timeouts.drain).await;
 }
 
 /// The connection's read buffers: reads go into what follows the last one, and the engine

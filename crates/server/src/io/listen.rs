@@ -101,24 +101,34 @@ async fn serve_connection(
     // Every connection's writes must keep up with the minimum rate (a peer that stops reading
     // is cut off, its slot freed): below TLS, so handshakes are covered too.
     let tcp = WriteProgress::new(tcp, state.write_rule());
+    // This future lives as long as the connection, at the size of its largest state: what it
+    // holds beside the protocol's own future is paid by every idle connection.
     if let Some(t) = tls {
-        let stream = match tokio::time::timeout(header_timeout, t.acceptor.accept(tcp)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, %e, "TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
+        // In a block of its own: a local that was borrowed keeps its place in the future until
+        // its scope ends, and the TLS stream (1,288 bytes) would stay beside the protocol's
+        // future that owns it.
+        let (stream, info, h2) = {
+            let stream = match tokio::time::timeout(header_timeout, t.acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let served = Served::for_sni(&t.certs, stream.get_ref().1.server_name(), t.port);
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            (stream, ConnInfo::new(peer, true, t.alt_svc.clone(), served), h2)
         };
-        let served = Served::for_sni(&t.certs, stream.get_ref().1.server_name(), t.port);
-        let info = ConnInfo::new(peer, true, t.alt_svc.clone(), served);
-        if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+        if h2 {
             crate::io::h2::serve(stream, fd, Bytes::new(), info, state, shutdown).await;
         } else {
-            crate::io::h1::serve(stream, info, state, shutdown).await;
+            // Boxed: HTTP/1.1's future is the larger one, and inline it would size every
+            // connection's future, HTTP/2 ones included.
+            Box::pin(crate::io::h1::serve(stream, info, state, shutdown)).await;
         }
         return;
     }
@@ -148,7 +158,7 @@ async fn serve_connection(
         }
         Some(Cleartext::H1) => {
             let info = ConnInfo::new(peer, false, None, None);
-            crate::io::h1::serve(Rewind { prefix, inner: tcp }, info, state, shutdown).await
+            Box::pin(crate::io::h1::serve(Rewind { prefix, inner: tcp }, info, state, shutdown)).await
         }
         Some(Cleartext::Neither) | None => {
             tracing::debug!(%peer, "neither an HTTP/2 preface nor an HTTP/1.x request line: closing");
