@@ -336,6 +336,24 @@ impl Connection {
         }
     }
 
+    /// Hands back what a busier time left allocated (queues and maps at their largest, the
+    /// spare stream queues, scratch buffers); for the driver to call once the connection has
+    /// been idle a while. What is still in use stays.
+    pub fn shrink(&mut self) {
+        if self.streams.is_empty() {
+            self.streams.shrink_to_fit();
+            self.spare = Vec::new();
+        }
+        self.events.shrink_to_fit();
+        self.heads.shrink_to_fit();
+        self.sent_dirty.shrink_to_fit();
+        self.recently_closed.shrink_to_fit();
+        self.pending_priority.shrink_to_fit();
+        self.control.shrink_to_fit();
+        self.out_block = Vec::new();
+        self.spans = Vec::new();
+    }
+
     /// The bytes of a frame not yet complete (at most one frame), taken out: a driver moving to
     /// a new read buffer puts them at its start and hands them back with its next read, so that
     /// what it reads next continues them in one allocation (otherwise every later read would be

@@ -212,6 +212,8 @@ where
             let shrink_at = idle_since.filter(|_| big).map(|t| t + SHRINK_AFTER);
             if shrink_at.is_some_and(|t| t <= tokio::time::Instant::now()) {
                 rbuf.renew(&mut conn, IDLE_READ, false);
+                conn.shrink();
+                streams.shrink();
                 if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
                     *buf = Vec::with_capacity(IDLE_WRITE);
                 }

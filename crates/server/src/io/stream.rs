@@ -172,6 +172,13 @@ impl Streams {
         self.tx.clone()
     }
 
+    /// Hands back the map's room when no stream is left (an idle connection).
+    pub(crate) fn shrink(&mut self) {
+        if self.map.is_empty() {
+            self.map.shrink_to_fit();
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

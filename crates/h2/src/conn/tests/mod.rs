@@ -153,6 +153,34 @@ fn get_request_and_response() {
 }
 
 #[test]
+fn a_shrunk_connection_serves_on_and_keeps_its_tables() {
+    let mut c = Client::new(Config::default());
+    // A burst of streams grows the queues and maps; shrinking between bursts must lose no
+    // state (the HPACK tables, the last stream id, the stream queues reused).
+    for round in 0..3u32 {
+        let ids: Vec<u32> = (0..8).map(|i| 1 + 2 * (8 * round + i)).collect();
+        for &id in &ids {
+            c.request(id, "/same-path", true);
+        }
+        assert_eq!(c.events().len(), ids.len());
+        for &id in &ids {
+            c.conn.send_response(id, 200, vec![Field::new("server", "sluice")], false).unwrap();
+            c.conn.send_data(id, Bytes::from_static(b"ok"), true).unwrap();
+        }
+        let out = c.output();
+        let heads = out.iter().filter(|f| matches!(f, F::Headers(_, h, false) if h[1].1 == "sluice")).count();
+        assert_eq!(heads, ids.len(), "round {round}: {out:?}");
+        assert_eq!(c.conn.open_streams(), 0);
+        c.conn.shrink();
+        assert_eq!(c.conn.streams.capacity(), 0, "an empty map hands back its room");
+        assert!(c.conn.events.capacity() == 0 && c.conn.spare.is_empty());
+    }
+    // The streams it closed are still known as closed (RFC 9113 §5.1).
+    c.request(3, "/again", true);
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::STREAM_CLOSED));
+}
+
+#[test]
 fn bad_preface_is_protocol_error() {
     let now = Instant::now();
     let mut conn = Connection::new(Config::default(), Box::<FixedWindows>::default(), now);
