@@ -14,7 +14,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use sluice_h2::{Connection, Event, Field, Reason, SendError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
@@ -118,8 +118,8 @@ where
         let mut sent: Vec<(u32, usize)> = Vec::new();
         let mut resets = ResetLog::default();
         // The writer: one buffer in flight, handed back when written.
-        let (wq_tx, wq_rx) = mpsc::channel::<Vec<u8>>(1);
-        let (done_tx, mut done_rx) = mpsc::channel::<std::io::Result<Vec<u8>>>(1);
+        let (wq_tx, wq_rx) = crate::io::mailbox::mailbox::<Vec<u8>>();
+        let (done_tx, mut done_rx) = crate::io::mailbox::mailbox::<std::io::Result<Vec<u8>>>();
         let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
         let mut rbuf = ReadBufs::new(IDLE_READ);
         let mut idle_since: Option<tokio::time::Instant> = None;
@@ -149,7 +149,7 @@ where
                 progress_at = tokio::time::Instant::now();
             }
             handle_events(&mut conn, &mut streams, &info, &mut resets);
-            while let Ok(cmd) = cmd_rx.try_recv() {
+            while let Some(cmd) = cmd_rx.try_recv() {
                 streams.apply(&mut conn, cmd);
             }
             // With nothing to frame there is nothing to budget: the in-flight bound needs a reading
@@ -178,7 +178,7 @@ where
                 let rest = b.other.saturating_sub(buf.len());
                 if conn.poll_transmit(now, &mut buf, rest) || urgent {
                     write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
-                    if wq_tx.send(buf).await.is_err() {
+                    if wq_tx.send(buf).is_err() {
                         break;
                     }
                 } else {
@@ -214,6 +214,7 @@ where
                 rbuf.renew(&mut conn, IDLE_READ, false);
                 conn.shrink();
                 streams.shrink();
+                cmd_rx.shrink();
                 if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
                     *buf = Vec::with_capacity(IDLE_WRITE);
                 }
@@ -253,7 +254,7 @@ where
                 }
                 Some(cmd) = cmd_rx.recv() => {
                     streams.apply(&mut conn, cmd);
-                    while let Ok(cmd) = cmd_rx.try_recv() {
+                    while let Some(cmd) = cmd_rx.try_recv() {
                         streams.apply(&mut conn, cmd);
                     }
                 }
@@ -406,8 +407,8 @@ async fn sleep_until_tokio(t: Option<tokio::time::Instant>) {
 
 async fn write_loop<W: AsyncWrite>(
     mut wr: tokio::io::WriteHalf<W>,
-    mut rx: mpsc::Receiver<Vec<u8>>,
-    done: mpsc::Sender<std::io::Result<Vec<u8>>>,
+    mut rx: crate::io::mailbox::Receiver<Vec<u8>>,
+    done: crate::io::mailbox::Sender<std::io::Result<Vec<u8>>>,
 ) {
     while let Some(buf) = rx.recv().await {
         let r = async {
@@ -416,7 +417,7 @@ async fn write_loop<W: AsyncWrite>(
         }
         .await;
         let failed = r.is_err();
-        if done.send(r.map(|()| buf)).await.is_err() || failed {
+        if done.send(r.map(|()| buf)).is_err() || failed {
             break;
         }
     }

@@ -517,7 +517,7 @@ async fn serve(
             d.progress_at = Instant::now();
         }
         d.handle_events();
-        while let Ok(cmd) = cmd_rx.try_recv() {
+        while let Some(cmd) = cmd_rx.try_recv() {
             d.streams.apply(&mut d.engine, cmd);
         }
         if tuned.elapsed() >= TUNE_EVERY {

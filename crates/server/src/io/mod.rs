@@ -7,6 +7,7 @@ pub(crate) mod h2;
 pub(crate) mod h3;
 pub(crate) mod linger;
 pub(crate) mod listen;
+pub(crate) mod mailbox;
 pub(crate) mod pace;
 pub(crate) mod progress;
 pub(crate) mod quic_pace;

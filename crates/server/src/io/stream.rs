@@ -57,6 +57,10 @@ pub(crate) enum Cmd {
     Priority { id: u64, value: Bytes },
 }
 
+/// Where a connection's handlers send their commands, and where its task takes them.
+pub(crate) type CmdSender = crate::io::mailbox::Sender<Cmd>;
+pub(crate) type CmdReceiver = crate::io::mailbox::Receiver<Cmd>;
+
 /// Why an engine did not take a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
@@ -88,7 +92,7 @@ pub(crate) trait Engine {
 #[derive(Clone)]
 pub(crate) struct StreamSink {
     id: u64,
-    tx: mpsc::UnboundedSender<Cmd>,
+    tx: CmdSender,
 }
 
 impl Sink for StreamSink {
@@ -114,7 +118,7 @@ impl Sink for StreamSink {
 }
 
 /// Interim heads of a connection's streams: commands on its channel.
-struct CmdInterims(mpsc::UnboundedSender<Cmd>);
+struct CmdInterims(CmdSender);
 
 impl Interims for CmdInterims {
     fn interim(&self, id: u64, status: u16, fields: Vec<Field>) -> bool {
@@ -152,7 +156,7 @@ pub(crate) struct Streams {
     /// open streams, so flooding one bucket costs the peer as much as us: Fx hashing, not
     /// SipHash (which was 2 % of a small request's instructions).
     map: rustc_hash::FxHashMap<u64, StreamCtx>,
-    tx: mpsc::UnboundedSender<Cmd>,
+    tx: CmdSender,
     interims: Arc<dyn Interims>,
     state: Arc<State>,
     info: Arc<ConnInfo>,
@@ -161,14 +165,14 @@ pub(crate) struct Streams {
 
 impl Streams {
     /// The streams of a new connection, and the receiving end of its command channel.
-    pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, mpsc::UnboundedReceiver<Cmd>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, CmdReceiver) {
+        let (tx, rx) = crate::io::mailbox::mailbox();
         let interims: Arc<dyn Interims> = Arc::new(CmdInterims(tx.clone()));
         (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto }, rx)
     }
 
     /// A sender of commands (HTTP/2's credit release uses it).
-    pub(crate) fn commands(&self) -> mpsc::UnboundedSender<Cmd> {
+    pub(crate) fn commands(&self) -> CmdSender {
         self.tx.clone()
     }
 
@@ -483,7 +487,7 @@ mod tests {
         }
     }
 
-    fn streams() -> (Streams, mpsc::UnboundedReceiver<Cmd>, tempfile::TempDir) {
+    fn streams() -> (Streams, CmdReceiver, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = crate::config::default_config(dir.path().to_path_buf());
         cfg.access_log = false;
@@ -504,7 +508,7 @@ mod tests {
     }
 
     /// Apply every command that arrives within `wait`.
-    async fn pump(s: &mut Streams, rx: &mut mpsc::UnboundedReceiver<Cmd>, e: &mut Recorder, wait: Duration) {
+    async fn pump(s: &mut Streams, rx: &mut CmdReceiver, e: &mut Recorder, wait: Duration) {
         while let Ok(Some(cmd)) = tokio::time::timeout(wait, rx.recv()).await {
             s.apply(e, cmd);
         }
@@ -623,7 +627,7 @@ mod tests {
         e.gone.push(7);
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
         assert_eq!(e.data[&7].len(), STREAM_SEND_BUFFER);
-        assert!(rx.is_empty());
+        assert!(rx.try_recv().is_none());
     }
 
     #[tokio::test]
