@@ -87,6 +87,12 @@ impl Encoder {
         }
     }
 
+    /// Forget the remembered literals (an idle connection hands back their memory; the next
+    /// response codes its literals afresh).
+    pub fn shrink(&mut self) {
+        self.literals = Vec::new();
+    }
+
     /// The peer's SETTINGS_HEADER_TABLE_SIZE changed.
     ///
     /// We pick a table size of at most `max` (and at most 4096, to bound

@@ -352,6 +352,7 @@ impl Connection {
         self.control.shrink_to_fit();
         self.out_block = Vec::new();
         self.spans = Vec::new();
+        self.encoder.shrink();
     }
 
     /// The bytes of a frame not yet complete (at most one frame), taken out: a driver moving to

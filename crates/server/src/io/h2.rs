@@ -25,11 +25,13 @@ use crate::state::State;
 /// How often the driver reads the RTT from TCP_INFO while input arrives.
 const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// Read buffer while the connection has no stream open (a request head rarely needs more than
-/// one read of 1 KiB; 4 KiB cost 3 kB per idle connection), and while it has; a new one is taken
+/// Read buffer while the connection has no stream open, and while it has; a new one is taken
 /// when less than a quarter of that is left (reads go into what follows the last one, and the
-/// engine keeps slices of them, so a buffer is freed when its last DATA payload is).
-const IDLE_READ: usize = 1024;
+/// engine keeps slices of them, so a buffer is freed when its last DATA payload is). Idle, 256
+/// bytes: over TLS the records are read into rustls's own buffer and this one takes plaintext,
+/// so a larger request head only takes a few more reads (1 KiB cost 0.7 kB per idle connection,
+/// 4 KiB 3 kB; `scripts/bench-idle.sh`).
+const IDLE_READ: usize = 256;
 const BUSY_READ: usize = 64 * 1024;
 /// Write buffer kept while the connection has no stream open: none (the next write allocates;
 /// keeping 16 KiB cost 4.6 kB per idle connection, `scripts/bench-idle.sh`).
