@@ -199,6 +199,27 @@ impl Fields {
 
 fn respond(req: &Request, src: Source, f: &Fields) -> Response {
     let (v, len, ctype) = (&f.v, f.len, f.ctype);
+    // One pass over the request's field names decides whether any precondition or range
+    // applies: most requests carry none, and each lookup below is a hash probe.
+    let conditional = req.headers.keys().any(|n| {
+        n == header::IF_MATCH
+            || n == header::IF_NONE_MATCH
+            || n == header::IF_MODIFIED_SINCE
+            || n == header::IF_UNMODIFIED_SINCE
+            || n == header::IF_RANGE
+            || n == header::RANGE
+    });
+    if !conditional {
+        let body = if req.method == Method::HEAD {
+            Body::Empty
+        } else {
+            match src.section(0, len) {
+                Ok(b) => b,
+                Err(e) => return internal_error(&e),
+            }
+        };
+        return Response { status: StatusCode::OK, headers: f.full.clone(), body };
+    }
     let honor_range = match evaluate(&req.headers, v) {
         Precondition::NotModified => {
             // RFC 9110 §15.4.5: repeat ETag; no content metadata.
