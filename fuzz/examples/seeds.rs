@@ -493,6 +493,12 @@ fn proxy_fields_seeds() {
             b"\x14forwarded: for=1.2.3.4\nvia: 1.1 edge\nkeep-alive: timeout=5\nupgrade: websocket\ntransfer-encoding: chunked\n",
         ),
         ("connection-te-upgrade", b"\x08Connection: TE, Upgrade\nTE: trailers\nhost: x\n"),
+        // The client names fields the proxy sets for the next hop: its values go, the proxy's
+        // stay (a smoke run found the harness asserting the opposite).
+        (
+            "connection-names-forwarding-fields",
+            b"\x19Connection: x-forwarded-host, x-forwarded-for, forwarded, via, x-forwarded-proto\nx-forwarded-host: evil\nx-forwarded-for: 6.6.6.6\nvia: 1.1 evil\nforwarded: for=6.6.6.6\nx-forwarded-proto: gopher\n",
+        ),
     ] {
         write("proxy_fields", name, bytes);
     }

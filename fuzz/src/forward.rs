@@ -43,8 +43,23 @@ pub fn run(data: &[u8]) {
     };
     let join = flags & 2 != 0;
     let mut response = h.clone();
+    let tls = f.tls;
     let out = forward::request(h, &f, join);
     check_hop_by_hop(&out, &named);
+    // A field the proxy sets for the next hop may be named in Connection too: the client's
+    // values go, the proxy's own stand alone.
+    for n in &named {
+        let values: Vec<&[u8]> = out.get_all(n).iter().map(HeaderValue::as_bytes).collect();
+        let own = match n.as_str() {
+            "x-forwarded-for" => values == [b"192.0.2.9"],
+            "x-forwarded-proto" => values == [if tls { &b"https"[..] } else { b"http" }],
+            "x-forwarded-host" => values == [b"app.example:8443"],
+            "forwarded" => values.len() == 1 && values[0].starts_with(b"for=192.0.2.9;proto="),
+            "via" => values.len() == 1 && values[0].ends_with(b" sluice"),
+            _ => true,
+        };
+        assert!(own, "{n}, named in Connection, crossed the proxy: {values:?}");
+    }
     assert_eq!(out.get_all("x-forwarded-for").iter().count(), 1);
     let xff = out["x-forwarded-for"].as_bytes();
     assert!(xff == b"192.0.2.9" || xff.ends_with(b", 192.0.2.9"), "{xff:?}");
@@ -56,15 +71,22 @@ pub fn run(data: &[u8]) {
     }
     forward::response(&mut response, http::Version::HTTP_11);
     check_hop_by_hop(&response, &named);
+    if named.iter().any(|n| n == "via") {
+        assert_eq!(response.get_all("via").iter().count(), 1, "an upstream's Via named in Connection crossed");
+    }
     assert!(!response.contains_key("te"));
 }
+
+/// Fields the proxy sets itself for the next hop (checked apart, in `run`).
+const OWN: [&str; 5] = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "forwarded", "via"];
 
 fn check_hop_by_hop(h: &HeaderMap, named: &[HeaderName]) {
     for n in HOP {
         assert!(!h.contains_key(n), "{n} crossed the proxy");
     }
     for n in named {
-        assert!(n == "te" || !h.contains_key(n), "{n}, named in Connection, crossed the proxy");
+        let exempt = n == "te" || OWN.contains(&n.as_str());
+        assert!(exempt || !h.contains_key(n), "{n}, named in Connection, crossed the proxy");
     }
     for v in h.get_all("te") {
         assert_eq!(v, "trailers");
