@@ -367,13 +367,7 @@ mod tests {
     #[test]
     fn arbitrary_input_never_panics() {
         // A small deterministic fuzz: random blocks and mutations of valid ones.
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         let valid: Vec<Vec<u8>> =
             crate::appendix_c::sequences().iter().flat_map(|s| s.blocks.iter().map(|b| hex(b.wire))).collect();
         for round in 0..20_000 {

@@ -436,13 +436,7 @@ mod tests {
 
     #[test]
     fn remembered_literals_are_the_bytes_a_fresh_encoder_writes() {
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         // Six never-indexed names against four remembered literals, values that repeat often.
         let names = ["etag", "last-modified", "content-length", "age", "expires", "content-range"];
         let values = ["\"1a2b-3c\"", "Tue, 24 Nov 2026 10:00:00 GMT", "14", "0", "", "bytes 0-1/2"];
@@ -465,13 +459,7 @@ mod tests {
 
     #[test]
     fn random_lists_stay_in_sync_with_small_table() {
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
         let names = ["x-a", "x-b", "content-type", ":status", "cookie", "x-long-header-name"];
         let mut e = Encoder::new();
         e.set_max_table_size(300);
