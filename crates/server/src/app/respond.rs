@@ -375,9 +375,9 @@ impl SendRoom {
         use std::sync::atomic::Ordering;
         // Invariant: n is at most CHUNK, far below u32::MAX.
         let n32 = n as u32;
-        self.stream.acquire_many(n32).await.map_err(|_| ())?.forget();
+        acquire(&self.stream, n32).await?;
         // The global budget is never closed.
-        self.global.acquire_many(n32).await.map_err(|_| ())?.forget();
+        acquire(&self.global, n32).await?;
         self.held.fetch_add(n, Ordering::AcqRel);
         if self.stream.is_closed() {
             // Released meanwhile: what `release` could not see goes back here.
@@ -428,6 +428,19 @@ impl SendRoom {
     pub(crate) fn held(&self) -> usize {
         self.held.load(std::sync::atomic::Ordering::Acquire)
     }
+}
+
+/// `n` permits of `sem`, kept (forgotten); `Err` once it is closed. Taken at once when they
+/// are there (nearly always: a response's chunk fits its stream's queue), without building the
+/// waiting future. Permits sit in the count only when no one waits (released ones go to the
+/// waiters first), so this takes none out of turn.
+async fn acquire(sem: &Semaphore, n: u32) -> Result<(), ()> {
+    match sem.try_acquire_many(n) {
+        Ok(p) => p.forget(),
+        Err(tokio::sync::TryAcquireError::Closed) => return Err(()),
+        Err(tokio::sync::TryAcquireError::NoPermits) => sem.acquire_many(n).await.map_err(|_| ())?.forget(),
+    }
+    Ok(())
 }
 
 /// Response header fields for HTTP/2 and HTTP/3: lower-case names (the http crate's are),
