@@ -13,7 +13,10 @@
 #
 # Usage: scripts/bench-callgrind.sh [--servers sluice,h2o,nginx] [--proto h2|h1] [-n N]
 #                                    [--no-build] [--keep]
-#   --servers L   comma-separated subset (default sluice,h2o,nginx)
+#   --servers L   comma-separated subset (default sluice,h2o,nginx); also sluice-proxy: Sluice
+#                 as a reverse proxy (scripts/bench/proxy/sluice.toml.in) to an nginx origin
+#                 (scripts/bench/proxy/origin-nginx.conf.in, cleartext HTTP/1.1 keep-alive, run
+#                 outside valgrind so that only the proxy is counted)
 #   --proto P     h2 (TLS, h2load -m 10; default) or h1 (TLS HTTP/1.1 keep-alive, h2load --h1)
 #   -n N          requests counted (default 20000; N0 = 2000)
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
@@ -40,7 +43,7 @@ while [ $# -gt 0 ]; do
     -n) N=${2:?-n needs a number}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -51,7 +54,7 @@ for t in valgrind h2load openssl; do
 done
 
 SLUICE=${SLUICE_BIN:-$REPO/target/release/sluice}
-if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ] && [[ ",$SERVERS," == *,sluice,* ]]; then
+if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ] && [[ ",$SERVERS," == *,sluice,* || ",$SERVERS," == *,sluice-proxy,* ]]; then
   log "building sluice (cargo build --release -p sluice)"
   (cd "$REPO" && cargo build --release -p sluice) >&2 || die "cargo build failed"
 fi
@@ -59,7 +62,13 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-callgrind.XXXXXX")
 SERVER_PID=""
+ORIGIN_PID=""
 stop_server() {
+  if [ -n "$ORIGIN_PID" ]; then
+    kill -TERM "$ORIGIN_PID" 2>/dev/null || true
+    wait "$ORIGIN_PID" 2>/dev/null || true
+    ORIGIN_PID=""
+  fi
   [ -n "$SERVER_PID" ] || return 0
   if kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID" 2>/dev/null || true
@@ -105,6 +114,18 @@ start() {
       # HTTP/3 off: its UDP socket is not part of the comparison.
       printf '\n[quic]\nenabled = false\n' >>"$TMP/sluice/sluice.toml"
       "${vg[@]}" "$SLUICE" serve --config "$TMP/sluice/sluice.toml" >"$logf" 2>&1 &
+      ;;
+    sluice-proxy)
+      local op
+      op=$(free_port)
+      mkdir -p "$TMP/origin"/{body,proxy,fastcgi,uwsgi,scgi} "$TMP/sluice-proxy/data"
+      sed -e "s|@DIR@|$TMP/origin|g" -e "s|@ORIGIN@|127.0.0.1:$op|g" -e "s|@ROOT@|$ROOT|g" \
+        "$BENCH/proxy/origin-nginx.conf.in" >"$TMP/origin/nginx.conf"
+      "$NGINX" -p "$TMP/origin/" -e "$TMP/origin/error.log" -c "$TMP/origin/nginx.conf" >"$out/origin.log" 2>&1 &
+      ORIGIN_PID=$!
+      sed -e "s|@DIR@|$TMP/sluice-proxy|g" -e "s|@LISTEN@|127.0.0.1:$port|g" -e "s|@CERT@|$CERT|g" \
+        -e "s|@KEY@|$KEY|g" -e "s|@ORIGIN@|127.0.0.1:$op|g" "$BENCH/proxy/sluice.toml.in" >"$TMP/sluice-proxy/sluice.toml"
+      "${vg[@]}" "$SLUICE" serve --config "$TMP/sluice-proxy/sluice.toml" >"$logf" 2>&1 &
       ;;
     h2o)
       fill "$BENCH/h2o.conf.in" "$port" >"$TMP/h2o/h2o.conf"
@@ -165,7 +186,7 @@ printf '|---|---|---|---|\n'
 IFS=, read -r -a WANTED <<<"$SERVERS"
 for s in "${WANTED[@]}"; do
   case "$s" in
-    sluice) [ -x "$SLUICE" ] || { log "SKIP sluice: $SLUICE not found"; continue; } ;;
+    sluice | sluice-proxy) [ -x "$SLUICE" ] || { log "SKIP $s: $SLUICE not found"; continue; } ;;
     h2o) command -v h2o >/dev/null 2>&1 || { log "SKIP h2o: not installed"; continue; } ;;
     nginx) [ -x "$NGINX" ] || { log "SKIP nginx: not installed"; continue; } ;;
     *) die "unknown server '$s'" ;;
