@@ -43,6 +43,9 @@ pub struct Encoder {
 
 /// Literals remembered per encoder (one per never-indexed name, the least recent replaced).
 const MAX_LITERALS: usize = 4;
+/// Longest value remembered: validators, dates and lengths are far shorter, and a long value
+/// (a peer's, through the proxy) must not stay in every connection's memory.
+const MAX_REMEMBERED: usize = 128;
 
 /// Names whose fields this encoder never indexes, whatever the value, with their static
 /// table index (RFC 7541 Appendix A): values that change with every message (counters,
@@ -172,6 +175,10 @@ impl Encoder {
     /// A literal without indexing for the static name `index`, from the remembered
     /// representation when the value repeats.
     fn encode_unindexed(&mut self, index: usize, value: &[u8], dst: &mut Vec<u8>) {
+        if value.len() > MAX_REMEMBERED {
+            self.encode_literal(index, b"", value, 4, 0x00, dst);
+            return;
+        }
         if let Some(at) = self.literals.iter().position(|(i, _, _)| *i == index) {
             let (_, v, repr) = &self.literals[at];
             if v == value {
@@ -455,6 +462,15 @@ mod tests {
         }
         assert!(e.literals.len() <= MAX_LITERALS);
         assert_eq!(e.table.dynamic_len(), 0);
+        // A long value is written, not remembered.
+        let long = "x".repeat(MAX_REMEMBERED + 1);
+        let mut e = Encoder::new();
+        let wire = encode_list(&mut e, &[("etag", long.as_str())], false);
+        assert_eq!(
+            decode_all(&mut Decoder::new(4096), &wire),
+            vec![(b"etag".to_vec(), long.clone().into_bytes(), false)]
+        );
+        assert!(e.literals.is_empty());
     }
 
     #[test]
