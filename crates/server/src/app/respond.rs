@@ -51,7 +51,7 @@ impl ConnInfo {
     /// serve, if that is the case.
     pub(crate) fn misdirected(&self, authority: &str) -> Option<Response> {
         let served = self.served.as_ref()?;
-        if served.serves(authority) {
+        if self.checked(authority) || served.serves(authority) {
             return None;
         }
         tracing::debug!(peer = %self.peer, authority, "421: authority not served on this connection");
@@ -194,12 +194,7 @@ pub(crate) struct Admitted {
 /// The part of answering `req` that comes before its handler: the access-log line, and the
 /// answers no handler gives (400 for a malformed request, 421, 413 for a declared body over
 /// the limit; with `Alt-Svc`). `None` hands the request on to the router.
-pub(crate) fn admit(
-    req: &Request,
-    counters: Arc<Counters>,
-    state: &State,
-    conn: &ConnInfo,
-) -> (Admitted, Option<Response>) {
+pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted, Option<Response>) {
     let enabled = state.cfg.access_log;
     // Without an access log, the line's fields are never read: no copies, no clock.
     let log = AccessLog {
@@ -211,7 +206,7 @@ pub(crate) fn admit(
         path: if enabled { req.path.clone() } else { String::new() },
         status: 0,
         start: if enabled { Some(std::time::Instant::now()) } else { None },
-        counters,
+        counters: req.counters.clone(),
         bytes_out: 0,
         outcome: "reset",
     };
@@ -221,7 +216,7 @@ pub(crate) fn admit(
     let refused = if let Some(r) = req.malformed {
         tracing::debug!(peer = %conn.peer, why = r.why, status = r.status.as_u16(), "request refused");
         Some(Response::text(r.status, format!("{}: {}\n", r.status.canonical_reason().unwrap_or("refused"), r.why)))
-    } else if let Some(r) = (!conn.checked(&req.authority)).then(|| conn.misdirected(&req.authority)).flatten() {
+    } else if let Some(r) = conn.misdirected(&req.authority) {
         Some(r)
     } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {
         Some(Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n"))
@@ -250,42 +245,36 @@ pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
     Prepared { status, headers, body, no_body, log }
 }
 
-/// Answer `req`, the same way on every protocol: [`admit`], the router, [`finish`].
-pub(crate) async fn prepare(mut req: Request, counters: Arc<Counters>, state: &State, conn: &ConnInfo) -> Prepared {
-    let (admitted, refused) = admit(&req, counters, state, conn);
+/// Answer `req`, the same way on every protocol: [`admit`], the router, [`finish`]. The request
+/// is borrowed: passed on by value, each `async fn` layer would keep a copy of it in its future
+/// (an `async fn` keeps each argument as passed and as moved into its body).
+pub(crate) async fn prepare(req: &mut Request, state: &State, conn: &ConnInfo) -> Prepared {
+    let (admitted, refused) = admit(req, state, conn);
     let resp = match refused {
-        None => crate::app::router::dispatch(state, &mut req, conn.alt_svc.as_ref()).await,
+        None => crate::app::router::dispatch(state, req, conn.alt_svc.as_ref()).await,
         Some(resp) => resp,
     };
     finish(admitted, resp)
 }
 
-/// Answer `req` and stream the response into `sink`, as `room` allows. ([`prepare`]'s steps
-/// are spelled out here rather than awaited as one more `async fn`: each layer moves the
-/// handler's future once more per request.)
+/// Answer `req` and stream the response into `sink`, as `room` allows.
 ///
-/// A plain function returning an `async move` block, not an `async fn`, and the router
-/// borrows the request: an `async fn` keeps each argument twice in its future (as passed, and
-/// moved into its body), and so would each layer the request were passed on to by value. The
-/// future is boxed for every HTTP/2 and HTTP/3 request, so its size is paid per request; the
-/// request comes boxed too, which keeps the future under 1 KiB, where the allocator's
-/// per-thread cache serves it (a larger block costs several times as much to allocate and free).
+/// A plain function returning an `async move` block, not an `async fn`, for the reason given at
+/// [`prepare`]. The future is boxed for every HTTP/2 and HTTP/3 request, so its size is paid per
+/// request; the request comes boxed too, which keeps the future under 1 KiB, where the
+/// allocator's per-thread cache serves it (a larger block costs several times as much to
+/// allocate and free).
 #[allow(clippy::manual_async_fn)] // on purpose: see above
 pub(crate) fn run_handler<S: Sink>(
     sink: S,
     mut req: Box<Request>,
     room: Arc<SendRoom>,
-    counters: Arc<Counters>,
     state: Arc<State>,
     conn: Arc<ConnInfo>,
 ) -> impl std::future::Future<Output = ()> + Send {
     async move {
-        let (admitted, refused) = admit(&req, counters, &state, &conn);
-        let resp = match refused {
-            None => crate::app::router::dispatch(&state, &mut req, conn.alt_svc.as_ref()).await,
-            Some(resp) => resp,
-        };
-        send(&sink, finish(admitted, resp), &room).await;
+        let prepared = prepare(&mut req, &state, &conn).await;
+        send(&sink, prepared, &room).await;
     }
 }
 

@@ -80,7 +80,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
     let counters = Arc::new(Counters::default());
     let body =
         RequestBody::hyper(incoming, state.write_rule()).counting(counters.clone(), state.cfg.limits.max_request_body);
-    let req = Request {
+    let mut req = Request {
         proto: Proto::Http1,
         peer: info.peer,
         method: parts.method,
@@ -94,9 +94,9 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         interim: Interim::default(),
         malformed,
         upgrade,
-        counters: counters.clone(),
+        counters,
     };
-    let Prepared { status, headers, body, no_body, log } = prepare(req, counters, &state, info).await;
+    let Prepared { status, headers, body, no_body, log } = prepare(&mut req, &state, info).await;
     let body = if no_body { Body::Empty } else { body };
     // A body with trailers goes out chunked (its trailers after the last chunk, to clients that
     // accept them): no length for hyper to frame it by.

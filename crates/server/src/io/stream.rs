@@ -213,8 +213,7 @@ impl Streams {
         let sink = StreamSink { id, tx: self.tx.clone() };
         let interim = Interim::to(id, self.interims.clone());
         let req = Box::new(to_request(head, body, interim, &self.info, self.proto, counters.clone()));
-        let mut handler =
-            Box::pin(run_handler(sink, req, room.clone(), counters.clone(), self.state.clone(), self.info.clone()));
+        let mut handler = Box::pin(run_handler(sink, req, room.clone(), self.state.clone(), self.info.clone()));
         // Poll once right here: most answers are ready at once. The rest continue in a task,
         // which polls again with a real waker.
         let mut cx = Context::from_waker(Waker::noop());
@@ -527,7 +526,7 @@ mod tests {
             Box::new(to_request(head("GET", "/"), RequestBody::empty(), interim, &s.info, s.proto, counters.clone()));
         let room = Arc::new(SendRoom::new(STREAM_SEND_BUFFER, s.state.send_budget.clone()));
         let sink = StreamSink { id: 1, tx: s.tx.clone() };
-        let fut = run_handler(sink, req, room, counters, s.state.clone(), s.info.clone());
+        let fut = run_handler(sink, req, room, s.state.clone(), s.info.clone());
         let size = std::mem::size_of_val(&fut);
         assert!(size <= 1024, "the handler future is {size} bytes");
     }
