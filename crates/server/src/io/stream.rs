@@ -522,8 +522,7 @@ mod tests {
         let (s, _rx, _dir) = streams();
         let counters = Arc::new(Counters::default());
         let interim = Interim::to(1, s.interims.clone());
-        let req =
-            Box::new(to_request(head("GET", "/"), RequestBody::empty(), interim, &s.info, s.proto, counters.clone()));
+        let req = Box::new(to_request(head("GET", "/"), RequestBody::empty(), interim, &s.info, s.proto, counters));
         let room = Arc::new(SendRoom::new(STREAM_SEND_BUFFER, s.state.send_budget.clone()));
         let sink = StreamSink { id: 1, tx: s.tx.clone() };
         let fut = run_handler(sink, req, room, s.state.clone(), s.info.clone());

@@ -209,40 +209,33 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
             || n == header::IF_RANGE
             || n == header::RANGE
     });
-    if !conditional {
-        let body = if req.method == Method::HEAD {
-            Body::Empty
-        } else {
-            match src.section(0, len) {
-                Ok(b) => b,
-                Err(e) => return internal_error(&e),
-            }
-        };
-        return Response { status: StatusCode::OK, headers: f.full.clone(), body };
-    }
-    let honor_range = match evaluate(&req.headers, v) {
-        Precondition::NotModified => {
-            // RFC 9110 §15.4.5: repeat ETag; no content metadata.
-            let mut headers = HeaderMap::with_capacity(1);
-            headers.insert(header::ETAG, f.etag.clone());
-            return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
-        }
-        Precondition::Failed => {
-            let mut headers = HeaderMap::with_capacity(2);
-            headers.insert(header::ETAG, f.etag.clone());
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
-            return Response { status: StatusCode::PRECONDITION_FAILED, headers, body: Body::Empty };
-        }
-        Precondition::Proceed { honor_range } => honor_range,
-    };
     let is_head = req.method == Method::HEAD;
-    // RFC 9110 §14.2: Range is defined for GET only.
-    let ranges = match req.headers.get(header::RANGE) {
-        Some(r) if honor_range && !is_head => match r.to_str() {
-            Ok(s) => parse_ranges(s, len),
-            Err(_) => Ranges::Full,
-        },
-        _ => Ranges::Full,
+    let ranges = if !conditional {
+        Ranges::Full
+    } else {
+        let honor_range = match evaluate(&req.headers, v) {
+            Precondition::NotModified => {
+                // RFC 9110 §15.4.5: repeat ETag; no content metadata.
+                let mut headers = HeaderMap::with_capacity(1);
+                headers.insert(header::ETAG, f.etag.clone());
+                return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
+            }
+            Precondition::Failed => {
+                let mut headers = HeaderMap::with_capacity(2);
+                headers.insert(header::ETAG, f.etag.clone());
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+                return Response { status: StatusCode::PRECONDITION_FAILED, headers, body: Body::Empty };
+            }
+            Precondition::Proceed { honor_range } => honor_range,
+        };
+        // RFC 9110 §14.2: Range is defined for GET only.
+        match req.headers.get(header::RANGE) {
+            Some(r) if honor_range && !is_head => match r.to_str() {
+                Ok(s) => parse_ranges(s, len),
+                Err(_) => Ranges::Full,
+            },
+            _ => Ranges::Full,
+        }
     };
     // ETag, Last-Modified, Accept-Ranges, nosniff, and the whole file's type and length; the
     // other answers change what differs.
