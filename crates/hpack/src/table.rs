@@ -96,17 +96,10 @@ fn static_find(name: &[u8], value: &[u8]) -> Match {
     static_find_hashed(name, value, field_hash(name, value), &mut None)
 }
 
-/// The static table's hash indexes, by field and by name, built once.
-fn static_index() -> &'static (Lookup, Lookup) {
-    static INDEX: OnceLock<(Lookup, Lookup)> = OnceLock::new();
-    INDEX.get_or_init(|| {
-        let (mut full, mut names) = (Lookup::default(), Lookup::default());
-        for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
-            full.entry(field_hash(n, v)).or_insert(i as u64);
-            names.entry(name_hash(n)).or_insert(i as u64);
-        }
-        (full, names)
-    })
+/// The static table's hash index, built once.
+fn static_index() -> &'static StaticIndex {
+    static INDEX: OnceLock<StaticIndex> = OnceLock::new();
+    INDEX.get_or_init(|| StaticIndex::new(&STATIC_TABLE))
 }
 
 /// [`static_find`] with the field's hash computed by the caller, and its name's hash computed
@@ -120,30 +113,16 @@ fn static_find_hashed(name: &[u8], value: &[u8], fh: u64, nh: &mut Option<u64>) 
 
 /// The static table's full match for a field whose hash is `fh`, if any.
 fn static_full(name: &[u8], value: &[u8], fh: u64) -> Match {
-    match static_index().0.get(&fh) {
-        Some(&i) if STATIC_TABLE[i as usize] == (name, value) => Match::Full(i as usize + 1),
-        // A hash collision (never seen with these 61 entries): scan.
-        Some(_) => match static_scan(name, value) {
-            Match::Full(i) => Match::Full(i),
-            _ => Match::None,
-        },
-        None => Match::None,
-    }
+    static_index().full(name, value, fh).map_or(Match::None, |i| Match::Full(i + 1))
 }
 
 /// The static table's first entry named `name`, if any (its hash computed once, into `nh`).
 fn static_name(name: &[u8], nh: &mut Option<u64>) -> Match {
-    match static_index().1.get(nh.get_or_insert_with(|| name_hash(name))) {
-        Some(&i) if STATIC_TABLE[i as usize].0 == name => Match::Name(i as usize + 1),
-        Some(_) => match static_scan(name, b"") {
-            Match::None => Match::None,
-            Match::Full(i) | Match::Name(i) => Match::Name(i),
-        },
-        None => Match::None,
-    }
+    static_index().named(name, nh).map_or(Match::None, |i| Match::Name(i + 1))
 }
 
 /// The same by a linear scan (the reference the index is tested against).
+#[cfg(test)]
 fn static_scan(name: &[u8], value: &[u8]) -> Match {
     let mut name_match = Match::None;
     for (i, &(n, v)) in STATIC_TABLE.iter().enumerate() {
@@ -208,8 +187,8 @@ fn field_hash(name: &[u8], value: &[u8]) -> u64 {
     h.finish()
 }
 
-/// A hash index over a fixed table of fields (QPACK's static table, RFC 9204 Appendix A): a
-/// lookup hashes the field, where a scan compares it with every entry.
+/// A hash index over a fixed table of fields (HPACK's static table, and QPACK's, RFC 9204
+/// Appendix A): a lookup hashes the field, where a scan compares it with every entry.
 pub struct StaticIndex {
     entries: &'static [(&'static [u8], &'static [u8])],
     full: Lookup,
@@ -230,15 +209,28 @@ impl StaticIndex {
     /// The position of the first entry equal to the field (`true`), else of the first entry
     /// with its name (`false`), as a scan in order would find them.
     pub fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
-        match self.full.get(&field_hash(name, value)) {
-            Some(&i) if self.entries[i as usize] == (name, value) => return Some((i as usize, true)),
-            // A hash collision: scan.
-            Some(_) => return self.scan(name, value),
-            None => {}
+        match self.full(name, value, field_hash(name, value)) {
+            Some(i) => Some((i, true)),
+            None => self.named(name, &mut None).map(|i| (i, false)),
         }
-        match self.names.get(&name_hash(name)) {
-            Some(&i) if self.entries[i as usize].0 == name => Some((i as usize, false)),
-            Some(_) => self.scan(name, value),
+    }
+
+    /// The first entry equal to the field whose hash is `fh` (an encoder hashes each field once
+    /// for both tables).
+    pub(crate) fn full(&self, name: &[u8], value: &[u8], fh: u64) -> Option<usize> {
+        match self.full.get(&fh) {
+            Some(&i) if self.entries[i as usize] == (name, value) => Some(i as usize),
+            // A hash collision: scan.
+            Some(_) => self.entries.iter().position(|&e| e == (name, value)),
+            None => None,
+        }
+    }
+
+    /// The first entry named `name`, its hash computed at most once (into `nh`).
+    pub(crate) fn named(&self, name: &[u8], nh: &mut Option<u64>) -> Option<usize> {
+        match self.names.get(nh.get_or_insert_with(|| name_hash(name))) {
+            Some(&i) if self.entries[i as usize].0 == name => Some(i as usize),
+            Some(_) => self.entries.iter().position(|&(n, _)| n == name),
             None => None,
         }
     }
