@@ -1,8 +1,10 @@
 //! The HTTP/3 driver: quinn (QUIC) below, the sans-IO engine (`sluice-h3`) in the middle, the
 //! same handlers as HTTP/1.1 and HTTP/2 above.
 //!
-//! One task per connection owns the engine and the send half of every stream. Reader tasks, one
-//! per stream the client opens, pass bytes in through a bounded channel; a request body waits
+//! One task per connection owns the engine and the send half of every stream, and accepts the
+//! streams the client opens. A stream that arrives whole (a request without a body: head and
+//! FIN in the packet that opens it) is read there and then; for any other, a reader task
+//! passes bytes in through a bounded channel; a request body waits
 //! in its reader while the handler holds more than [`BODY_BUFFER`] unconsumed (quinn then stops
 //! extending credit, so the client slows down). Writes are pulled from the engine one
 //! scheduler pick (at most one quantum) at a time and handed to quinn without waiting: a stream
@@ -208,7 +210,7 @@ pub(crate) async fn accept_loop(
     let _ = tokio::time::timeout(state.cfg.timeouts.drain + Duration::from_secs(1), ep.wait_idle()).await;
 }
 
-/// Bytes and news from the reader and acceptor tasks.
+/// New streams, and bytes and news from the reader tasks.
 enum Input {
     Data { id: u64, data: Bytes, fin: bool },
     Reset { id: u64, code: u64 },
@@ -482,7 +484,7 @@ async fn serve(
         streams,
         woken: Arc::new(Mutex::new(Vec::new())),
         notify: Arc::new(Notify::new()),
-        in_tx: in_tx.clone(),
+        in_tx,
         sent: Vec::new(),
         progress_at: Instant::now(),
         finishing: tokio::task::JoinSet::new(),
@@ -503,7 +505,6 @@ async fn serve(
             out.priority = i32::MAX;
         }
     }
-    let acceptor = tokio::spawn(accept_streams(quic.clone(), in_tx));
     let mut drain_deadline: Option<tokio::time::Instant> = None;
     if *shutdown.borrow() {
         d.engine.go_away();
@@ -512,6 +513,10 @@ async fn serve(
     let mut tuned = Instant::now();
     let stall_every = state.cfg.timeouts.idle / 4;
     let mut stall_check = tokio::time::Instant::now() + stall_every;
+    // Streams the client opens are accepted here, not by a task of their own: one wake-up and
+    // no channel message per request. (quinn's accept futures are cancel-safe: a stream stays
+    // queued in quinn until a poll returns it.) Off once the connection refuses more.
+    let mut accepting = true;
     loop {
         if !d.streams.queued() {
             d.progress_at = Instant::now();
@@ -539,6 +544,14 @@ async fn serve(
                 }
             }
             Some(cmd) = cmd_rx.recv() => d.streams.apply(&mut d.engine, cmd),
+            r = quic.accept_bi(), if accepting => match r {
+                Ok((send, recv)) => d.input(Input::Bi(send, recv)),
+                Err(_) => accepting = false,
+            },
+            r = quic.accept_uni(), if accepting => match r {
+                Ok(recv) => d.input(Input::Uni(recv)),
+                Err(_) => accepting = false,
+            },
             _ = notify.notified() => d.on_woken(),
             // The engine's timers: header timeouts of request streams, the reset budget's window.
             _ = sleep_until(d.engine.poll_timeout().map(tokio::time::Instant::from_std)) => {
@@ -566,7 +579,6 @@ async fn serve(
             }
         }
     }
-    acceptor.abort();
     let stats = quic.stats();
     tracing::debug!(
         %peer,
@@ -597,23 +609,9 @@ async fn sleep_until(t: Option<tokio::time::Instant>) {
     }
 }
 
-/// Hand every stream the client opens to the connection task.
-async fn accept_streams(quic: quinn::Connection, tx: mpsc::Sender<Input>) {
-    loop {
-        let input = tokio::select! {
-            r = quic.accept_bi() => match r {
-                Ok((send, recv)) => Input::Bi(send, recv),
-                Err(_) => return,
-            },
-            r = quic.accept_uni() => match r {
-                Ok(recv) => Input::Uni(recv),
-                Err(_) => return,
-            },
-        };
-        if tx.send(input).await.is_err() {
-            return;
-        }
-    }
+/// Poll `f` once, without a waker to call back: for what quinn may already hold.
+fn poll_once<F: Future>(f: F) -> Poll<F::Output> {
+    std::pin::pin!(f).poll(&mut Context::from_waker(Waker::noop()))
 }
 
 /// Read one stream into the connection task until it ends, is reset, or the task stops it.
@@ -674,12 +672,32 @@ impl Driver {
 
     fn input(&mut self, input: Input) {
         match input {
-            Input::Bi(send, recv) => {
+            Input::Bi(send, mut recv) => {
                 let id = self.add_out(send);
                 let credit = Arc::new(Credit::default());
                 self.credits.insert(id, credit.clone());
-                self.add_reader(id, recv, Some(credit));
                 self.engine.on_stream_opened(Instant::now(), id);
+                // A request without a body nearly always arrives whole with its stream: the
+                // STREAM frame that opens it carries the head and the FIN. What quinn holds
+                // already is read here, at most two chunks (the reader's first reads, which
+                // wait for no credit); a reader task, with its spawn and a channel message per
+                // chunk, only for a stream with more to come.
+                for _ in 0..2 {
+                    let Poll::Ready(r) = poll_once(recv.read_chunk(READ_CHUNK, true)) else { break };
+                    let input = match r {
+                        Ok(Some(chunk)) => Input::Data { id, data: chunk.bytes, fin: false },
+                        Ok(None) => Input::Data { id, data: Bytes::new(), fin: true },
+                        Err(quinn::ReadError::Reset(code)) => Input::Reset { id, code: code.into_inner() },
+                        // The connection is gone: the connection task sees that itself.
+                        Err(_) => return,
+                    };
+                    let last = !matches!(input, Input::Data { fin: false, .. });
+                    self.input(input);
+                    if last {
+                        return;
+                    }
+                }
+                self.add_reader(id, recv, Some(credit));
             }
             Input::Uni(recv) => {
                 let id = u64::from(recv.id());
