@@ -6,10 +6,12 @@ mod support;
 
 use std::fs;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use support::{curl, data_bin, h3client, have_aioquic, require_tool, run, Proto, Server, HELLO};
+use support::{
+    curl, data_bin, file_len, h3client, have_aioquic, require_tool, run, Options, Proto, Running, Server, HELLO,
+};
 
 fn sha256_hex(data: &[u8]) -> String {
     Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
@@ -149,4 +151,48 @@ fn chromium_loads_a_page_over_h3() {
     assert!(out.stdout.contains("proto=h3"), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
     let log = srv.log();
     assert!(log.lines().any(|l| l.contains("HTTP/3") && l.contains("/proto.html")), "access log:\n{log}");
+}
+
+/// A download over HTTP/3 is in flight when SIGTERM arrives: it completes, whole, and the
+/// server exits 0. The client (aioquic, in Python) reads far slower than the server sends, so
+/// when the response's last bytes go to quinn much of the response is still undelivered: the
+/// connection's graceful end must wait until the client has acknowledged it all, or closing
+/// the connection cuts the download short.
+#[test]
+fn graceful_shutdown_finishes_h3_download() {
+    const TEST: &str = "graceful_shutdown_finishes_h3_download";
+    if !have_aioquic(TEST) {
+        return;
+    }
+    const SIZE: u64 = 50_000_000;
+    const DRAIN_SECS: u64 = 10;
+    let mut srv = Server::start_with(&Options { drain_secs: DRAIN_SECS, ..Options::default() });
+    let out_file = srv.scratch("down.bin");
+    let mut download = Running::spawn(
+        Command::new("python3")
+            .arg(h3client())
+            .args(["--insecure", "--timeout", "60", "--out"])
+            .arg(&out_file)
+            .arg(srv.https(&format!("/__down?bytes={SIZE}"))),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while file_len(&out_file) < 1_000_000 {
+        assert!(download.is_running(), "{TEST}: the client ended before the download got going");
+        assert!(Instant::now() < deadline, "{TEST}: download did not start within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(file_len(&out_file) < SIZE / 2, "{TEST}: download too fast for the test to mean anything");
+    let sigterm_at = Instant::now();
+    srv.terminate();
+    let out = download.finish(Duration::from_secs(60));
+    out.expect_success(&format!("{TEST}: h3client.py of the in-flight download"));
+    let line: serde_json::Value =
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    assert_eq!(line["status"], 200, "{line}");
+    assert_eq!(line["body_len"], SIZE, "{line}");
+    assert_eq!(file_len(&out_file), SIZE, "{TEST}: downloaded file size");
+    let status = srv
+        .wait_exit(Duration::from_secs(DRAIN_SECS + 5).saturating_sub(sigterm_at.elapsed()))
+        .unwrap_or_else(|| panic!("{TEST}: server still running {DRAIN_SECS} s + 5 s after SIGTERM"));
+    assert_eq!(status.code(), Some(0), "{TEST}: server exit status after SIGTERM: {status}");
 }

@@ -52,6 +52,8 @@ use crate::state::State;
 const BODY_BUFFER: i64 = 1 << 20;
 /// Largest read from a stream at once.
 const READ_CHUNK: usize = 64 * 1024;
+/// Finished streams kept before the first pruning (see `Driver::finishing`).
+const PRUNE_FIRST: usize = 32;
 /// How often at most the driver refreshes quinn's send window and the receive-window tuner: on
 /// each pass of its loop at least this long after the last. No timer drives it: while data
 /// moves, quinn's stream wakers and the readers' input bring the loop round; while nothing
@@ -398,9 +400,15 @@ struct Driver {
     sent: Vec<(u64, usize)>,
     /// When the engine last framed response bytes, or had none waiting (see `stalled`).
     progress_at: Instant,
-    /// Finished request streams whose data quinn still delivers: each task holds its stream
-    /// until the peer has acknowledged everything (a graceful end waits for them).
-    finishing: tokio::task::JoinSet<()>,
+    /// Finished request streams whose data quinn may still be delivering, kept so that a
+    /// graceful end can wait for the peer to acknowledge it all (dropping a finished stream
+    /// does not stop its delivery; closing the connection does). Pruned of delivered ones as it
+    /// doubles: at most about twice the streams the peer may have open, since quinn frees a
+    /// stream's count only once its data is acknowledged. Not a task per stream: a spawn, a
+    /// wake-up and a join for every response.
+    finishing: Vec<SendStream>,
+    /// The length of `finishing` that triggers the next pruning.
+    prune_at: usize,
     /// The send window given to quinn last.
     send_window: u64,
     /// The largest send window the tuning gave in the last second, and when: about the most
@@ -487,7 +495,8 @@ async fn serve(
         in_tx,
         sent: Vec::new(),
         progress_at: Instant::now(),
-        finishing: tokio::task::JoinSet::new(),
+        finishing: Vec::new(),
+        prune_at: PRUNE_FIRST,
         send_window: 0,
         send_window_high: (0, Instant::now()),
         tuner: sluice_h2::tune::AutoTune::new(limits),
@@ -531,7 +540,6 @@ async fn serve(
         }
         d.pump();
         d.report_sent();
-        while d.finishing.try_join_next().is_some() {}
         if d.closed || (d.engine.is_done() && !d.outs.keys().any(|&id| id & 0x2 == 0)) {
             break;
         }
@@ -597,7 +605,12 @@ async fn serve(
         // A graceful end: let quinn deliver what finished streams still hold (bounded by the
         // drain deadline, or the drain timeout), then close.
         let deadline = drain_deadline.unwrap_or_else(|| tokio::time::Instant::now() + state.cfg.timeouts.drain);
-        let _ = tokio::time::timeout_at(deadline, async { while d.finishing.join_next().await.is_some() {} }).await;
+        let _ = tokio::time::timeout_at(deadline, async {
+            for s in &mut d.finishing {
+                let _ = s.stopped().await;
+            }
+        })
+        .await;
         quic.close(VarInt::from_u64(Code::H3_NO_ERROR.0).unwrap_or_default(), b"");
     }
 }
@@ -799,10 +812,12 @@ impl Driver {
             }
             Flushed::Finished => {
                 if let Some(out) = self.outs.remove(&id) {
-                    let send = out.send;
-                    self.finishing.spawn(async move {
-                        let _ = send.stopped().await;
-                    });
+                    self.finishing.push(out.send);
+                    if self.finishing.len() >= self.prune_at {
+                        // Delivered (or stopped by the peer): nothing left to wait for.
+                        self.finishing.retain_mut(|s| poll_once(s.stopped()).is_pending());
+                        self.prune_at = (2 * self.finishing.len()).max(PRUNE_FIRST);
+                    }
                 }
             }
             Flushed::Blocked => {
