@@ -146,6 +146,8 @@ where
             conn.go_away();
             drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
         }
+        // Made once, not each turn of the loop: shutdown fires once (then its branch is off).
+        let mut shutdown_changed = std::pin::pin!(shutdown.changed());
         loop {
             if !streams.queued() {
                 progress_at = tokio::time::Instant::now();
@@ -271,7 +273,7 @@ where
                 _ = sleep_until_tokio(retry_at), if spare.is_some() => retry_at = None,
                 // The next turn of the loop shrinks the buffers.
                 _ = sleep_until_tokio(shrink_at) => {}
-                _ = shutdown.changed(), if drain_deadline.is_none() => {
+                _ = &mut shutdown_changed, if drain_deadline.is_none() => {
                     conn.go_away();
                     drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
                 }

@@ -523,9 +523,15 @@ async fn serve(
     let stall_every = state.cfg.timeouts.idle / 4;
     let mut stall_check = tokio::time::Instant::now() + stall_every;
     // Streams the client opens are accepted here, not by a task of their own: one wake-up and
-    // no channel message per request. (quinn's accept futures are cancel-safe: a stream stays
-    // queued in quinn until a poll returns it.) Off once the connection refuses more.
+    // no channel message per request. Off once the connection refuses more. These futures, and
+    // the shutdown and close watches, live across turns of the loop (a new one each turn cost
+    // its set-up and its registration with quinn or tokio every time); each is replaced once it
+    // has fired, and shutdown fires once.
     let mut accepting = true;
+    let mut accept_bi = std::pin::pin!(quic.accept_bi());
+    let mut accept_uni = std::pin::pin!(quic.accept_uni());
+    let mut shutdown_changed = std::pin::pin!(shutdown.changed());
+    let mut closed = std::pin::pin!(quic.closed());
     loop {
         if !d.streams.queued() {
             d.progress_at = Instant::now();
@@ -552,14 +558,20 @@ async fn serve(
                 }
             }
             Some(cmd) = cmd_rx.recv() => d.streams.apply(&mut d.engine, cmd),
-            r = quic.accept_bi(), if accepting => match r {
-                Ok((send, recv)) => d.input(Input::Bi(send, recv)),
-                Err(_) => accepting = false,
-            },
-            r = quic.accept_uni(), if accepting => match r {
-                Ok(recv) => d.input(Input::Uni(recv)),
-                Err(_) => accepting = false,
-            },
+            r = &mut accept_bi, if accepting => {
+                accept_bi.set(quic.accept_bi());
+                match r {
+                    Ok((send, recv)) => d.input(Input::Bi(send, recv)),
+                    Err(_) => accepting = false,
+                }
+            }
+            r = &mut accept_uni, if accepting => {
+                accept_uni.set(quic.accept_uni());
+                match r {
+                    Ok(recv) => d.input(Input::Uni(recv)),
+                    Err(_) => accepting = false,
+                }
+            }
             _ = notify.notified() => d.on_woken(),
             // The engine's timers: header timeouts of request streams, the reset budget's window.
             _ = sleep_until(d.engine.poll_timeout().map(tokio::time::Instant::from_std)) => {
@@ -576,12 +588,12 @@ async fn serve(
                     break;
                 }
             }
-            _ = shutdown.changed(), if drain_deadline.is_none() => {
+            _ = &mut shutdown_changed, if drain_deadline.is_none() => {
                 d.engine.go_away();
                 drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
             }
             _ = sleep_until(drain_deadline) => break,
-            e = quic.closed() => {
+            e = &mut closed => {
                 tracing::debug!(%peer, %e, "QUIC connection closed");
                 break;
             }
