@@ -906,10 +906,12 @@ impl Driver {
             match ev {
                 Event::Request { stream, head, end_stream } => {
                     // Request-body credit: the stream's reader waits while the handler holds
-                    // more than BODY_BUFFER unconsumed bytes.
-                    let credit = self.credits.get(&stream).cloned().unwrap_or_default();
-                    let on_consumed: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(move |n| credit.consumed(n));
-                    self.streams.start(stream, head, end_stream, Some(on_consumed));
+                    // more than BODY_BUFFER unconsumed bytes. (No body, no credit to return.)
+                    let on_consumed = (!end_stream).then(|| {
+                        let credit = self.credits.get(&stream).cloned().unwrap_or_default();
+                        Arc::new(move |n| credit.consumed(n)) as Arc<dyn Fn(usize) + Send + Sync>
+                    });
+                    self.streams.start(stream, head, end_stream, on_consumed);
                 }
                 Event::Data { stream, data, end_stream } => self.body(stream, data, end_stream),
                 Event::Trailers { stream, fields } => self.streams.trailers(stream, fields),
