@@ -34,6 +34,8 @@ const CONN_WINDOW: u32 = 32 << 20;
 const MAX_FIELD_SECTION: u64 = 64 * 1024;
 /// Largest read from the response stream at once.
 const READ_MAX: usize = 256 * 1024;
+/// The longest a client waits, after closing, for its CONNECTION_CLOSE to go out.
+const CLOSE_WAIT: Duration = Duration::from_millis(50);
 /// UDP socket buffers asked for (the kernel may clamp them).
 const SOCKET_BUFFER: usize = 8 << 20;
 
@@ -45,7 +47,7 @@ const MAX_CONTROL_FRAME: u64 = 64 * 1024;
 pub(crate) struct Connected {
     pub(crate) conn: quinn::Connection,
     /// Kept so the endpoint lives as long as the connection.
-    _endpoint: quinn::Endpoint,
+    endpoint: quinn::Endpoint,
     /// Kept open: closing the control stream is a connection error (RFC 9114 §6.2.1).
     _control: quinn::SendStream,
     pub(crate) start: Instant,
@@ -103,7 +105,19 @@ pub(crate) async fn connect(
     let appconnect = start.elapsed();
     let mut control = conn.open_uni().await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
     control.write_all(&control_hello()).await.map_err(|e| Failure::new(code::SEND, format!("control stream: {e}")))?;
-    Ok(Connected { conn, _endpoint: endpoint, _control: control, start, appconnect })
+    Ok(Connected { conn, endpoint, _control: control, start, appconnect })
+}
+
+impl Connected {
+    /// Close the connection (H3_NO_ERROR) and give quinn a moment to send the
+    /// CONNECTION_CLOSE: a process that exits right after `close` may never send it, and the
+    /// server then keeps the connection, probing a closed port, until its idle timeout.
+    /// Bounded by [`CLOSE_WAIT`], not the whole draining period (three PTOs, RFC 9000 §10.2):
+    /// the frame goes out at once.
+    pub(crate) async fn close(&self) {
+        self.conn.close(VarInt::from_u32(0x100), b"");
+        let _ = tokio::time::timeout(CLOSE_WAIT, self.endpoint.wait_idle()).await;
+    }
 }
 
 /// What the control stream starts with: the stream type, then an empty SETTINGS frame: every

@@ -594,6 +594,7 @@ async fn run_get_many(args: &GetArgs) -> Result<(), Failure> {
             last_code = f.code;
         }
     }
+    pool.close().await;
     if failed > 0 {
         return Err(Failure::new(last_code, format!("{failed} of {} URLs failed", setups.len())));
     }
@@ -697,7 +698,7 @@ async fn download_h3(setup: &Setup, output: Option<&Path>, fail: bool, counter: 
     }
     report.total = c.start.elapsed();
     report.bytes = counter.bytes();
-    c.conn.close(quinn::VarInt::from_u32(0x100), b"");
+    c.close().await;
     Ok(report)
 }
 
@@ -728,7 +729,7 @@ async fn upload_h3(
         response: Some(kept),
         ..Report::new(&setup.target)
     };
-    c.conn.close(quinn::VarInt::from_u32(0x100), b"");
+    c.close().await;
     Ok(report)
 }
 

@@ -186,6 +186,15 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// Close the HTTP/3 connections cleanly (HTTP/2 ones end with their TCP connections).
+    pub(crate) async fn close(self) {
+        for p in &self.conns {
+            if let Transport::H3 { c, .. } = &p.conn {
+                c.close().await;
+            }
+        }
+    }
+
     /// Downloads `setup`'s URL on a shared connection where allowed, else on a new one.
     pub(crate) async fn fetch(&mut self, setup: &Setup, fail: bool, counter: &Counter) -> Result<Report, Failure> {
         let t = &setup.target;
