@@ -704,9 +704,10 @@ impl Driver {
                 self.engine.on_stream_opened(Instant::now(), id);
                 // A request without a body nearly always arrives whole with its stream: the
                 // STREAM frame that opens it carries the head and the FIN. What quinn holds
-                // already is read here, at most two chunks (the reader's first reads, which
-                // wait for no credit); a reader task, with its spawn and a channel message per
-                // chunk, only for a stream with more to come.
+                // already is read here, at most two chunks (128 KiB, far below BODY_BUFFER, and
+                // as much as a reader could have read before the engine paused it for a header
+                // section waiting on QPACK encoder data); a reader task, with its spawn and a
+                // channel message per chunk, only for a stream with more to come.
                 for _ in 0..2 {
                     let Poll::Ready(r) = poll_once(recv.read_chunk(READ_CHUNK, true)) else { break };
                     let input = match r {
