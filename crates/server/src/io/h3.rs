@@ -24,7 +24,7 @@
 //! The connection's receive window is autotuned with the HTTP/2 tuner under the same memory
 //! budget; stream windows are generous (`[quic] stream_window`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use quinn::{RecvStream, SendStream, VarInt};
+use rustc_hash::FxHashMap;
 use sluice_h2::flow::{TuneState, WindowPolicy};
 use sluice_h3::{Code, Connection, Event, Field, SendError, Transmit};
 use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
@@ -388,10 +389,12 @@ struct Driver {
     engine: Connection,
     state: Arc<State>,
     peer: SocketAddr,
-    outs: HashMap<u64, Out>,
+    /// Keyed by stream id, Fx-hashed as the engine's maps are: the ids are the client's, but
+    /// QUIC makes it open them in order, and it may have at most the stream limit open.
+    outs: FxHashMap<u64, Out>,
     /// Readers to stop (STOP_SENDING with the code sent).
-    stops: HashMap<u64, oneshot::Sender<u64>>,
-    credits: HashMap<u64, Arc<Credit>>,
+    stops: FxHashMap<u64, oneshot::Sender<u64>>,
+    credits: FxHashMap<u64, Arc<Credit>>,
     streams: Streams,
     woken: Arc<Mutex<Vec<u64>>>,
     notify: Arc<Notify>,
@@ -486,9 +489,9 @@ async fn serve(
         pace,
         engine,
         peer,
-        outs: HashMap::new(),
-        stops: HashMap::new(),
-        credits: HashMap::new(),
+        outs: FxHashMap::default(),
+        stops: FxHashMap::default(),
+        credits: FxHashMap::default(),
         streams,
         woken: Arc::new(Mutex::new(Vec::new())),
         notify: Arc::new(Notify::new()),
