@@ -225,11 +225,13 @@ pub(crate) struct Options {
     pub(crate) listen_any: bool,
     /// `[timeouts] idle_secs`, when not the default.
     pub(crate) idle_secs: Option<u64>,
+    /// `SLUICE_LOG` for the server (its log filter), when not the default.
+    pub(crate) log: Option<&'static str>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { drain_secs: 10, extra: String::new(), listen_any: false, idle_secs: None }
+        Self { drain_secs: 10, extra: String::new(), listen_any: false, idle_secs: None, log: None }
     }
 }
 
@@ -261,7 +263,11 @@ impl Server {
             let config = dir.path().join("sluice.toml");
             fs::write(&config, config_text(dir.path(), tls_port, plain_port, opts)).expect("write config");
             let log = fs::File::create(dir.path().join("server.log")).expect("create server.log");
-            let child = Command::new(sluice_bin())
+            let mut cmd = Command::new(sluice_bin());
+            if let Some(filter) = opts.log {
+                cmd.env("SLUICE_LOG", filter);
+            }
+            let child = cmd
                 .arg("serve")
                 .arg("--config")
                 .arg(&config)
