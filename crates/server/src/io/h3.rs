@@ -742,9 +742,18 @@ impl Driver {
                     self.stops.remove(&id);
                 }
                 // A request whose header section waits for QPACK encoder-stream data: its reader
-                // pauses; any input may unblock it (RFC 9204 §2.1.2).
-                for (&sid, c) in &self.credits {
-                    c.set_paused(!self.engine.wants_read(sid));
+                // pauses. Encoder-stream data (on a unidirectional stream) may unblock any of
+                // them (RFC 9204 §2.1.2), so then every reader is looked at; a request stream's
+                // own data changes only its own (not every stream's, on every chunk of every
+                // upload).
+                if id & 0x2 == 0 {
+                    if let Some(c) = self.credits.get(&id) {
+                        c.set_paused(!self.engine.wants_read(id));
+                    }
+                } else {
+                    for (&sid, c) in &self.credits {
+                        c.set_paused(!self.engine.wants_read(sid));
+                    }
                 }
             }
             Input::Reset { id, code } => {
