@@ -175,12 +175,7 @@ fn graceful_shutdown_finishes_h3_download() {
             .arg(&out_file)
             .arg(srv.https(&format!("/__down?bytes={SIZE}"))),
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while file_len(&out_file) < 1_000_000 {
-        assert!(download.is_running(), "{TEST}: the client ended before the download got going");
-        assert!(Instant::now() < deadline, "{TEST}: download did not start within 20 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait_until_flowing(&mut download, &out_file, TEST);
     assert!(file_len(&out_file) < SIZE / 2, "{TEST}: download too fast for the test to mean anything");
     let sigterm_at = Instant::now();
     srv.terminate();
@@ -191,10 +186,7 @@ fn graceful_shutdown_finishes_h3_download() {
     assert_eq!(line["status"], 200, "{line}");
     assert_eq!(line["body_len"], SIZE, "{line}");
     assert_eq!(file_len(&out_file), SIZE, "{TEST}: downloaded file size");
-    let status = srv
-        .wait_exit(Duration::from_secs(DRAIN_SECS + 5).saturating_sub(sigterm_at.elapsed()))
-        .unwrap_or_else(|| panic!("{TEST}: server still running {DRAIN_SECS} s + 5 s after SIGTERM"));
-    assert_eq!(status.code(), Some(0), "{TEST}: server exit status after SIGTERM: {status}");
+    srv.expect_clean_exit(sigterm_at, DRAIN_SECS, TEST);
 }
 
 /// `sluice get --http3` sends a request without a body as one packet, its head and FIN together,

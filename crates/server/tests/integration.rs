@@ -259,13 +259,7 @@ fn graceful_shutdown(proto: Proto, test: &str) {
             .arg(&url),
     );
 
-    // Wait until the response is flowing (1 MB in), so the request is surely in flight.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while support::file_len(&out_file) < 1_000_000 {
-        assert!(download.is_running(), "{test}: curl ended before the download got going");
-        assert!(Instant::now() < deadline, "{test}: download did not start within 20 s");
-        thread::sleep(Duration::from_millis(20));
-    }
+    support::wait_until_flowing(&mut download, &out_file, test);
     // Half the body still to come: at 20 MiB/s over a second of the download outlasts SIGTERM.
     assert!(support::file_len(&out_file) < SIZE / 2, "{test}: download too fast for the test to mean anything");
     let sigterm_at = Instant::now();
@@ -290,10 +284,7 @@ fn graceful_shutdown(proto: Proto, test: &str) {
     assert_eq!(out.stdout.trim(), expected, "{test}: in-flight download (code, version, size)");
     assert_eq!(support::file_len(&out_file), SIZE, "{test}: downloaded file size");
 
-    let status = srv
-        .wait_exit(Duration::from_secs(DRAIN_SECS + 5).saturating_sub(sigterm_at.elapsed()))
-        .unwrap_or_else(|| panic!("{test}: server still running {DRAIN_SECS} s + 5 s after SIGTERM"));
-    assert_eq!(status.code(), Some(0), "{test}: server exit status after SIGTERM: {status}");
+    srv.expect_clean_exit(sigterm_at, DRAIN_SECS, test);
 }
 
 #[test]

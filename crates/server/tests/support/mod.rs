@@ -368,6 +368,14 @@ impl Server {
         self.child.as_mut().and_then(|c| wait_bounded(c, limit))
     }
 
+    /// After SIGTERM at `sigterm_at`: the server exits 0 within `drain_secs` + 5 s of it.
+    pub(crate) fn expect_clean_exit(&mut self, sigterm_at: Instant, drain_secs: u64, test: &str) {
+        let status = self
+            .wait_exit(Duration::from_secs(drain_secs + 5).saturating_sub(sigterm_at.elapsed()))
+            .unwrap_or_else(|| panic!("{test}: server still running {drain_secs} s + 5 s after SIGTERM"));
+        assert_eq!(status.code(), Some(0), "{test}: server exit status after SIGTERM: {status}");
+    }
+
     fn kill(&mut self) {
         if let Some(child) = self.child.as_mut() {
             kill_and_reap(child);
@@ -543,6 +551,17 @@ pub(crate) fn json_u64(text: &str, name: &str) -> Option<u64> {
 }
 
 /// Size of a file, 0 when it does not exist (yet).
+/// Waits (at most 20 s) until `download` has written 1 MB to `out`, so its request is surely in
+/// flight; fails if the client ends first.
+pub(crate) fn wait_until_flowing(download: &mut Running, out: &Path, test: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while file_len(out) < 1_000_000 {
+        assert!(download.is_running(), "{test}: the client ended before the download got going");
+        assert!(Instant::now() < deadline, "{test}: download did not start within 20 s");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub(crate) fn file_len(path: &Path) -> u64 {
     fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
