@@ -221,6 +221,19 @@ enum Input {
     Uni(RecvStream),
 }
 
+impl Input {
+    /// What a read of stream `id` brings the connection task; `None` once the connection is
+    /// gone (the connection task sees that itself).
+    fn read(id: u64, r: Result<Option<quinn::Chunk>, quinn::ReadError>) -> Option<Self> {
+        match r {
+            Ok(Some(chunk)) => Some(Self::Data { id, data: chunk.bytes, fin: false }),
+            Ok(None) => Some(Self::Data { id, data: Bytes::new(), fin: true }),
+            Err(quinn::ReadError::Reset(code)) => Some(Self::Reset { id, code: code.into_inner() }),
+            Err(_) => None,
+        }
+    }
+}
+
 fn refused(e: SendError) -> Refused {
     match e {
         SendError::UnknownStream => Refused::Gone,
@@ -663,12 +676,9 @@ async fn read_stream(
             }
         }
         let input = tokio::select! {
-            r = rx.read_chunk(READ_CHUNK, true) => match r {
-                Ok(Some(chunk)) => Input::Data { id, data: chunk.bytes, fin: false },
-                Ok(None) => Input::Data { id, data: Bytes::new(), fin: true },
-                Err(quinn::ReadError::Reset(code)) => Input::Reset { id, code: code.into_inner() },
-                // The connection is gone: the connection task sees that itself.
-                Err(_) => return,
+            r = rx.read_chunk(READ_CHUNK, true) => match Input::read(id, r) {
+                Some(input) => input,
+                None => return,
             },
             code = &mut stop => {
                 if let Ok(code) = code {
@@ -702,8 +712,6 @@ impl Driver {
         match input {
             Input::Bi(send, mut recv) => {
                 let id = self.add_out(send);
-                let credit = Arc::new(Credit::default());
-                self.credits.insert(id, credit.clone());
                 self.engine.on_stream_opened(Instant::now(), id);
                 // A request without a body nearly always arrives whole with its stream: the
                 // STREAM frame that opens it carries the head and the FIN. What quinn holds
@@ -713,19 +721,18 @@ impl Driver {
                 // channel message per chunk, only for a stream with more to come.
                 for _ in 0..2 {
                     let Poll::Ready(r) = poll_once(recv.read_chunk(READ_CHUNK, true)) else { break };
-                    let input = match r {
-                        Ok(Some(chunk)) => Input::Data { id, data: chunk.bytes, fin: false },
-                        Ok(None) => Input::Data { id, data: Bytes::new(), fin: true },
-                        Err(quinn::ReadError::Reset(code)) => Input::Reset { id, code: code.into_inner() },
-                        // The connection is gone: the connection task sees that itself.
-                        Err(_) => return,
-                    };
+                    let Some(input) = Input::read(id, r) else { return };
                     let last = !matches!(input, Input::Data { fin: false, .. });
                     self.input(input);
                     if last {
                         return;
                     }
                 }
+                // Credit only where a reader reads (a stream read whole has none to pace),
+                // paused already if what was read left the head waiting on QPACK.
+                let credit = Arc::new(Credit::default());
+                credit.set_paused(!self.engine.wants_read(id));
+                self.credits.insert(id, credit.clone());
                 self.add_reader(id, recv, Some(credit));
             }
             Input::Uni(recv) => {
@@ -950,7 +957,8 @@ impl Driver {
             self.engine.stop_reading(id);
         }
         self.streams.sweep(&self.engine);
-        // Credits live from the stream's arrival (before its request event) to its end.
+        // Credits live from the start of the stream's reader (before its request event, if its
+        // head waits on QPACK) to its end.
         let (streams, engine) = (&self.streams, &self.engine);
         self.credits.retain(|id, _| streams.contains(*id) || engine.buffered(*id).is_some() || engine.wants_read(*id));
     }
