@@ -48,7 +48,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // First, before any thread or descriptor: on AMD Zen 3 and later, run again with glibc's
+    // copies kept off `rep movsb` (see sluice_sys::memcpy; returns only if it did not exec).
+    let tuning = sluice_sys::memcpy::reexec_if_needed();
     let cli = Cli::parse();
+    if let Err(e) = &tuning {
+        eprintln!("sluice: warning: cannot run again with {} set: {e}", sluice_sys::memcpy::TUNABLE);
+    }
     match cli.command {
         Command::Get(args) => sluice_client::get(args),
         Command::Put(args) => sluice_client::put(args),

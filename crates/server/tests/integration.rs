@@ -367,3 +367,52 @@ fn check_accepts_example_and_test_configs() {
     );
     out.expect_success("sluice check of the harness config");
 }
+
+/// Whether /proc/cpuinfo names an AMD processor of family 0x19 (Zen 3, Zen 4) or later.
+fn amd_zen3_or_later() -> bool {
+    let info = fs::read_to_string("/proc/cpuinfo").expect("read /proc/cpuinfo");
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    field("vendor_id").as_deref() == Some("AuthenticAMD")
+        && field("cpu family").and_then(|f| f.parse::<u32>().ok()).is_some_and(|f| f >= 0x19)
+}
+
+/// Whether `hay` holds `needle`.
+fn holds(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn on_amd_zen3_and_later_glibc_copies_are_kept_off_rep_movsb() {
+    const SET: &str = "glibc.cpu.x86_rep_movsb_threshold=1073741824";
+    let zen = amd_zen3_or_later();
+    let srv = Server::start();
+    let env = srv.environ();
+    if zen {
+        assert!(holds(&env, &format!("GLIBC_TUNABLES={SET}")), "the server ran itself again with the threshold set");
+        // It still serves, from the new image.
+        let r = curl(&srv, Proto::H2Tls, "/hello.txt", &[]);
+        assert_eq!((r.status, r.body.as_slice()), (200, HELLO));
+    } else {
+        assert!(!holds(&env, "GLIBC_TUNABLES="), "not an AMD Zen 3 or later: glibc's choice stays");
+    }
+    drop(srv);
+    // Tunables the operator set are kept, the threshold added after them.
+    let srv = Server::start_with(&Options {
+        env: &[("GLIBC_TUNABLES", "glibc.malloc.tcache_count=7")],
+        ..Options::default()
+    });
+    let env = srv.environ();
+    assert!(holds(&env, "GLIBC_TUNABLES=glibc.malloc.tcache_count=7"));
+    assert_eq!(holds(&env, SET), zen);
+    drop(srv);
+    // A threshold the operator set is theirs (and is how to keep glibc's choice).
+    const MINE: &str = "glibc.cpu.x86_rep_movsb_threshold=2112";
+    let srv = Server::start_with(&Options { env: &[("GLIBC_TUNABLES", MINE)], ..Options::default() });
+    let env = srv.environ();
+    assert!(holds(&env, MINE) && !holds(&env, SET));
+}

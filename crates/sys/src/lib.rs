@@ -1,5 +1,6 @@
 //! The operating-system calls Sluice makes beyond the standard library, in one place: socket
-//! options and TCP_INFO ([`sock`]), page-cache reads ([`file`]), resource limits ([`limits`]).
+//! options and TCP_INFO ([`sock`]), page-cache reads ([`file`]), resource limits ([`limits`]),
+//! glibc's copy tuning on AMD ([`memcpy`]).
 //! Every `unsafe` block of the server and the client lives in this crate, each with the
 //! invariant that makes it sound.
 
@@ -7,4 +8,5 @@
 
 pub mod file;
 pub mod limits;
+pub mod memcpy;
 pub mod sock;

@@ -227,11 +227,13 @@ pub(crate) struct Options {
     pub(crate) idle_secs: Option<u64>,
     /// `SLUICE_LOG` for the server (its log filter), when not the default.
     pub(crate) log: Option<&'static str>,
+    /// More environment for the server.
+    pub(crate) env: &'static [(&'static str, &'static str)],
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { drain_secs: 10, extra: String::new(), listen_any: false, idle_secs: None, log: None }
+        Self { drain_secs: 10, extra: String::new(), listen_any: false, idle_secs: None, log: None, env: &[] }
     }
 }
 
@@ -267,6 +269,7 @@ impl Server {
             if let Some(filter) = opts.log {
                 cmd.env("SLUICE_LOG", filter);
             }
+            cmd.envs(opts.env.iter().copied());
             let child = cmd
                 .arg("serve")
                 .arg("--config")
@@ -356,6 +359,15 @@ impl Server {
         let pid = self.child.as_ref()?.id();
         let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok())
+    }
+
+    /// The server process's environment block as the kernel holds it (/proc/PID/environ):
+    /// `NAME=value` strings, each ended by a NUL. glibc's start-up parses `GLIBC_TUNABLES` in
+    /// place, so that one's value may have NULs where it had colons.
+    #[allow(dead_code)] // Used by the integration suite only.
+    pub(crate) fn environ(&self) -> Vec<u8> {
+        let pid = self.child.as_ref().expect("server running").id();
+        fs::read(format!("/proc/{pid}/environ")).expect("read /proc/PID/environ")
     }
 
     /// The exit status, if the server has exited.
