@@ -108,7 +108,16 @@ fn main() -> ExitCode {
 // mimalloc), but mimalloc slowed 1 GB h2 downloads from 16.4 to 9.7 Gbit/s (0.46 -> 0.81
 // server CPU s/GB: rustls copies each record into a freshly allocated buffer, and mimalloc
 // hands out cold ones) and jemalloc slowed h3 from 11.6 to 9.7 Gbit/s (0.68 -> 0.83 s/GB).
-// Revisit once records are encrypted into a reused buffer.
+// The cold buffers were glibc's `rep movsb` (see sluice_sys::memcpy): with it kept off, on
+// 2026-11-25, mimalloc no longer slowed 300 MB h2 or h3 downloads (0.50-0.53 s/GB either way),
+// cut a small TLS h2 request from 23,774 to 21,826 instructions and raised h2load's req/s from
+// 272k to 285k (+4.6 %, 3 runs each). Measured again on 2026-11-28 on an Intel Xeon (glibc's
+// copies untouched there), mimalloc 0.1.52 (its v3): a small TLS h2 request 23,798 -> 21,838
+// instructions, a proxied one 81,333 -> 68,572. But memory freed after a burst stayed (abuse
+// test w3_w9: 151 MB resident 20 s after, against a 36 MB bound) until every worker called
+// mi_collect when it parked and the purge delay was 0; and with those, 300 MB h2 downloads fell
+// from 13.4-15.9 to 7.6-10.2 Gbit/s (bench-h3.sh, two alternating sets; the client, the same
+// binary, doubled its CPU per GB too). Not taken.
 
 /// How often freed heap memory is handed back to the system: often enough that memory comes
 /// back soon after a burst, rarely enough that the walk over the allocator's free lists costs
