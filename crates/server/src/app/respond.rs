@@ -438,25 +438,72 @@ pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
     let hop = |n: &http::HeaderName| {
         matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
     };
-    // One buffer for every name and value, each field split off it as it is written: one
-    // allocation per response head for the bytes (and one for the list), not two per field,
-    // and one pass over the map. 512 bytes hold a typical head; a larger one grows it.
+    // One buffer for every value and every name not in `static_name`, each split off it as it
+    // is written: one allocation per response head for the bytes (and one for the list), not
+    // two per field, and one pass over the map. 512 bytes hold a typical head; a larger one
+    // grows it. A name in the list costs no copy and no reference count (as its drop).
     let mut all = bytes::BytesMut::with_capacity(512);
     let mut fields = Vec::with_capacity(headers.len());
     for (n, v) in headers.iter().filter(|(n, _)| !hop(n)) {
-        let name = n.as_str().as_bytes();
-        all.extend_from_slice(name);
+        let name = match static_name(n.as_str()) {
+            Some(s) => Bytes::from_static(s.as_bytes()),
+            None => {
+                all.extend_from_slice(n.as_str().as_bytes());
+                all.split_to(n.as_str().len()).freeze()
+            }
+        };
         all.extend_from_slice(v.as_bytes());
-        let mut field = all.split_to(name.len() + v.len());
-        let name = field.split_to(name.len()).freeze();
-        fields.push(Field::new(name, field.freeze()));
+        fields.push(Field::new(name, all.split_to(v.len()).freeze()));
     }
     fields
+}
+
+/// `name` as a static string when it is one of the response field names that Sluice's own
+/// handlers send or that origins commonly do (most frequent first: a match on strings tests
+/// the arms in order).
+fn static_name(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "content-type" => "content-type",
+        "content-length" => "content-length",
+        "etag" => "etag",
+        "last-modified" => "last-modified",
+        "accept-ranges" => "accept-ranges",
+        "x-content-type-options" => "x-content-type-options",
+        "alt-svc" => "alt-svc",
+        "date" => "date",
+        "server" => "server",
+        "cache-control" => "cache-control",
+        "vary" => "vary",
+        "content-encoding" => "content-encoding",
+        "content-range" => "content-range",
+        "location" => "location",
+        "set-cookie" => "set-cookie",
+        "expires" => "expires",
+        "link" => "link",
+        "via" => "via",
+        "strict-transport-security" => "strict-transport-security",
+        "access-control-allow-origin" => "access-control-allow-origin",
+        "allow" => "allow",
+        "retry-after" => "retry-after",
+        "www-authenticate" => "www-authenticate",
+        "content-digest" => "content-digest",
+        "priority" => "priority",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn static_names_are_the_names_asked_for() {
+        for n in ["content-type", "etag", "x-content-type-options", "alt-svc", "set-cookie", "priority", "via"] {
+            assert_eq!(static_name(n), Some(n));
+        }
+        assert_eq!(static_name("x-unknown"), None);
+        assert_eq!(static_name("etags"), None);
+    }
 
     #[test]
     fn response_fields_keep_order_and_values_and_drop_connection_fields() {
@@ -469,6 +516,7 @@ mod tests {
         h.insert("x-big", http::HeaderValue::from_str(&big).unwrap());
         h.insert("transfer-encoding", http::HeaderValue::from_static("chunked"));
         h.insert("x-last", http::HeaderValue::from_static(""));
+        h.insert("etag", http::HeaderValue::from_static("\"1\""));
         let got: Vec<(String, String)> = response_fields(&h)
             .iter()
             .map(|f| (String::from_utf8(f.name.to_vec()).unwrap(), String::from_utf8(f.value.to_vec()).unwrap()))
@@ -479,6 +527,7 @@ mod tests {
             ("set-cookie", "b=2"),
             ("x-big", big.as_str()),
             ("x-last", ""),
+            ("etag", "\"1\""),
         ];
         let want: Vec<(String, String)> = want.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
         assert_eq!(got, want);
