@@ -593,6 +593,11 @@ mod tests {
         assert!(cache::get(root, "/a//b.txt").is_none());
         assert!(cache::get(root, "/a/b.txt/").is_none());
         assert!(cache::get(root, "/a/b.tx").is_none());
+        // The same path under two roots is two entries, both kept (the root is in the hash).
+        let other = Path::new("/test-key/other");
+        cache::put(other, "/a/b.txt", Bytes::from_static(b"two"), fields());
+        assert_eq!(&cache::get(other, "/a/b.txt").expect("a hit").content[..], b"two");
+        assert_eq!(&cache::get(root, "/a/b.txt").expect("still a hit").content[..], b"one");
         // Whatever is put, the cache holds at most its byte budget, and no overlong key.
         let content = Bytes::from(vec![0u8; 60_000]);
         let bound = Path::new("/test-bound");
