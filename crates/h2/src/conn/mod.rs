@@ -120,8 +120,10 @@ struct Block {
     priority: Option<frame::PriorityFields>,
 }
 
-/// Closed streams' queues kept for reuse, at most.
-const SPARE_QUEUES: usize = 8;
+/// Closed streams' queues kept for reuse, at most: as many as the streams a busy client keeps
+/// open at once (h2load -m 10 and a page's first burst of requests take more than 8), about
+/// 256 bytes each, and dropped when the connection goes idle (`shrink`).
+const SPARE_QUEUES: usize = 16;
 
 /// Streams remembered after closing, to tell "closed" from "never opened" (RFC 9113 §5.1).
 const RECENTLY_CLOSED: usize = 256;
@@ -167,6 +169,8 @@ pub struct Connection {
     /// Urgencies (bit per level) of every stream that had something to send.
     urgencies_seen: u8,
     sent_dirty: Vec<u32>,
+    /// Streams found closed by `poll_transmit`, kept between calls.
+    done_scratch: Vec<u32>,
     events: VecDeque<Event>,
     resets: Budget,
     pings: Budget,
@@ -262,6 +266,7 @@ impl Connection {
             sched: Scheduler::default(),
             urgencies_seen: 0,
             sent_dirty: Vec::new(),
+            done_scratch: Vec::new(),
             events: VecDeque::new(),
             resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window),
             pings: Budget::new(cfg.max_pings_per_window, cfg.flood_window),
@@ -347,6 +352,7 @@ impl Connection {
         self.events.shrink_to_fit();
         self.heads.shrink_to_fit();
         self.sent_dirty.shrink_to_fit();
+        self.done_scratch = Vec::new();
         self.recently_closed.shrink_to_fit();
         self.pending_priority.shrink_to_fit();
         self.control.shrink_to_fit();

@@ -205,11 +205,14 @@ impl Connection {
             }
         }
         // Streams whose last frame went out may now be closed.
-        let done: Vec<u32> =
-            self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open).map(|(&id, _)| id).collect();
-        for id in done {
+        // Into a list the connection keeps, not a new one per call.
+        let mut done = std::mem::take(&mut self.done_scratch);
+        done.extend(self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open).map(|(&id, _)| id));
+        for &id in &done {
             self.remove_stream(id);
         }
+        done.clear();
+        self.done_scratch = done;
         out.append(&mut self.control);
         let wrote = out.len() > start;
         if wrote {
@@ -221,7 +224,9 @@ impl Connection {
     /// Frame every head `id` has waiting, in order.
     fn write_head(&mut self, id: u32, out: &mut Vec<u8>) {
         let Some(s) = self.streams.get_mut(&id) else { return };
-        for head in std::mem::take(&mut s.heads) {
+        // Popped, not taken: the queue keeps its room for the stream's next head and, through
+        // the spare queues, for the next stream's (taking it cost an allocation per response).
+        while let Some(head) = s.heads.pop_front() {
             // Three digits: `send_response` takes only 100..=999 (and the engine's own 431).
             let n = head.status;
             let status = [b'0' + (n / 100 % 10) as u8, b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];

@@ -181,6 +181,31 @@ fn a_shrunk_connection_serves_on_and_keeps_its_tables() {
 }
 
 #[test]
+fn a_closed_streams_queues_serve_the_next_streams() {
+    let mut c = Client::new(Config::default());
+    // Ten streams at once, as h2load -m 10 sends them: every one's head and body queues come
+    // back to the spare list with their room when the streams close.
+    let ids: Vec<u32> = (0..10).map(|i| 1 + 2 * i).collect();
+    for &id in &ids {
+        c.request(id, "/a", true);
+    }
+    assert_eq!(c.events().len(), ids.len());
+    for &id in &ids {
+        c.conn.send_response(id, 200, vec![Field::new("server", "sluice")], false).unwrap();
+        c.conn.send_data(id, Bytes::from_static(b"ok"), true).unwrap();
+    }
+    c.output();
+    assert_eq!(c.conn.open_streams(), 0);
+    assert_eq!(c.conn.spare.len(), ids.len(), "every closed stream's queues are kept");
+    assert!(c.conn.spare.iter().all(|(h, q)| h.capacity() > 0 && q.capacity() > 0), "kept with their room");
+    // The next stream takes a pair: its head goes out without growing a queue.
+    c.request(21, "/b", true);
+    c.events();
+    let s = &c.conn.streams[&21];
+    assert!(s.heads.capacity() > 0 && s.queue.capacity() > 0);
+}
+
+#[test]
 fn bad_preface_is_protocol_error() {
     let now = Instant::now();
     let mut conn = Connection::new(Config::default(), Box::<FixedWindows>::default(), now);
