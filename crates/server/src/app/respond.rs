@@ -178,6 +178,8 @@ fn text(b: &[u8]) -> String {
 /// A response ready to go out, with its access-log line.
 pub(crate) struct Prepared {
     pub(crate) status: StatusCode,
+    /// Fields sent before `headers` (see [`Response::head`]); always `None` for HTTP/1.1.
+    pub(crate) head: Option<crate::app::http::Head>,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Body,
     /// No body goes out (HEAD, 204, 304, or an empty body without trailers).
@@ -235,14 +237,18 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
 /// The part after the handler: whether a body goes out, and the status for the log.
 pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
     let Admitted { mut log, head_only } = a;
-    let Response { status, headers, body } = resp;
+    let Response { status, mut head, mut headers, body } = resp;
+    if log.proto == Proto::Http1 {
+        // HTTP/1.1 writes its head from the map (handlers set `head` only for the others).
+        crate::app::http::materialize(&mut head, &mut headers);
+    }
     log.status = status.as_u16();
     let no_body =
         head_only || body.is_empty() || status == StatusCode::NOT_MODIFIED || status == StatusCode::NO_CONTENT;
     if no_body {
         log.outcome = "ok";
     }
-    Prepared { status, headers, body, no_body, log }
+    Prepared { status, head, headers, body, no_body, log }
 }
 
 /// Answer `req`, the same way on every protocol: [`admit`], the router, [`finish`]. The request
@@ -289,8 +295,15 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
     async move {
         if let Some(v) = p.headers.get("priority") {
             sink.priority(Bytes::copy_from_slice(v.as_bytes()));
+        } else if let Some(f) = p.head.as_ref().and_then(|h| h.iter().find(|f| f.name == "priority")) {
+            sink.priority(f.value.clone());
         }
-        if !sink.head(p.status.as_u16(), response_fields(&p.headers), p.no_body) || p.no_body {
+        let mut fields = Vec::with_capacity(p.head.as_ref().map_or(0, |h| h.len()) + p.headers.len());
+        if let Some(head) = &p.head {
+            fields.extend(head.iter().cloned());
+        }
+        append_response_fields(&p.headers, &mut fields);
+        if !sink.head(p.status.as_u16(), fields, p.no_body) || p.no_body {
             return;
         }
         // The line is written when `p` drops (it is read there, not here).
@@ -435,6 +448,16 @@ async fn acquire(sem: &Semaphore, n: u32) -> Result<(), ()> {
 /// Response header fields for HTTP/2 and HTTP/3: lower-case names (the http crate's are),
 /// minus the connection-specific ones both forbid (RFC 9113 §8.2.2, RFC 9114 §4.2).
 pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
+    let mut fields = Vec::with_capacity(headers.len());
+    append_response_fields(headers, &mut fields);
+    fields
+}
+
+/// [`response_fields`] appended to `fields`.
+fn append_response_fields(headers: &HeaderMap, fields: &mut Vec<Field>) {
+    if headers.is_empty() {
+        return;
+    }
     let hop = |n: &http::HeaderName| {
         matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
     };
@@ -443,7 +466,6 @@ pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
     // two per field, and one pass over the map. 512 bytes hold a typical head; a larger one
     // grows it. A name in the list costs no copy and no reference count (as its drop).
     let mut all = bytes::BytesMut::with_capacity(512);
-    let mut fields = Vec::with_capacity(headers.len());
     for (n, v) in headers.iter().filter(|(n, _)| !hop(n)) {
         let name = match static_name(n.as_str()) {
             Some(s) => Bytes::from_static(s.as_bytes()),
@@ -455,7 +477,6 @@ pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
         all.extend_from_slice(v.as_bytes());
         fields.push(Field::new(name, all.split_to(v.len()).freeze()));
     }
-    fields
 }
 
 /// `name` as a static string when it is one of the response field names that Sluice's own

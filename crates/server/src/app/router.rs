@@ -48,6 +48,8 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
     };
     let mut resp = with_alt_svc(resp, alt_svc);
     if !route.headers.is_empty() {
+        // The rules may set or remove any field: they see every one in the map.
+        resp.materialize();
         route.headers.apply(&mut resp.headers);
     }
     resp
@@ -56,6 +58,10 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
 /// `resp` with the connection's `Alt-Svc`, if it has one (RFC 7838).
 pub(crate) fn with_alt_svc(mut resp: Response, alt_svc: Option<&http::HeaderValue>) -> Response {
     if let Some(v) = alt_svc {
+        // `insert` replaces: a prebuilt `alt-svc` must be in the map for that.
+        if resp.head_has("alt-svc") {
+            resp.materialize();
+        }
         resp.headers.insert(http::header::ALT_SVC, v.clone());
     }
     resp

@@ -76,7 +76,7 @@ pub(crate) fn serve_builtin(req: &Request) -> Response {
     }
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if parse_tag_list(&req.headers, &header::IF_NONE_MATCH).is_some_and(|l| l.weak_match(&opaque)) {
-        return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
+        return Response::new(StatusCode::NOT_MODIFIED, headers, Body::Empty);
     }
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(asset.body.len()));
@@ -85,7 +85,7 @@ pub(crate) fn serve_builtin(req: &Request) -> Response {
         headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     }
     let body = if req.method == Method::HEAD { Body::Empty } else { Body::Full(Bytes::from_static(asset.body)) };
-    Response { status: StatusCode::OK, headers, body }
+    Response::new(StatusCode::OK, headers, body)
 }
 
 #[cfg(test)]

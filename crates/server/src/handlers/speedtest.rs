@@ -65,9 +65,7 @@ pub(crate) async fn serve(cfg: &Speedtest, req: &mut Request, endpoint: &str) ->
             _ => method_not_allowed("POST, PUT"),
         },
         _ => match req.method {
-            Method::GET | Method::HEAD => {
-                Response { status: StatusCode::NO_CONTENT, headers: http::HeaderMap::new(), body: Body::Empty }
-            }
+            Method::GET | Method::HEAD => Response::new(StatusCode::NO_CONTENT, http::HeaderMap::new(), Body::Empty),
             _ => method_not_allowed("GET, HEAD"),
         },
     };
@@ -111,7 +109,7 @@ fn download(cfg: &Speedtest, req: &Request) -> Response {
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
     let body = if req.method == Method::HEAD { Body::Empty } else { Body::Zeros(n) };
-    Response { status: StatusCode::OK, headers, body }
+    Response::new(StatusCode::OK, headers, body)
 }
 
 async fn upload(req: &mut Request) -> Response {
@@ -201,7 +199,7 @@ async fn upload(req: &mut Request) -> Response {
     if want {
         headers.insert(header::TRAILER, HeaderValue::from_static(CONTENT_DIGEST));
     }
-    Response { status: StatusCode::OK, headers, body }
+    Response::new(StatusCode::OK, headers, body)
 }
 
 /// RFC 9530 §2: the digest of the content.

@@ -96,7 +96,8 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         upgrade,
         counters,
     };
-    let Prepared { status, headers, body, no_body, log } = prepare(&mut req, &state, info).await;
+    // `head` is always `None` here: `finish` moves it into the map for HTTP/1.1.
+    let Prepared { status, headers, body, no_body, log, .. } = prepare(&mut req, &state, info).await;
     let body = if no_body { Body::Empty } else { body };
     // A body with trailers goes out chunked (its trailers after the last chunk, to clients that
     // accept them): no length for hyper to frame it by.

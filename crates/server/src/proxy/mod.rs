@@ -815,7 +815,7 @@ fn switch(
             }
         }
     });
-    Response { status: StatusCode::SWITCHING_PROTOCOLS, headers: fields, body: Body::Empty }
+    Response::new(StatusCode::SWITCHING_PROTOCOLS, fields, Body::Empty)
 }
 
 /// Copy bytes both ways until both sides have closed, either fails, or nothing moves for
@@ -923,5 +923,5 @@ fn response(
         b.learner = learner;
         Body::Upstream(Box::new(b))
     };
-    Response { status: parts.status, headers: fields, body }
+    Response::new(parts.status, fields, body)
 }

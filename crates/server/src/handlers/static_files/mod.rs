@@ -37,7 +37,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use crate::app::http::{Body, Request, Response};
+use crate::app::http::{Body, Proto, Request, Response};
 
 mod conditional;
 mod lookup;
@@ -174,6 +174,9 @@ pub(crate) struct Fields {
     etag: HeaderValue,
     /// The header section of a whole-file response (200, GET or HEAD): cloned, not rebuilt.
     full: HeaderMap,
+    /// The same in the HTTP/2 and HTTP/3 engines' form, made by the first such response and
+    /// shared by the others over those protocols (see `Response::head`).
+    wire: std::sync::OnceLock<crate::app::http::Head>,
 }
 
 impl Fields {
@@ -193,7 +196,7 @@ impl Fields {
         full.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
         full.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
         full.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        Self { v, len, ctype, etag, full }
+        Self { v, len, ctype, etag, full, wire: std::sync::OnceLock::new() }
     }
 }
 
@@ -218,13 +221,13 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
                 // RFC 9110 §15.4.5: repeat ETag; no content metadata.
                 let mut headers = HeaderMap::with_capacity(1);
                 headers.insert(header::ETAG, f.etag.clone());
-                return Response { status: StatusCode::NOT_MODIFIED, headers, body: Body::Empty };
+                return Response::new(StatusCode::NOT_MODIFIED, headers, Body::Empty);
             }
             Precondition::Failed => {
                 let mut headers = HeaderMap::with_capacity(2);
                 headers.insert(header::ETAG, f.etag.clone());
                 headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
-                return Response { status: StatusCode::PRECONDITION_FAILED, headers, body: Body::Empty };
+                return Response::new(StatusCode::PRECONDITION_FAILED, headers, Body::Empty);
             }
             Precondition::Proceed { honor_range } => honor_range,
         };
@@ -239,7 +242,6 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
     };
     // ETag, Last-Modified, Accept-Ranges, nosniff, and the whole file's type and length; the
     // other answers change what differs.
-    let mut headers = f.full.clone();
     match ranges {
         Ranges::Full => {
             let body = if is_head {
@@ -250,26 +252,34 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
                     Err(e) => return internal_error(&e),
                 }
             };
-            Response { status: StatusCode::OK, headers, body }
+            if req.proto == Proto::Http1 {
+                Response::new(StatusCode::OK, f.full.clone(), body)
+            } else {
+                // HTTP/2 and HTTP/3: the fields as their engines take them, shared.
+                let wire = f.wire.get_or_init(|| std::sync::Arc::new(crate::app::respond::response_fields(&f.full)));
+                Response { status: StatusCode::OK, head: Some(wire.clone()), headers: HeaderMap::new(), body }
+            }
         }
         Ranges::Unsatisfiable => {
+            let mut headers = f.full.clone();
             headers.remove(header::CONTENT_TYPE);
             headers.insert(header::CONTENT_RANGE, content_range_value(&format!("bytes */{len}")));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
-            Response { status: StatusCode::RANGE_NOT_SATISFIABLE, headers, body: Body::Empty }
+            Response::new(StatusCode::RANGE_NOT_SATISFIABLE, headers, Body::Empty)
         }
         Ranges::Partial(parts) if parts.len() == 1 => {
             // Index 0 exists: this arm requires exactly one part.
             let (first, last) = parts[0];
             let n = last - first + 1;
+            let mut headers = f.full.clone();
             headers.insert(header::CONTENT_RANGE, content_range_value(&format!("bytes {first}-{last}/{len}")));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
             match src.section(first, n) {
-                Ok(body) => Response { status: StatusCode::PARTIAL_CONTENT, headers, body },
+                Ok(body) => Response::new(StatusCode::PARTIAL_CONTENT, headers, body),
                 Err(e) => internal_error(&e),
             }
         }
-        Ranges::Partial(parts) => multipart(&src, len, ctype, &parts, v, headers),
+        Ranges::Partial(parts) => multipart(&src, len, ctype, &parts, v, f.full.clone()),
     }
 }
 
@@ -349,7 +359,7 @@ fn multipart(
         HeaderValue::from_str(&ct).unwrap_or_else(|_| HeaderValue::from_static("multipart/byteranges")),
     );
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
-    Response { status: StatusCode::PARTIAL_CONTENT, headers, body }
+    Response::new(StatusCode::PARTIAL_CONTENT, headers, body)
 }
 
 #[cfg(test)]
@@ -358,6 +368,7 @@ mod tests {
     use crate::app::http::{Proto, RequestBody};
     use std::fs;
     use std::path::PathBuf;
+    use std::sync::Arc;
 
     fn req(method: Method, path: &str, hdrs: &[(&str, &str)]) -> Request {
         let mut headers = HeaderMap::new();
@@ -608,6 +619,59 @@ mod tests {
         let long = format!("/{}", "x".repeat(cache::MAX_KEY));
         cache::put(bound, &long, content, fields());
         assert!(cache::get(bound, &long).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_whole_file_over_http2_or_http3_carries_the_same_fields_prebuilt() {
+        let (_d, root) = tree();
+        // HTTP/1.1 gets the map; the others the same fields, in order, as the engines take
+        // them, shared between responses; a partial or conditional answer stays a map.
+        let h1 = serve(&root, &req(Method::GET, "/hello.txt", &[])).await;
+        assert!(h1.head.is_none());
+        let want: Vec<(String, String)> =
+            h1.headers.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned())).collect();
+        assert_eq!(want.len(), 6, "{want:?}");
+        for proto in [Proto::Http2, Proto::Http3] {
+            let mut rq = req(Method::GET, "/hello.txt", &[]);
+            rq.proto = proto;
+            let r = serve(&root, &rq).await;
+            assert_eq!(r.status, StatusCode::OK);
+            assert!(r.headers.is_empty());
+            let head = r.head.clone().expect("prebuilt fields");
+            let got: Vec<(String, String)> = head
+                .iter()
+                .map(|f| (String::from_utf8(f.name.to_vec()).unwrap(), String::from_utf8(f.value.to_vec()).unwrap()))
+                .collect();
+            assert_eq!(got, want);
+            assert_eq!(collect(r.body).await, b"hello world");
+            let again = serve(&root, &rq).await;
+            assert!(Arc::ptr_eq(&head, again.head.as_ref().unwrap()), "one list per file version");
+            let mut head_rq = req(Method::HEAD, "/hello.txt", &[]);
+            head_rq.proto = proto;
+            let r = serve(&root, &head_rq).await;
+            assert!(r.head.is_some() && r.body.is_empty());
+            let mut part = req(Method::GET, "/hello.txt", &[("range", "bytes=0-1")]);
+            part.proto = proto;
+            let r = serve(&root, &part).await;
+            assert_eq!(
+                (r.status, r.head.is_none(), hdr(&r, "content-length")),
+                (StatusCode::PARTIAL_CONTENT, true, "2")
+            );
+        }
+        // Materialized, the fields are the map HTTP/1.1 gets, and what the map held follows.
+        let mut rq = req(Method::GET, "/hello.txt", &[]);
+        rq.proto = Proto::Http2;
+        let mut r = serve(&root, &rq).await;
+        r.headers.insert(header::VARY, HeaderValue::from_static("accept"));
+        r.headers.append(header::ETAG, HeaderValue::from_static("\"x\""));
+        r.materialize();
+        assert!(r.head.is_none());
+        let got: Vec<(String, String)> =
+            r.headers.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned())).collect();
+        let mut want = want.clone();
+        want.insert(1, ("etag".into(), "\"x\"".into()));
+        want.push(("vary".into(), "accept".into()));
+        assert_eq!(got, want, "the map's own etag is appended after the prebuilt one");
     }
 
     #[tokio::test]
