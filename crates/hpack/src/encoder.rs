@@ -39,6 +39,66 @@ pub struct Encoder {
     /// comparison instead of a Huffman coding. The representation does not depend on the
     /// dynamic table, so it stays valid.
     literals: Vec<(usize, Vec<u8>, Vec<u8>)>,
+    /// The last header list encoded and its block, when encoding it left the dynamic table as
+    /// it was: the same list again, with the table still in that state, encodes to the same
+    /// bytes. A server repeats its response heads (every response for one file, every error of
+    /// a kind), and comparing a list costs a fraction of encoding it (finding each field in the
+    /// table, Huffman coding literals).
+    memo: Memo,
+}
+
+/// See [`Encoder::memo`].
+#[derive(Debug, Default)]
+struct Memo {
+    /// The table's state the block holds for, `(inserted, max size)`; `None`: nothing kept.
+    state: Option<(u64, usize)>,
+    /// The list's names and values, back to back.
+    src: Vec<u8>,
+    /// Per field: name length, value length, sensitive.
+    lens: Vec<(usize, usize, bool)>,
+    /// The block.
+    out: Vec<u8>,
+}
+
+/// Longest list (names and values) a memo keeps: a typical head is a few hundred bytes, and a
+/// long one (a proxied origin's) must not stay in every connection's memory.
+const MAX_MEMO: usize = 1024;
+
+impl Memo {
+    /// Whether `list` is the list kept, field by field.
+    fn holds<'a>(&self, list: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>) -> bool {
+        let mut at = 0;
+        let mut fields = self.lens.iter();
+        for (name, value, sensitive) in list {
+            let Some(&(n, v, s)) = fields.next() else { return false };
+            if n != name.len() || v != value.len() || s != sensitive {
+                return false;
+            }
+            if self.src[at..at + n] != *name || self.src[at + n..at + n + v] != *value {
+                return false;
+            }
+            at += n + v;
+        }
+        fields.next().is_none()
+    }
+
+    /// Keep `list` and its block `out`, for the table state `state`.
+    fn keep<'a>(&mut self, list: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>, out: &[u8], state: (u64, usize)) {
+        self.state = None;
+        self.src.clear();
+        self.lens.clear();
+        for (name, value, sensitive) in list {
+            if self.src.len() + name.len() + value.len() > MAX_MEMO {
+                return;
+            }
+            self.src.extend_from_slice(name);
+            self.src.extend_from_slice(value);
+            self.lens.push((name.len(), value.len(), sensitive));
+        }
+        self.out.clear();
+        self.out.extend_from_slice(out);
+        self.state = Some(state);
+    }
 }
 
 /// Literals remembered per encoder (one per never-indexed name, the least recent replaced).
@@ -87,6 +147,7 @@ impl Encoder {
             target_size: DEFAULT_TABLE_SIZE,
             use_huffman: true,
             literals: Vec::new(),
+            memo: Memo::default(),
         }
     }
 
@@ -94,6 +155,7 @@ impl Encoder {
     /// response codes its literals afresh).
     pub fn shrink(&mut self) {
         self.literals = Vec::new();
+        self.memo = Memo::default();
     }
 
     /// The peer's SETTINGS_HEADER_TABLE_SIZE changed.
@@ -113,10 +175,29 @@ impl Encoder {
     ///
     /// Items are `(name, value, sensitive)`; sensitive fields are sent as
     /// never-indexed literals (RFC 7541 §6.2.3) and never enter the table.
-    pub fn encode<'a>(&mut self, headers: impl IntoIterator<Item = (&'a [u8], &'a [u8], bool)>, dst: &mut Vec<u8>) {
+    pub fn encode<'a, I>(&mut self, headers: I, dst: &mut Vec<u8>)
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8], bool)>,
+        I::IntoIter: Clone,
+    {
+        let list = headers.into_iter();
+        let state = (self.table.inserted(), self.table.max_size());
+        if self.pending_min.is_none() && self.memo.state == Some(state) && self.memo.holds(list.clone()) {
+            dst.extend_from_slice(&self.memo.out);
+            return;
+        }
         self.encode_size_updates(dst);
-        for (name, value, sensitive) in headers {
+        let before = (self.table.inserted(), self.table.max_size());
+        let start = dst.len();
+        for (name, value, sensitive) in list.clone() {
             self.encode_field(name, value, sensitive, dst);
+        }
+        // Kept only if the block changed nothing: the next identical list then encodes to
+        // these bytes (a block that inserted would index those fields the next time).
+        if (self.table.inserted(), self.table.max_size()) == before {
+            self.memo.keep(list, &dst[start..], before);
+        } else {
+            self.memo.state = None;
         }
     }
 
@@ -499,5 +580,63 @@ mod tests {
             assert_eq!(decode_all(&mut d, &wire), list);
             assert_eq!(dynamic_entries(&e.table), dynamic_entries(&d.table));
         }
+    }
+    #[test]
+    fn a_repeated_list_is_the_block_an_encoder_without_the_memo_writes() {
+        // Lists drawn from a few, so that most repeat; some fields indexed, some not, some
+        // sensitive, size changes now and then. In lockstep, an encoder whose memo is cleared
+        // before every list writes exactly the same bytes, and a decoder reads the lists back.
+        let mut next = crate::xorshift(0x1234_5678_9abc_def1);
+        let pool: Vec<Vec<(Vec<u8>, Vec<u8>, bool)>> = (0..6)
+            .map(|_| {
+                (0..1 + next() % 6)
+                    .map(|_| {
+                        let name =
+                            [":status", "content-type", "etag", "date", "x-a", "set-cookie", "x-long-header-name"]
+                                [next() as usize % 7]
+                                .as_bytes()
+                                .to_vec();
+                        let len = next() as usize % 40;
+                        let value: Vec<u8> = (0..len).map(|_| b"abc012/;= "[next() as usize % 10]).collect();
+                        (name, value, next() % 12 == 0)
+                    })
+                    .collect()
+            })
+            .collect();
+        let (mut e, mut plain, mut d) = (Encoder::new(), Encoder::new(), Decoder::new(4096));
+        let (mut reused, mut pick) = (0, 0);
+        for round in 0..3_000 {
+            if round % 500 == 499 {
+                let size = [0, 200, 4096, 1000][next() as usize % 4];
+                e.set_max_table_size(size);
+                plain.set_max_table_size(size);
+                d.set_max_table_size(4096);
+            }
+            // The same list as the last one two times in three, as a server's heads repeat.
+            if next() % 3 == 0 {
+                pick = next() as usize % pool.len();
+            }
+            let list = &pool[pick];
+            let fields = || list.iter().map(|(n, v, s)| (&n[..], &v[..], *s));
+            let state = (e.table.inserted(), e.table.max_size());
+            let hit = e.pending_min.is_none() && e.memo.state == Some(state) && e.memo.holds(fields());
+            reused += usize::from(hit);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            e.encode(fields(), &mut a);
+            plain.memo = Memo::default();
+            plain.encode(fields(), &mut b);
+            assert_eq!(a, b, "round {round}");
+            assert_eq!(decode_all(&mut d, &a), *list);
+        }
+        assert!(reused > 1_000, "the memo served {reused} of 3,000 lists");
+        // A list that differs only in a value, in a field's flag, or by a field less: no hit.
+        let list = [(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"2", false)];
+        let mut e = Encoder::new();
+        e.encode(list, &mut Vec::new());
+        e.encode(list, &mut Vec::new());
+        assert!(e.memo.holds(list.into_iter()));
+        assert!(!e.memo.holds([(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"3", false)].into_iter()));
+        assert!(!e.memo.holds([(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"2", true)].into_iter()));
+        assert!(!e.memo.holds([(&b"x-a"[..], &b"1"[..], false)].into_iter()));
     }
 }

@@ -326,6 +326,12 @@ impl Table {
     }
 
     /// Current maximum size.
+    /// Entries inserted so far: with the maximum size, what the table holds (evictions follow
+    /// from inserts and size changes only).
+    pub(crate) fn inserted(&self) -> u64 {
+        self.inserted
+    }
+
     pub(crate) fn max_size(&self) -> usize {
         self.max_size
     }
