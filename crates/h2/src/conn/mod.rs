@@ -120,6 +120,9 @@ struct Block {
     priority: Option<frame::PriorityFields>,
 }
 
+/// Largest header block buffer kept for the next block (a request head is a few hundred bytes).
+const KEPT_BLOCK_BUF: usize = 4096;
+
 /// Closed streams' queues kept for reuse, at most: as many as the streams a busy client keeps
 /// open at once (h2load -m 10 and a page's first burst of requests take more than 8), about
 /// 256 bytes each, and dropped when the connection goes idle (`shrink`).
@@ -163,6 +166,8 @@ pub struct Connection {
     /// frames it read after we closed the stream are a race, not a glitch.
     recently_closed: VecDeque<(u32, u32)>,
     block: Option<Block>,
+    /// The buffer of the last header block, cleared, for the next one.
+    block_buf: Vec<u8>,
     control: Vec<u8>,
     heads: VecDeque<u32>,
     sched: Scheduler,
@@ -261,6 +266,7 @@ impl Connection {
             // connection, most of which never close that many streams.
             recently_closed: VecDeque::new(),
             block: None,
+            block_buf: Vec::new(),
             control,
             heads: VecDeque::new(),
             sched: Scheduler::default(),
@@ -353,6 +359,7 @@ impl Connection {
         self.heads.shrink_to_fit();
         self.sent_dirty.shrink_to_fit();
         self.done_scratch = Vec::new();
+        self.block_buf = Vec::new();
         self.recently_closed.shrink_to_fit();
         self.pending_priority.shrink_to_fit();
         self.control.shrink_to_fit();

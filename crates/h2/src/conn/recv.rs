@@ -204,13 +204,11 @@ impl Connection {
         if h.stream % 2 == 0 {
             return Err(Error::conn(Reason::PROTOCOL_ERROR, "client used an even stream ID"));
         }
-        self.block = Some(Block {
-            stream: h.stream,
-            buf: h.fragment.to_vec(),
-            end_stream: h.end_stream,
-            continuations: 0,
-            priority: h.priority,
-        });
+        // Into the buffer the last block left (cleared), not a new one per request.
+        let mut buf = std::mem::take(&mut self.block_buf);
+        buf.extend_from_slice(&h.fragment);
+        self.block =
+            Some(Block { stream: h.stream, buf, end_stream: h.end_stream, continuations: 0, priority: h.priority });
         if h.end_headers {
             self.finish_block(now)
         } else {
@@ -265,6 +263,12 @@ impl Connection {
         });
         // At most the list size limit, so a large block does not set every later buffer's size.
         self.last_decoded = all.len().min(limit);
+        // The block's buffer serves the next one, unless a long block (CONTINUATIONs) grew it.
+        let mut buf = b.buf;
+        if buf.capacity() <= super::KEPT_BLOCK_BUF {
+            buf.clear();
+            self.block_buf = buf;
+        }
         let all = all.freeze();
         let list: Vec<(Bytes, Bytes)> = spans.iter().map(|&[a, m, e]| (all.slice(a..m), all.slice(m..e))).collect();
         self.spans = spans;
