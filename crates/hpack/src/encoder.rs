@@ -43,8 +43,12 @@ pub struct Encoder {
     /// it was: the same list again, with the table still in that state, encodes to the same
     /// bytes. A server repeats its response heads (every response for one file, every error of
     /// a kind), and comparing a list costs a fraction of encoding it (finding each field in the
-    /// table, Huffman coding literals).
-    memo: Memo,
+    /// table, Huffman coding literals). Boxed: an idle connection's encoder has none, and
+    /// holds a pointer, not the memo's room.
+    memo: Option<Box<Memo>>,
+    /// Whether a block was encoded since the last `shrink`: the memo is made from the second
+    /// on, so a connection that answers one request and idles never allocates it.
+    encoded: bool,
 }
 
 /// See [`Encoder::memo`].
@@ -147,7 +151,8 @@ impl Encoder {
             target_size: DEFAULT_TABLE_SIZE,
             use_huffman: true,
             literals: Vec::new(),
-            memo: Memo::default(),
+            memo: None,
+            encoded: false,
         }
     }
 
@@ -155,7 +160,8 @@ impl Encoder {
     /// response codes its literals afresh).
     pub fn shrink(&mut self) {
         self.literals = Vec::new();
-        self.memo = Memo::default();
+        self.memo = None;
+        self.encoded = false;
     }
 
     /// The peer's SETTINGS_HEADER_TABLE_SIZE changed.
@@ -182,9 +188,11 @@ impl Encoder {
     {
         let list = headers.into_iter();
         let state = (self.table.inserted(), self.table.max_size());
-        if self.pending_min.is_none() && self.memo.state == Some(state) && self.memo.holds(list.clone()) {
-            dst.extend_from_slice(&self.memo.out);
-            return;
+        if let Some(memo) = self.memo.as_ref().filter(|m| self.pending_min.is_none() && m.state == Some(state)) {
+            if memo.holds(list.clone()) {
+                dst.extend_from_slice(&memo.out);
+                return;
+            }
         }
         self.encode_size_updates(dst);
         let before = (self.table.inserted(), self.table.max_size());
@@ -194,11 +202,12 @@ impl Encoder {
         }
         // Kept only if the block changed nothing: the next identical list then encodes to
         // these bytes (a block that inserted would index those fields the next time).
-        if (self.table.inserted(), self.table.max_size()) == before {
-            self.memo.keep(list, &dst[start..], before);
-        } else {
-            self.memo.state = None;
+        if (self.table.inserted(), self.table.max_size()) == before && self.encoded {
+            self.memo.get_or_insert_with(Box::default).keep(list, &dst[start..], before);
+        } else if let Some(memo) = &mut self.memo {
+            memo.state = None;
         }
+        self.encoded = true;
     }
 
     /// Emits pending dynamic table size updates (RFC 7541 §4.2, §6.3).
@@ -619,11 +628,12 @@ mod tests {
             let list = &pool[pick];
             let fields = || list.iter().map(|(n, v, s)| (&n[..], &v[..], *s));
             let state = (e.table.inserted(), e.table.max_size());
-            let hit = e.pending_min.is_none() && e.memo.state == Some(state) && e.memo.holds(fields());
+            let hit =
+                e.pending_min.is_none() && e.memo.as_ref().is_some_and(|m| m.state == Some(state) && m.holds(fields()));
             reused += usize::from(hit);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             e.encode(fields(), &mut a);
-            plain.memo = Memo::default();
+            plain.memo = None;
             plain.encode(fields(), &mut b);
             assert_eq!(a, b, "round {round}");
             assert_eq!(decode_all(&mut d, &a), *list);
@@ -633,10 +643,15 @@ mod tests {
         let list = [(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"2", false)];
         let mut e = Encoder::new();
         e.encode(list, &mut Vec::new());
+        assert!(e.memo.is_none(), "not for the first block");
         e.encode(list, &mut Vec::new());
-        assert!(e.memo.holds(list.into_iter()));
-        assert!(!e.memo.holds([(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"3", false)].into_iter()));
-        assert!(!e.memo.holds([(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"2", true)].into_iter()));
-        assert!(!e.memo.holds([(&b"x-a"[..], &b"1"[..], false)].into_iter()));
+        e.encode(list, &mut Vec::new());
+        let memo = e.memo.as_ref().expect("kept");
+        assert!(memo.holds(list.into_iter()));
+        assert!(!memo.holds([(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"3", false)].into_iter()));
+        assert!(!memo.holds([(&b"x-a"[..], &b"1"[..], false), (b"x-b", b"2", true)].into_iter()));
+        assert!(!memo.holds([(&b"x-a"[..], &b"1"[..], false)].into_iter()));
+        e.shrink();
+        assert!(e.memo.is_none(), "an idle connection's encoder holds no memo");
     }
 }

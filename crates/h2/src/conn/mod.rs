@@ -143,8 +143,8 @@ pub struct Connection {
     preface: Preface,
     decoder: hpack::Decoder,
     encoder: hpack::Encoder,
-    /// Where header blocks are encoded before framing (kept, so a response head allocates
-    /// nothing here).
+    /// Where header blocks are encoded before framing, and received ones gathered before they
+    /// are decoded (kept, so a response or a request head allocates nothing here).
     out_block: Vec<u8>,
     peer_max_frame: usize,
     peer_initial_window: u32,
@@ -166,16 +166,12 @@ pub struct Connection {
     /// frames it read after we closed the stream are a race, not a glitch.
     recently_closed: VecDeque<(u32, u32)>,
     block: Option<Block>,
-    /// The buffer of the last header block, cleared, for the next one.
-    block_buf: Vec<u8>,
     control: Vec<u8>,
     heads: VecDeque<u32>,
     sched: Scheduler,
     /// Urgencies (bit per level) of every stream that had something to send.
     urgencies_seen: u8,
     sent_dirty: Vec<u32>,
-    /// Streams found closed by `poll_transmit`, kept between calls.
-    done_scratch: Vec<u32>,
     events: VecDeque<Event>,
     resets: Budget,
     pings: Budget,
@@ -266,13 +262,11 @@ impl Connection {
             // connection, most of which never close that many streams.
             recently_closed: VecDeque::new(),
             block: None,
-            block_buf: Vec::new(),
             control,
             heads: VecDeque::new(),
             sched: Scheduler::default(),
             urgencies_seen: 0,
             sent_dirty: Vec::new(),
-            done_scratch: Vec::new(),
             events: VecDeque::new(),
             resets: Budget::new(cfg.max_resets_per_window, cfg.flood_window),
             pings: Budget::new(cfg.max_pings_per_window, cfg.flood_window),
@@ -358,8 +352,6 @@ impl Connection {
         self.events.shrink_to_fit();
         self.heads.shrink_to_fit();
         self.sent_dirty.shrink_to_fit();
-        self.done_scratch = Vec::new();
-        self.block_buf = Vec::new();
         self.recently_closed.shrink_to_fit();
         self.pending_priority.shrink_to_fit();
         self.control.shrink_to_fit();

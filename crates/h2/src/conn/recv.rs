@@ -204,8 +204,12 @@ impl Connection {
         if h.stream % 2 == 0 {
             return Err(Error::conn(Reason::PROTOCOL_ERROR, "client used an even stream ID"));
         }
-        // Into the buffer the last block left (cleared), not a new one per request.
-        let mut buf = std::mem::take(&mut self.block_buf);
+        // Into the scratch buffer header blocks are encoded in (`out_block`, cleared), not a new
+        // one per request: received blocks are gathered and decoded between transmits, and a
+        // transmit while CONTINUATIONs are awaited finds it taken and makes another. One
+        // buffer, not two, in every connection's state.
+        let mut buf = std::mem::take(&mut self.out_block);
+        buf.clear();
         buf.extend_from_slice(&h.fragment);
         self.block =
             Some(Block { stream: h.stream, buf, end_stream: h.end_stream, continuations: 0, priority: h.priority });
@@ -263,11 +267,9 @@ impl Connection {
         });
         // At most the list size limit, so a large block does not set every later buffer's size.
         self.last_decoded = all.len().min(limit);
-        // The block's buffer serves the next one, unless a long block (CONTINUATIONs) grew it.
-        let mut buf = b.buf;
-        if buf.capacity() <= super::KEPT_BLOCK_BUF {
-            buf.clear();
-            self.block_buf = buf;
+        // The block's buffer goes back, unless a long block (CONTINUATIONs) grew it.
+        if b.buf.capacity() <= super::KEPT_BLOCK_BUF {
+            self.out_block = b.buf;
         }
         let all = all.freeze();
         let list: Vec<(Bytes, Bytes)> = spans.iter().map(|&[a, m, e]| (all.slice(a..m), all.slice(m..e))).collect();

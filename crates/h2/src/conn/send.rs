@@ -205,14 +205,25 @@ impl Connection {
             }
         }
         // Streams whose last frame went out may now be closed.
-        // Into a list the connection keeps, not a new one per call.
-        let mut done = std::mem::take(&mut self.done_scratch);
-        done.extend(self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open).map(|(&id, _)| id));
-        for &id in &done {
-            self.remove_stream(id);
+        // Gathered on the stack, a batch at a time: no list allocated per call, and none kept
+        // in every connection's state.
+        loop {
+            let mut done = [0u32; 16];
+            let mut n = 0;
+            for (&id, _) in self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open) {
+                done[n] = id;
+                n += 1;
+                if n == done.len() {
+                    break;
+                }
+            }
+            for &id in &done[..n] {
+                self.remove_stream(id);
+            }
+            if n < done.len() {
+                break;
+            }
         }
-        done.clear();
-        self.done_scratch = done;
         out.append(&mut self.control);
         let wrote = out.len() > start;
         if wrote {
