@@ -596,7 +596,7 @@ mod tests {
         // sensitive, size changes now and then. In lockstep, an encoder whose memo is cleared
         // before every list writes exactly the same bytes, and a decoder reads the lists back.
         let mut next = crate::xorshift(0x1234_5678_9abc_def1);
-        let pool: Vec<Vec<(Vec<u8>, Vec<u8>, bool)>> = (0..6)
+        let pool: Vec<Vec<Field>> = (0..6)
             .map(|_| {
                 (0..1 + next() % 6)
                     .map(|_| {
