@@ -54,8 +54,9 @@ pub struct Encoder {
 /// See [`Encoder::memo`].
 #[derive(Debug, Default)]
 struct Memo {
-    /// The table's state the block holds for, `(inserted, max size)`; `None`: nothing kept.
-    state: Option<(u64, usize)>,
+    /// The table's state the block holds for, `(inserted, max size, size)`; `None`: nothing
+    /// kept.
+    state: Option<(u64, usize, usize)>,
     /// The list's names and values, back to back.
     src: Vec<u8>,
     /// Per field: name length, value length, sensitive.
@@ -87,7 +88,12 @@ impl Memo {
     }
 
     /// Keep `list` and its block `out`, for the table state `state`.
-    fn keep<'a>(&mut self, list: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>, out: &[u8], state: (u64, usize)) {
+    fn keep<'a>(
+        &mut self,
+        list: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+        out: &[u8],
+        state: (u64, usize, usize),
+    ) {
         self.state = None;
         self.src.clear();
         self.lens.clear();
@@ -187,7 +193,7 @@ impl Encoder {
         I::IntoIter: Clone,
     {
         let list = headers.into_iter();
-        let state = (self.table.inserted(), self.table.max_size());
+        let state = self.table_state();
         if let Some(memo) = self.memo.as_ref().filter(|m| self.pending_min.is_none() && m.state == Some(state)) {
             if memo.holds(list.clone()) {
                 dst.extend_from_slice(&memo.out);
@@ -195,19 +201,24 @@ impl Encoder {
             }
         }
         self.encode_size_updates(dst);
-        let before = (self.table.inserted(), self.table.max_size());
+        let before = self.table_state();
         let start = dst.len();
         for (name, value, sensitive) in list.clone() {
             self.encode_field(name, value, sensitive, dst);
         }
         // Kept only if the block changed nothing: the next identical list then encodes to
         // these bytes (a block that inserted would index those fields the next time).
-        if (self.table.inserted(), self.table.max_size()) == before && self.encoded {
+        if self.table_state() == before && self.encoded {
             self.memo.get_or_insert_with(Box::default).keep(list, &dst[start..], before);
         } else if let Some(memo) = &mut self.memo {
             memo.state = None;
         }
         self.encoded = true;
+    }
+
+    /// What the dynamic table holds, as far as a kept block depends on it (see `Memo`).
+    fn table_state(&self) -> (u64, usize, usize) {
+        (self.table.inserted(), self.table.max_size(), self.table.size())
     }
 
     /// Emits pending dynamic table size updates (RFC 7541 §4.2, §6.3).
@@ -627,7 +638,7 @@ mod tests {
             }
             let list = &pool[pick];
             let fields = || list.iter().map(|(n, v, s)| (&n[..], &v[..], *s));
-            let state = (e.table.inserted(), e.table.max_size());
+            let state = e.table_state();
             let hit =
                 e.pending_min.is_none() && e.memo.as_ref().is_some_and(|m| m.state == Some(state) && m.holds(fields()));
             reused += usize::from(hit);

@@ -325,13 +325,14 @@ impl Table {
         self.size
     }
 
-    /// Current maximum size.
-    /// Entries inserted so far: with the maximum size, what the table holds (evictions follow
-    /// from inserts and size changes only).
+    /// Entries inserted so far: with the maximum size and the current size, what the table
+    /// holds (an entry is evicted only by an insert or a size change, and an entry too large to
+    /// fit empties the table without counting as inserted, which the current size shows).
     pub(crate) fn inserted(&self) -> u64 {
         self.inserted
     }
 
+    /// Current maximum size.
     pub(crate) fn max_size(&self) -> usize {
         self.max_size
     }
