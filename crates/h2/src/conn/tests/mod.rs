@@ -152,6 +152,20 @@ fn get_request_and_response() {
     assert_eq!(c.conn.open_streams(), 0, "both sides done: stream closed");
 }
 
+/// Requests on `ids` at once (no body), each answered with a `server` field and two bytes;
+/// what the server sent.
+fn answer_burst(c: &mut Client, ids: &[u32], path: &str) -> Vec<F> {
+    for &id in ids {
+        c.request(id, path, true);
+    }
+    assert_eq!(c.events().len(), ids.len());
+    for &id in ids {
+        c.conn.send_response(id, 200, vec![Field::new("server", "sluice")], false).unwrap();
+        c.conn.send_data(id, Bytes::from_static(b"ok"), true).unwrap();
+    }
+    c.output()
+}
+
 #[test]
 fn a_shrunk_connection_serves_on_and_keeps_its_tables() {
     let mut c = Client::new(Config::default());
@@ -159,15 +173,7 @@ fn a_shrunk_connection_serves_on_and_keeps_its_tables() {
     // state (the HPACK tables, the last stream id, the stream queues reused).
     for round in 0..3u32 {
         let ids: Vec<u32> = (0..8).map(|i| 1 + 2 * (8 * round + i)).collect();
-        for &id in &ids {
-            c.request(id, "/same-path", true);
-        }
-        assert_eq!(c.events().len(), ids.len());
-        for &id in &ids {
-            c.conn.send_response(id, 200, vec![Field::new("server", "sluice")], false).unwrap();
-            c.conn.send_data(id, Bytes::from_static(b"ok"), true).unwrap();
-        }
-        let out = c.output();
+        let out = answer_burst(&mut c, &ids, "/same-path");
         let heads = out.iter().filter(|f| matches!(f, F::Headers(_, h, false) if h[1].1 == "sluice")).count();
         assert_eq!(heads, ids.len(), "round {round}: {out:?}");
         assert_eq!(c.conn.open_streams(), 0);
@@ -186,15 +192,7 @@ fn a_closed_streams_queues_serve_the_next_streams() {
     // Ten streams at once, as h2load -m 10 sends them: every one's head and body queues come
     // back to the spare list with their room when the streams close.
     let ids: Vec<u32> = (0..10).map(|i| 1 + 2 * i).collect();
-    for &id in &ids {
-        c.request(id, "/a", true);
-    }
-    assert_eq!(c.events().len(), ids.len());
-    for &id in &ids {
-        c.conn.send_response(id, 200, vec![Field::new("server", "sluice")], false).unwrap();
-        c.conn.send_data(id, Bytes::from_static(b"ok"), true).unwrap();
-    }
-    c.output();
+    answer_burst(&mut c, &ids, "/a");
     assert_eq!(c.conn.open_streams(), 0);
     assert_eq!(c.conn.spare.len(), ids.len(), "every closed stream's queues are kept");
     assert!(c.conn.spare.iter().all(|(h, q)| h.capacity() > 0 && q.capacity() > 0), "kept with their room");
