@@ -601,6 +601,7 @@ mod tests {
             assert_eq!(dynamic_entries(&e.table), dynamic_entries(&d.table));
         }
     }
+
     #[test]
     fn a_repeated_list_is_the_block_an_encoder_without_the_memo_writes() {
         // Lists drawn from a few, so that most repeat; some fields indexed, some not, some
