@@ -405,7 +405,30 @@ impl Response {
 
     /// Move the prebuilt fields ([`Response::head`]) into `headers`, ahead of what is there.
     pub(crate) fn materialize(&mut self) {
-        materialize(&mut self.head, &mut self.headers);
+        let Some(fields) = self.head.take() else { return };
+        let mut map = HeaderMap::with_capacity(fields.len() + self.headers.len());
+        for f in fields.iter() {
+            // Invariant: prebuilt fields come from a map (`respond::response_fields`), so they
+            // parse back.
+            if let (Ok(n), Ok(v)) =
+                (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value.clone()))
+            {
+                map.append(n, v);
+            }
+        }
+        // Appended, not inserted: on the wire both lists go out whole, so a name in both is sent
+        // twice either way.
+        let mut last: Option<http::HeaderName> = None;
+        for (n, v) in std::mem::take(&mut self.headers) {
+            if let Some(n) = n {
+                last = Some(n);
+            }
+            // Invariant: a map's iteration names its first value.
+            if let Some(n) = &last {
+                map.append(n.clone(), v);
+            }
+        }
+        self.headers = map;
     }
 
     /// Whether the prebuilt fields hold one named `name` (lower-case).
@@ -418,34 +441,6 @@ impl Response {
 /// HTTP/2 and HTTP/3 request's boxed handler future holds one, and its size must stay within
 /// the allocator's per-thread cache (see `io::stream`'s size test).
 pub(crate) type Head = Arc<Vec<sluice_http::Field>>;
-
-/// `head` moved into `headers`, ahead of what is there (see [`Response::head`]).
-pub(crate) fn materialize(head: &mut Option<Head>, headers: &mut HeaderMap) {
-    let Some(fields) = head.take() else { return };
-    let mut map = HeaderMap::with_capacity(fields.len() + headers.len());
-    for f in fields.iter() {
-        // Invariant: prebuilt fields come from a map (`respond::response_fields`), so they
-        // parse back.
-        if let (Ok(n), Ok(v)) =
-            (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value.clone()))
-        {
-            map.append(n, v);
-        }
-    }
-    // Appended, not inserted: on the wire both lists go out whole, so a name in both is sent
-    // twice either way.
-    let mut last: Option<http::HeaderName> = None;
-    for (n, v) in std::mem::take(headers) {
-        if let Some(n) = n {
-            last = Some(n);
-        }
-        // Invariant: a map's iteration names its first value.
-        if let Some(n) = &last {
-            map.append(n.clone(), v);
-        }
-    }
-    *headers = map;
-}
 
 /// A response body the driver pulls from, at most [`CHUNK`] bytes at a time.
 pub(crate) enum Body {

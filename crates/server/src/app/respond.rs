@@ -237,11 +237,12 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
 /// The part after the handler: whether a body goes out, and the status for the log.
 pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
     let Admitted { mut log, head_only } = a;
-    let Response { status, mut head, mut headers, body } = resp;
+    let mut resp = resp;
     if log.proto == Proto::Http1 {
         // HTTP/1.1 writes its head from the map (handlers set `head` only for the others).
-        crate::app::http::materialize(&mut head, &mut headers);
+        resp.materialize();
     }
+    let Response { status, head, headers, body } = resp;
     log.status = status.as_u16();
     let no_body =
         head_only || body.is_empty() || status == StatusCode::NOT_MODIFIED || status == StatusCode::NO_CONTENT;
