@@ -128,6 +128,73 @@ pub struct Encoder {
     decoder_in: Vec<u8>,
     /// Reused buffer for the field lines of the section being encoded.
     scratch: Vec<u8>,
+    /// The last field section encoded while the encoder was static-only, and its bytes. Without
+    /// a dynamic table a section is a function of its field lines alone, and a server repeats
+    /// its response heads; comparing a list costs a fraction of encoding it (looking each field
+    /// up in the static table, Huffman coding literals). Many HTTP/3 clients allow no dynamic
+    /// table (QPACK_MAX_TABLE_CAPACITY 0, the default). Boxed: an idle connection's encoder
+    /// holds a pointer, not the memo's room.
+    memo: Option<Box<Memo>>,
+    /// Whether a section was encoded before: the memo is made from the second on, so a
+    /// connection that answers one request never allocates it.
+    encoded: bool,
+}
+
+/// See [`Encoder::memo`].
+#[derive(Debug, Default)]
+struct Memo {
+    /// Whether `src`, `lens` and `out` hold a section.
+    kept: bool,
+    /// The lines' names and values, back to back.
+    src: Vec<u8>,
+    /// Per line: name length, value length, never-indexed.
+    lens: Vec<(usize, usize, bool)>,
+    /// The encoded section.
+    out: Vec<u8>,
+}
+
+/// Longest list (names and values) a memo keeps: a typical head is a few hundred bytes, and a
+/// long one (a proxied origin's) must not stay in every connection's memory.
+const MAX_MEMO: usize = 1024;
+
+impl Memo {
+    /// Whether `lines` are the lines kept, one by one.
+    fn holds<'a>(&self, lines: impl Iterator<Item = FieldRef<'a>>) -> bool {
+        if !self.kept {
+            return false;
+        }
+        let mut at = 0;
+        let mut kept = self.lens.iter();
+        for f in lines {
+            let Some(&(n, v, never)) = kept.next() else { return false };
+            if n != f.name.len() || v != f.value.len() || never != f.never_indexed {
+                return false;
+            }
+            if self.src[at..at + n] != *f.name || self.src[at + n..at + n + v] != *f.value {
+                return false;
+            }
+            at += n + v;
+        }
+        kept.next().is_none()
+    }
+
+    /// Keep `lines` and their section `out` (nothing, if the lines are longer than [`MAX_MEMO`]).
+    fn keep<'a>(&mut self, lines: impl Iterator<Item = FieldRef<'a>>, out: &[u8]) {
+        self.kept = false;
+        self.src.clear();
+        self.lens.clear();
+        for f in lines {
+            if self.src.len() + f.name.len() + f.value.len() > MAX_MEMO {
+                return;
+            }
+            self.src.extend_from_slice(f.name);
+            self.src.extend_from_slice(f.value);
+            self.lens.push((f.name.len(), f.value.len(), f.never_indexed));
+        }
+        self.out.clear();
+        self.out.extend_from_slice(out);
+        self.kept = true;
+    }
 }
 
 impl Encoder {
@@ -156,6 +223,8 @@ impl Encoder {
             encoder_out: Vec::new(),
             decoder_in: Vec::new(),
             scratch: Vec::new(),
+            memo: None,
+            encoded: false,
         }
     }
 
@@ -370,8 +439,20 @@ impl Encoder {
     pub fn encode<'a, I, F>(&mut self, stream_id: u64, fields: I, out: &mut Vec<u8>)
     where
         I: IntoIterator<Item = F>,
+        I::IntoIter: Clone,
         F: Into<FieldRef<'a>>,
     {
+        let lines = fields.into_iter().map(Into::into);
+        // Static-only (no dynamic table allowed or wanted): the section depends on the lines
+        // alone, and the last one's bytes serve again for the same lines.
+        let static_only = !self.dynamic_enabled();
+        if static_only && self.memo.as_ref().is_some_and(|m| m.holds(lines.clone())) {
+            if let Some(m) = &self.memo {
+                out.extend_from_slice(&m.out);
+            }
+            return;
+        }
+        let start = out.len();
         // Single pass (RFC 9204 Appendix C): the Base is the insert count
         // before this section; entries inserted while encoding it are
         // referenced with post-Base indices.
@@ -379,10 +460,10 @@ impl Encoder {
         let may_block = self.may_block(stream_id);
         let use_dynamic = self.unacked_count < MAX_UNACKED_SECTIONS;
         let mut section = Section { required_insert_count: 0, refs: Vec::new() };
-        let mut lines = std::mem::take(&mut self.scratch);
-        lines.clear();
-        for field in fields {
-            self.encode_line(field.into(), base, may_block, use_dynamic, &mut section, &mut lines);
+        let mut encoded = std::mem::take(&mut self.scratch);
+        encoded.clear();
+        for field in lines.clone() {
+            self.encode_line(field, base, may_block, use_dynamic, &mut section, &mut encoded);
         }
 
         // §4.5.1 Encoded Field Section Prefix.
@@ -401,8 +482,12 @@ impl Encoder {
             self.unacked.entry(stream_id).or_default().push_back(section);
             self.unacked_count += 1;
         }
-        out.extend_from_slice(&lines);
-        self.scratch = lines;
+        out.extend_from_slice(&encoded);
+        self.scratch = encoded;
+        if static_only && self.encoded {
+            self.memo.get_or_insert_with(Box::default).keep(lines, &out[start..]);
+        }
+        self.encoded = true;
     }
 
     /// Records a reference from the section being encoded; the entry cannot
@@ -918,5 +1003,80 @@ mod tests {
         assert!(enc.poll_encoder_stream().is_some());
         assert_eq!(enc.set_peer_settings(4096, 20), Ok(()));
         assert_eq!(enc.set_peer_settings(8192, 20), Err(Error::DecoderStream(Reason::SettingsMismatch)));
+    }
+
+    #[test]
+    fn a_static_only_encoder_repeats_the_section_an_encoder_without_the_memo_writes() {
+        // A pool of lists, repeated two times in three in a fixed pseudo-random order: values
+        // that Huffman-code and that do not, static-table hits, never-indexed lines.
+        let pool: [&[(&str, &str, bool)]; 5] = [
+            &[(":status", "200"), ("content-type", "text/html"), ("content-length", "14")].map(|(n, v)| (n, v, false)),
+            &[(":status", "200"), ("content-type", "text/html"), ("content-length", "15")].map(|(n, v)| (n, v, false)),
+            &[(":status", "404"), ("x-a", "1"), ("set-cookie", "id=1")].map(|(n, v)| (n, v, false)),
+            &[(":status", "404", false), ("x-a", "1", true), ("set-cookie", "id=1", false)],
+            &[(":status", "200"), ("server", "sluice"), ("content-type", "text/html"), ("content-length", "14")]
+                .map(|(n, v)| (n, v, false)),
+        ];
+        let line = |&(n, v, s): &(&'static str, &'static str, bool)| FieldRef {
+            name: n.as_bytes(),
+            value: v.as_bytes(),
+            never_indexed: s,
+        };
+        let opts = EncoderOptions { use_dynamic_table: false, ..EncoderOptions::default() };
+        for (mut enc, mut plain) in [
+            (Encoder::new(0, 0), Encoder::new(0, 0)),
+            (Encoder::with_options(4096, 16, opts.clone()), Encoder::with_options(4096, 16, opts.clone())),
+        ] {
+            let mut dec = Decoder::new(0, 0, 64 * 1024);
+            let (mut seed, mut served, mut last) = (7u32, 0, usize::MAX);
+            for i in 0..3_000u64 {
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                let pick =
+                    if (seed >> 16) % 3 != 0 && last != usize::MAX { last } else { (seed >> 8) as usize % pool.len() };
+                last = pick;
+                let lines = pool[pick].iter().map(line);
+                served += usize::from(enc.memo.as_ref().is_some_and(|m| m.holds(lines.clone())));
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                enc.encode(4 * i, lines.clone(), &mut a);
+                plain.memo = None;
+                plain.encode(4 * i, lines, &mut b);
+                assert_eq!(a, b, "list {pick} at {i}");
+                let got = decode_all(&mut dec, 4 * i, &a);
+                let want: Vec<(&[u8], &[u8], bool)> =
+                    pool[pick].iter().map(|&(n, v, s)| (n.as_bytes(), v.as_bytes(), s)).collect();
+                let got: Vec<(&[u8], &[u8], bool)> = got
+                    .iter()
+                    .map(|f| (&f.name[..], &f.value[..], f.never_indexed && !SENSITIVE_NAMES.contains(&&f.name[..])))
+                    .collect();
+                assert_eq!(got, want, "list {pick} at {i}");
+            }
+            assert!(served > 1_000, "the memo served {served} of 3,000 sections");
+            assert_eq!(enc.poll_encoder_stream(), None);
+        }
+
+        // Not for a connection's first section; lines that differ in a value, a flag or their
+        // number miss; too long a list is not kept.
+        let mut enc = Encoder::new(0, 0);
+        let kept = [FieldRef::new(b"x-a", b"1"), FieldRef::new(b"x-b", b"2")];
+        enc.encode(0, kept, &mut Vec::new());
+        assert!(enc.memo.is_none(), "made on the first section");
+        enc.encode(4, kept, &mut Vec::new());
+        let memo = enc.memo.as_ref().expect("kept from the second section");
+        assert!(memo.holds(kept.into_iter()));
+        assert!(!memo.holds([FieldRef::new(b"x-a", b"1"), FieldRef::new(b"x-b", b"3")].into_iter()));
+        assert!(!memo.holds([FieldRef::new(b"x-a", b"1"), FieldRef::sensitive(b"x-b", b"2")].into_iter()));
+        assert!(!memo.holds([FieldRef::new(b"x-a", b"1")].into_iter()));
+        assert!(!memo.holds(kept.into_iter().chain([FieldRef::new(b"x-c", b"")])));
+        let long = vec![b'v'; MAX_MEMO];
+        enc.encode(8, [FieldRef::new(b"x-long", &long)], &mut Vec::new());
+        assert!(!enc.memo.as_ref().is_some_and(|m| m.kept), "a list over MAX_MEMO was kept");
+
+        // An encoder with a dynamic table keeps none: its sections depend on the table.
+        let mut enc = Encoder::new(4096, 16);
+        let mut dec = Decoder::new(4096, 16, 64 * 1024);
+        for i in 0..5 {
+            round_trip(&mut enc, &mut dec, 4 * i, &[(":status", "200"), ("x-custom", "same")]);
+        }
+        assert!(enc.memo.is_none());
     }
 }
