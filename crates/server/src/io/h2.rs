@@ -132,7 +132,7 @@ where
         // window) cannot hold the connection longer than the idle timeout.
         let mut write_deadline: Option<tokio::time::Instant> = None;
         let mut drain_deadline: Option<tokio::time::Instant> = None;
-        let mut pace = state.cfg.tcp.limit_inflight.then(InflightCap::new);
+        let mut pace = state.cfg.tcp.limit_inflight.then(|| InflightCap::new().leading());
         let mut retry_at: Option<tokio::time::Instant> = None;
         let mut idle_reading = Instant::now();
         // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
