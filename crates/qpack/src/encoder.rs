@@ -132,12 +132,17 @@ pub struct Encoder {
     /// a dynamic table a section is a function of its field lines alone, and a server repeats
     /// its response heads; comparing a list costs a fraction of encoding it (looking each field
     /// up in the static table, Huffman coding literals). Many HTTP/3 clients allow no dynamic
-    /// table (QPACK_MAX_TABLE_CAPACITY 0, the default). Boxed: an idle connection's encoder
-    /// holds a pointer, not the memo's room.
+    /// table (QPACK_MAX_TABLE_CAPACITY 0, the default). Boxed: a connection that has answered
+    /// one request holds a pointer, not the memo's room; one that has answered more keeps the
+    /// memo (at most [`MAX_MEMO`]) until it ends, or until its encoder starts using the dynamic
+    /// table.
     memo: Option<Box<Memo>>,
     /// Whether a section was encoded before: the memo is made from the second on, so a
     /// connection that answers one request never allocates it.
     encoded: bool,
+    /// Sections the memo served.
+    #[cfg(test)]
+    memo_hits: usize,
 }
 
 /// See [`Encoder::memo`].
@@ -153,8 +158,9 @@ struct Memo {
     out: Vec<u8>,
 }
 
-/// Longest list (names and values) a memo keeps: a typical head is a few hundred bytes, and a
-/// long one (a proxied origin's) must not stay in every connection's memory.
+/// Longest list a memo keeps, counting names, values and 32 bytes per line (what the memo
+/// spends per line, and the line's share of the section): a typical head is a few hundred
+/// bytes, and a long one (a proxied origin's) must not stay in every connection's memory.
 const MAX_MEMO: usize = 1024;
 
 impl Memo {
@@ -184,7 +190,8 @@ impl Memo {
         self.src.clear();
         self.lens.clear();
         for f in lines {
-            if self.src.len() + f.name.len() + f.value.len() > MAX_MEMO {
+            let line = f.name.len() + f.value.len() + ENTRY_OVERHEAD as usize;
+            if self.src.len() + self.lens.len() * ENTRY_OVERHEAD as usize + line > MAX_MEMO {
                 return;
             }
             self.src.extend_from_slice(f.name);
@@ -225,6 +232,8 @@ impl Encoder {
             scratch: Vec::new(),
             memo: None,
             encoded: false,
+            #[cfg(test)]
+            memo_hits: 0,
         }
     }
 
@@ -446,9 +455,14 @@ impl Encoder {
         // Static-only (no dynamic table allowed or wanted): the section depends on the lines
         // alone, and the last one's bytes serve again for the same lines.
         let static_only = !self.dynamic_enabled();
-        if static_only && self.memo.as_ref().is_some_and(|m| m.holds(lines.clone())) {
-            if let Some(m) = &self.memo {
-                out.extend_from_slice(&m.out);
+        if !static_only {
+            // SETTINGS allowed the dynamic table after sections went out without it.
+            self.memo = None;
+        } else if let Some(m) = self.memo.as_ref().filter(|m| m.holds(lines.clone())) {
+            out.extend_from_slice(&m.out);
+            #[cfg(test)]
+            {
+                self.memo_hits += 1;
             }
             return;
         }
@@ -1028,14 +1042,13 @@ mod tests {
             (Encoder::with_options(4096, 16, opts.clone()), Encoder::with_options(4096, 16, opts.clone())),
         ] {
             let mut dec = Decoder::new(0, 0, 64 * 1024);
-            let (mut seed, mut served, mut last) = (7u32, 0, usize::MAX);
+            let (mut seed, mut last) = (7u32, usize::MAX);
             for i in 0..3_000u64 {
                 seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
                 let pick =
                     if (seed >> 16) % 3 != 0 && last != usize::MAX { last } else { (seed >> 8) as usize % pool.len() };
                 last = pick;
                 let lines = pool[pick].iter().map(line);
-                served += usize::from(enc.memo.as_ref().is_some_and(|m| m.holds(lines.clone())));
                 let (mut a, mut b) = (Vec::new(), Vec::new());
                 enc.encode(4 * i, lines.clone(), &mut a);
                 plain.memo = None;
@@ -1050,7 +1063,8 @@ mod tests {
                     .collect();
                 assert_eq!(got, want, "list {pick} at {i}");
             }
-            assert!(served > 1_000, "the memo served {served} of 3,000 sections");
+            assert!(enc.memo_hits > 1_000, "the memo served {} of 3,000 sections", enc.memo_hits);
+            assert_eq!(plain.memo_hits, 0);
             assert_eq!(enc.poll_encoder_stream(), None);
         }
 
@@ -1070,6 +1084,19 @@ mod tests {
         let long = vec![b'v'; MAX_MEMO];
         enc.encode(8, [FieldRef::new(b"x-long", &long)], &mut Vec::new());
         assert!(!enc.memo.as_ref().is_some_and(|m| m.kept), "a list over MAX_MEMO was kept");
+
+        // SETTINGS that allow the dynamic table after two static sections: the memo goes, and
+        // the same lines now use the table.
+        let mut enc = Encoder::new(0, 0);
+        let (mut first, mut again) = (Vec::new(), Vec::new());
+        enc.encode(0, kept, &mut first);
+        enc.encode(4, kept, &mut Vec::new());
+        assert!(enc.memo.is_some());
+        enc.set_peer_settings(4096, 16).unwrap();
+        enc.encode(8, kept, &mut again);
+        assert!(enc.memo.is_none(), "a memo kept past SETTINGS that allow the table");
+        assert!(enc.poll_encoder_stream().is_some(), "the lines were not inserted");
+        assert_ne!(first, again);
 
         // An encoder with a dynamic table keeps none: its sections depend on the table.
         let mut enc = Encoder::new(4096, 16);

@@ -22,7 +22,9 @@
 //! the threshold of BBR's full-pipe rule), else [`CRUISE_GAIN`]: room for the congestion
 //! controller's bandwidth probing, and for the rate to show growth again if the path gets
 //! faster. Unlike BBR, one flat round is enough to leave the startup gain: bytes queued in
-//! those rounds are what an urgent response waits behind. A connection that has carried
+//! those rounds are what an urgent response waits behind (the HTTP/2 driver's bound leads on
+//! paths with a larger BDP: its first ramp starts from a sliding one-RTT rate and ends after
+//! two flat rounds; see [`InflightCap::leading`]). A connection that has carried
 //! responses of several urgencies (a page load) keeps the cruise gain throughout: there a
 //! critical request can come during startup too. The driver does not hold back urgencies 0
 //! and 1 at all (h2conn.rs). The slack time covers the retry timer's granularity (about a
@@ -303,12 +305,15 @@ pub(crate) struct InflightCap {
     round_start: Option<(Instant, u64)>,
     /// Whether every reading in the current round found data waiting.
     busy: bool,
-    /// Whether the last busy round raised the maximum rate by a quarter or more.
+    /// Whether the rate still grows: the last busy round raised the maximum rate by a quarter or
+    /// more (leading, during the first ramp: one of the last two did).
     growing: bool,
     /// The maximum rate at the end of the last busy round.
     last_max: u64,
     /// Busy rounds in a row that did not raise the maximum rate by a quarter.
     flat: u32,
+    /// Whether a ramp has ended on a path where the bound leads (the first ramp is over).
+    ramped: bool,
     /// Leading: readings of the acknowledged-bytes counter over about the last RTT, oldest
     /// first, at least an eighth of the minimum RTT apart (see [`leading`](Self::leading)).
     recent: VecDeque<(Instant, u64)>,
@@ -337,6 +342,7 @@ impl InflightCap {
             growing: true,
             last_max: 0,
             flat: 0,
+            ramped: false,
             recent: VecDeque::new(),
             recent_rate: 0,
             lead: false,
@@ -346,7 +352,7 @@ impl InflightCap {
 
     /// While the rate grows, the bound starts from what the last RTT delivered (acknowledged
     /// bytes over a window of one minimum RTT that slides with every reading) when that is more
-    /// than the estimate, and one flat round does not end the startup gain, two do. A round's
+    /// than the estimate, and one flat round does not end the first ramp's startup gain, two do. A round's
     /// rate is what its ACKs delivered, which is what the round before sent, and the bound it
     /// gives holds the round after: the estimate trails what is being sent by two rounds. With
     /// it alone the bound doubled every second round, every other round looked flat, and the
@@ -391,7 +397,8 @@ impl InflightCap {
         if self.growing && self.leads(s.min_rtt) {
             self.track_recent(now, s);
         } else if self.recent.capacity() > 0 {
-            // Only a ramp needs them: a connection past it (or idle) holds no readings.
+            // Only a ramp needs them: a connection past it holds no readings (one that goes idle
+            // during its ramp keeps the few it has).
             self.recent = VecDeque::new();
             self.recent_rate = 0;
         }
@@ -434,11 +441,13 @@ impl InflightCap {
         let max = self.max_rate();
         if max > 0 {
             let grew = self.last_max == 0 || max as f64 >= self.last_max as f64 * 1.25;
-            self.flat = if grew { 0 } else { self.flat + 1 };
-            // Leading, a connection leaves the startup gain after two flat rounds: with the
-            // estimate two rounds behind, every other round of a ramp can look flat.
-            let flat_rounds = if self.leads(s.min_rtt) { 2 } else { 1 };
+            self.flat = if grew { 0 } else { self.flat.saturating_add(1) };
+            // Leading, a connection's first ramp ends after two flat rounds: with the estimate
+            // two rounds behind, every other round of it can look flat. Later growth (a faster
+            // path, or bunched ACKs) keeps the one-round rule.
+            let flat_rounds = if self.leads(s.min_rtt) && !self.ramped { 2 } else { 1 };
             self.growing = self.flat < flat_rounds;
+            self.ramped |= !self.growing && self.leads(s.min_rtt);
             self.last_max = max;
         }
         self.round += 1;
