@@ -444,7 +444,9 @@ impl Encoder {
     /// Dynamic table insertions made along the way are queued for the
     /// encoder stream: drain [`Encoder::poll_encoder_stream`] afterwards.
     /// Field lines are emitted in the order given (RFC 9204 §2.1). See the
-    /// type documentation for the indexing policy.
+    /// type documentation for the indexing policy. The lines are walked more than once (hence
+    /// `Clone`): a static-only encoder compares them with the last section's and, when they are
+    /// the same, appends that section's bytes again (see `Encoder::memo`).
     pub fn encode<'a, I, F>(&mut self, stream_id: u64, fields: I, out: &mut Vec<u8>)
     where
         I: IntoIterator<Item = F>,
