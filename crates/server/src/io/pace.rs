@@ -352,11 +352,11 @@ impl InflightCap {
 
     /// While the rate grows, the bound starts from what the last RTT delivered (acknowledged
     /// bytes over a window of one minimum RTT that slides with every reading) when that is more
-    /// than the estimate, and one flat round does not end the first ramp's startup gain, two do. A round's
-    /// rate is what its ACKs delivered, which is what the round before sent, and the bound it
-    /// gives holds the round after: the estimate trails what is being sent by two rounds. With
-    /// it alone the bound doubled every second round, every other round looked flat, and the
-    /// gain alternated between startup and cruise (traced over TCP at 200 Mbit/s × 40 ms: the
+    /// than the estimate, and one flat round does not end the first ramp's startup gain, two
+    /// do. A round's rate is what its ACKs delivered, which is what the round before sent, and
+    /// the bound it gives holds the round after: the estimate trails what is sent by two
+    /// rounds. With it alone the bound doubled every second round, every other round looked
+    /// flat, and the gain alternated between startup and cruise (traced over TCP at 200 Mbit/s × 40 ms: the
     /// estimate went 4, 6, 12, 23, 45, 91, 183 Mbit/s in steps of 82 ms, about twice as long as
     /// BBR's own ramp, which cost 2 % of a 200 MB download). The sliding rate trails by one
     /// RTT, so the startup gain doubles the bound once per round, as BBR's window grows, and
