@@ -350,20 +350,20 @@ impl InflightCap {
         }
     }
 
-    /// While the rate grows, the bound starts from what the last RTT delivered (acknowledged
-    /// bytes over a window of one minimum RTT that slides with every reading) when that is more
-    /// than the estimate, and one flat round does not end the first ramp's startup gain, two
-    /// do. A round's rate is what its ACKs delivered, which is what the round before sent, and
-    /// the bound it gives holds the round after: the estimate trails what is sent by two
-    /// rounds. With it alone the bound doubled every second round, every other round looked
-    /// flat, and the gain alternated between startup and cruise (traced over TCP at 200 Mbit/s × 40 ms: the
-    /// estimate went 4, 6, 12, 23, 45, 91, 183 Mbit/s in steps of 82 ms, about twice as long as
-    /// BBR's own ramp, which cost 2 % of a 200 MB download). The sliding rate trails by one
-    /// RTT, so the startup gain doubles the bound once per round, as BBR's window grows, and
-    /// since it is what was delivered, the bound at the ramp's end is at most twice what the
-    /// path carries per RTT, as before. Not on paths whose BDP is small ([`LEAD_FROM`]), nor on
-    /// a guarded connection. The HTTP/2 driver's bound leads; the one over QUIC does not (in
-    /// the same lab run HTTP/3 downloads reached 183.5 Mbit/s where HTTP/2 reached 179.9).
+    /// While the rate grows, the bound starts from what the last RTT delivered (acknowledged bytes
+    /// over a window of one minimum RTT that slides with every reading) when that is more than the
+    /// estimate, and one flat round does not end the first ramp's startup gain, two do. A round's
+    /// rate is what its ACKs delivered, which is what the round before sent, and the bound it gives
+    /// holds the round after: the estimate trails what is sent by two rounds. With it alone the
+    /// bound doubled every second round, every other round looked flat, and the gain alternated
+    /// between startup and cruise (traced over TCP at 200 Mbit/s × 40 ms: the estimate went 4, 6,
+    /// 12, 23, 45, 91, 183 Mbit/s in steps of 82 ms, about twice as long as BBR's own ramp, which
+    /// cost 2 % of a 200 MB download). The sliding rate trails by one RTT, so the startup gain
+    /// doubles the bound once per round, as BBR's window grows, and since it is what was delivered,
+    /// the bound at the ramp's end is at most twice what the path carries per RTT, as before. Not
+    /// on paths whose BDP is small ([`LEAD_FROM`]), nor on a guarded connection. The HTTP/2
+    /// driver's bound leads; the one over QUIC does not (in the same lab run HTTP/3 downloads
+    /// reached 183.5 Mbit/s where HTTP/2 reached 179.9).
     pub(crate) fn leading(mut self) -> Self {
         self.lead = true;
         self
