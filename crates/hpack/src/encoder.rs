@@ -1,7 +1,7 @@
 //! Header block encoding (RFC 7541 §3.2, §6).
 
 use crate::table::{Match, Table, ENTRY_OVERHEAD};
-use crate::{int, string};
+use crate::{int, string, ListMemo};
 
 /// Largest dynamic table we keep, whatever the peer allows.
 ///
@@ -45,70 +45,10 @@ pub struct Encoder {
     /// a kind), and comparing a list costs a fraction of encoding it (finding each field in the
     /// table, Huffman coding literals). Boxed: an idle connection's encoder has none, and
     /// holds a pointer, not the memo's room.
-    memo: Option<Box<Memo>>,
+    memo: Option<Box<ListMemo<(u64, usize, usize)>>>,
     /// Whether a block was encoded since the last `shrink`: the memo is made from the second
     /// on, so a connection that answers one request and idles never allocates it.
     encoded: bool,
-}
-
-/// See [`Encoder::memo`].
-#[derive(Debug, Default)]
-struct Memo {
-    /// The table's state the block holds for, `(inserted, max size, size)`; `None`: nothing
-    /// kept.
-    state: Option<(u64, usize, usize)>,
-    /// The list's names and values, back to back.
-    src: Vec<u8>,
-    /// Per field: name length, value length, sensitive.
-    lens: Vec<(usize, usize, bool)>,
-    /// The block.
-    out: Vec<u8>,
-}
-
-/// Longest list (names and values) a memo keeps: a typical head is a few hundred bytes, and a
-/// long one (a proxied origin's) must not stay in every connection's memory.
-const MAX_MEMO: usize = 1024;
-
-impl Memo {
-    /// Whether `list` is the list kept, field by field.
-    fn holds<'a>(&self, list: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>) -> bool {
-        let mut at = 0;
-        let mut fields = self.lens.iter();
-        for (name, value, sensitive) in list {
-            let Some(&(n, v, s)) = fields.next() else { return false };
-            if n != name.len() || v != value.len() || s != sensitive {
-                return false;
-            }
-            if self.src[at..at + n] != *name || self.src[at + n..at + n + v] != *value {
-                return false;
-            }
-            at += n + v;
-        }
-        fields.next().is_none()
-    }
-
-    /// Keep `list` and its block `out`, for the table state `state`.
-    fn keep<'a>(
-        &mut self,
-        list: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>,
-        out: &[u8],
-        state: (u64, usize, usize),
-    ) {
-        self.state = None;
-        self.src.clear();
-        self.lens.clear();
-        for (name, value, sensitive) in list {
-            if self.src.len() + name.len() + value.len() > MAX_MEMO {
-                return;
-            }
-            self.src.extend_from_slice(name);
-            self.src.extend_from_slice(value);
-            self.lens.push((name.len(), value.len(), sensitive));
-        }
-        self.out.clear();
-        self.out.extend_from_slice(out);
-        self.state = Some(state);
-    }
 }
 
 /// Literals remembered per encoder (one per never-indexed name, the least recent replaced).
@@ -194,9 +134,9 @@ impl Encoder {
     {
         let list = headers.into_iter();
         let state = self.table_state();
-        if let Some(memo) = self.memo.as_ref().filter(|m| self.pending_min.is_none() && m.state == Some(state)) {
+        if let Some(memo) = self.memo.as_ref().filter(|m| self.pending_min.is_none() && m.state() == Some(state)) {
             if memo.holds(list.clone()) {
-                dst.extend_from_slice(&memo.out);
+                dst.extend_from_slice(memo.block());
                 return;
             }
         }
@@ -211,12 +151,12 @@ impl Encoder {
         if self.table_state() == before && self.encoded {
             self.memo.get_or_insert_with(Box::default).keep(list, &dst[start..], before);
         } else if let Some(memo) = &mut self.memo {
-            memo.state = None;
+            memo.forget();
         }
         self.encoded = true;
     }
 
-    /// What the dynamic table holds, as far as a kept block depends on it (see `Memo`).
+    /// What the dynamic table holds, as far as a kept block depends on it (see `memo`).
     fn table_state(&self) -> (u64, usize, usize) {
         (self.table.inserted(), self.table.max_size(), self.table.size())
     }
@@ -640,8 +580,8 @@ mod tests {
             let list = &pool[pick];
             let fields = || list.iter().map(|(n, v, s)| (&n[..], &v[..], *s));
             let state = e.table_state();
-            let hit =
-                e.pending_min.is_none() && e.memo.as_ref().is_some_and(|m| m.state == Some(state) && m.holds(fields()));
+            let hit = e.pending_min.is_none()
+                && e.memo.as_ref().is_some_and(|m| m.state() == Some(state) && m.holds(fields()));
             reused += usize::from(hit);
             let (mut a, mut b) = (Vec::new(), Vec::new());
             e.encode(fields(), &mut a);

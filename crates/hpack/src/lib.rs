@@ -21,6 +21,7 @@ mod decoder;
 mod encoder;
 pub mod huffman;
 pub mod int;
+mod memo;
 pub mod string;
 mod table;
 
@@ -29,6 +30,7 @@ mod appendix_c;
 
 pub use decoder::Decoder;
 pub use encoder::Encoder;
+pub use memo::ListMemo;
 pub use table::StaticIndex;
 
 /// Errors while decoding a header block.

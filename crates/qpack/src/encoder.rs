@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::prim::{self, PrimError};
 use crate::static_table::{self, Match};
 use crate::{Error, FieldRef, Reason, ENTRY_OVERHEAD};
+use sluice_hpack::ListMemo;
 
 /// Names never inserted into the dynamic table and always sent as
 /// never-indexed literals: credentials whose values must not be exposed to
@@ -134,74 +135,15 @@ pub struct Encoder {
     /// up in the static table, Huffman coding literals). Many HTTP/3 clients allow no dynamic
     /// table (QPACK_MAX_TABLE_CAPACITY 0, the default). Boxed: a connection that has answered
     /// one request holds a pointer, not the memo's room; one that has answered more keeps the
-    /// memo (at most [`MAX_MEMO`]) until it ends, or until its encoder starts using the dynamic
-    /// table.
-    memo: Option<Box<Memo>>,
+    /// memo (bounded by `ListMemo`) until it ends, or until its encoder starts using the
+    /// dynamic table.
+    memo: Option<Box<ListMemo<()>>>,
     /// Whether a section was encoded before: the memo is made from the second on, so a
     /// connection that answers one request never allocates it.
     encoded: bool,
     /// Sections the memo served.
     #[cfg(test)]
     memo_hits: usize,
-}
-
-/// See [`Encoder::memo`].
-#[derive(Debug, Default)]
-struct Memo {
-    /// Whether `src`, `lens` and `out` hold a section.
-    kept: bool,
-    /// The lines' names and values, back to back.
-    src: Vec<u8>,
-    /// Per line: name length, value length, never-indexed.
-    lens: Vec<(usize, usize, bool)>,
-    /// The encoded section.
-    out: Vec<u8>,
-}
-
-/// Longest list a memo keeps, counting names, values and 32 bytes per line (what the memo
-/// spends per line, and the line's share of the section): a typical head is a few hundred
-/// bytes, and a long one (a proxied origin's) must not stay in every connection's memory.
-const MAX_MEMO: usize = 1024;
-
-impl Memo {
-    /// Whether `lines` are the lines kept, one by one.
-    fn holds<'a>(&self, lines: impl Iterator<Item = FieldRef<'a>>) -> bool {
-        if !self.kept {
-            return false;
-        }
-        let mut at = 0;
-        let mut kept = self.lens.iter();
-        for f in lines {
-            let Some(&(n, v, never)) = kept.next() else { return false };
-            if n != f.name.len() || v != f.value.len() || never != f.never_indexed {
-                return false;
-            }
-            if self.src[at..at + n] != *f.name || self.src[at + n..at + n + v] != *f.value {
-                return false;
-            }
-            at += n + v;
-        }
-        kept.next().is_none()
-    }
-
-    /// Keep `lines` and their section `out` (nothing, if the lines are longer than [`MAX_MEMO`]).
-    fn keep<'a>(&mut self, lines: impl Iterator<Item = FieldRef<'a>>, out: &[u8]) {
-        self.kept = false;
-        self.src.clear();
-        self.lens.clear();
-        for f in lines {
-            let line = f.name.len() + f.value.len() + ENTRY_OVERHEAD as usize;
-            if self.src.len() + self.lens.len() * ENTRY_OVERHEAD as usize + line > MAX_MEMO {
-                return;
-            }
-            self.src.extend_from_slice(f.name);
-            self.src.extend_from_slice(f.value);
-            self.lens.push((f.name.len(), f.value.len(), f.never_indexed));
-        }
-        self.out.clear();
-        self.out.extend_from_slice(out);
-        self.kept = true;
-    }
 }
 
 impl Encoder {
@@ -454,14 +396,15 @@ impl Encoder {
         F: Into<FieldRef<'a>>,
     {
         let lines = fields.into_iter().map(Into::into);
+        let as_memo = |f: FieldRef<'a>| (f.name, f.value, f.never_indexed);
         // Static-only (no dynamic table allowed or wanted): the section depends on the lines
         // alone, and the last one's bytes serve again for the same lines.
         let static_only = !self.dynamic_enabled();
         if !static_only {
             // SETTINGS allowed the dynamic table after sections went out without it.
             self.memo = None;
-        } else if let Some(m) = self.memo.as_ref().filter(|m| m.holds(lines.clone())) {
-            out.extend_from_slice(&m.out);
+        } else if let Some(m) = self.memo.as_ref().filter(|m| m.holds(lines.clone().map(as_memo))) {
+            out.extend_from_slice(m.block());
             #[cfg(test)]
             {
                 self.memo_hits += 1;
@@ -501,7 +444,7 @@ impl Encoder {
         out.extend_from_slice(&encoded);
         self.scratch = encoded;
         if static_only && self.encoded {
-            self.memo.get_or_insert_with(Box::default).keep(lines, &out[start..]);
+            self.memo.get_or_insert_with(Box::default).keep(lines.map(as_memo), &out[start..], ());
         }
         self.encoded = true;
     }
@@ -1078,14 +1021,16 @@ mod tests {
         assert!(enc.memo.is_none(), "made on the first section");
         enc.encode(4, kept, &mut Vec::new());
         let memo = enc.memo.as_ref().expect("kept from the second section");
-        assert!(memo.holds(kept.into_iter()));
-        assert!(!memo.holds([FieldRef::new(b"x-a", b"1"), FieldRef::new(b"x-b", b"3")].into_iter()));
-        assert!(!memo.holds([FieldRef::new(b"x-a", b"1"), FieldRef::sensitive(b"x-b", b"2")].into_iter()));
-        assert!(!memo.holds([FieldRef::new(b"x-a", b"1")].into_iter()));
-        assert!(!memo.holds(kept.into_iter().chain([FieldRef::new(b"x-c", b"")])));
-        let long = vec![b'v'; MAX_MEMO];
+        let lines = |l: &[FieldRef<'static>]| l.iter().map(|f| (f.name, f.value, f.never_indexed)).collect::<Vec<_>>();
+        assert!(memo.holds(lines(&kept).into_iter()));
+        assert!(!memo.holds(lines(&[FieldRef::new(b"x-a", b"1"), FieldRef::new(b"x-b", b"3")]).into_iter()));
+        assert!(!memo.holds(lines(&[FieldRef::new(b"x-a", b"1"), FieldRef::sensitive(b"x-b", b"2")]).into_iter()));
+        assert!(!memo.holds(lines(&[FieldRef::new(b"x-a", b"1")]).into_iter()));
+        assert!(!memo.holds(lines(&[kept[0], kept[1], FieldRef::new(b"x-c", b"")]).into_iter()));
+        // ListMemo's bound is 1,024 bytes.
+        let long = vec![b'v'; 1024];
         enc.encode(8, [FieldRef::new(b"x-long", &long)], &mut Vec::new());
-        assert!(!enc.memo.as_ref().is_some_and(|m| m.kept), "a list over MAX_MEMO was kept");
+        assert!(enc.memo.as_ref().is_none_or(|m| m.state().is_none()), "a list over the memo's bound was kept");
 
         // SETTINGS that allow the dynamic table after two static sections: the memo goes, and
         // the same lines now use the table.
