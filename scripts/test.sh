@@ -5,13 +5,14 @@
 #   2. cargo fmt --all -- --check
 #   3. cargo clippy --workspace --all-targets --release -- -D warnings
 #   4. cargo build --release -p sluice                   the binary h2spec and the tests run
-#   5. cargo test --workspace --release                  unit + integration tests (curl, nghttp, h2load)
+#   5. cargo test --workspace --release --no-fail-fast   unit + integration tests (curl, nghttp, h2load)
 #   6. scripts/h2spec.sh                                 HTTP/2 conformance (TLS, strict, h2c)
 #   7. scripts/fuzz.sh --smoke 5                         every fuzz target for 5 s (nightly)
 #
 # Release everywhere, so one profile is compiled for the tests and for h2spec. Every step runs
 # even when an earlier one failed (except h2spec without a binary); a summary follows and the
-# exit status is non-zero when any step failed.
+# exit status is non-zero when any step failed. CI keeps only the tail of this output, so the
+# failed tests' names and first lines are repeated just above the summary.
 #
 # Usage: scripts/test.sh [--no-setup]
 set -euo pipefail
@@ -23,7 +24,7 @@ RUN_SETUP=1
 for arg in "$@"; do
   case "$arg" in
     --no-setup) RUN_SETUP=0 ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -71,13 +72,31 @@ step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --release -- -D warnings
 step build cargo build --release -p sluice
 build_rc=$LAST_RC
-step test cargo test --workspace --release
+TEST_LOG=$(mktemp -t sluice-test.XXXXXX)
+trap 'rm -f "$TEST_LOG"' EXIT
+run_tests() {
+  cargo test --workspace --release --no-fail-fast 2>&1 | tee "$TEST_LOG"
+  return "${PIPESTATUS[0]}"
+}
+step test run_tests
 if [ "$build_rc" -eq 0 ]; then
   step h2spec bash "$REPO/scripts/h2spec.sh"
 else
   skip h2spec "the release build failed"
 fi
 step fuzz bash "$REPO/scripts/fuzz.sh" --smoke 5
+
+# The failures of the test step, in short: cargo's list of failed targets, each failed test's
+# name and the first lines of what it printed (its panic message among them).
+if [ -s "$TEST_LOG" ] && grep -qE '^test .* \.\.\. FAILED$|^error(\[E[0-9]+\])?: ' "$TEST_LOG"; then
+  echo
+  echo "Test failures (the full output is above):"
+  {
+    grep -E '^test .* \.\.\. FAILED$' "$TEST_LOG"
+    awk '/^---- .* stdout ----$/ { n = 10 } n > 0 { print; n-- }' "$TEST_LOG"
+    awk '/^error(\[E[0-9]+\])?: / { n = 12 } n > 0 { print; n-- }' "$TEST_LOG"
+  } | cut -c1-300 | head -n 80
+fi
 
 echo
 echo "Summary ($(($(date +%s) - t_all))s total):"
