@@ -252,8 +252,11 @@ fn w3_w9_response_memory_is_bounded_during_a_burst_and_returned_after() {
     // The default budget is 128 MiB of queued response bytes; the rest is TLS, engine state and
     // each connection's write buffer (up to 1 MiB).
     assert!(peak < 250_000, "peak RSS {peak} kB (start {start} kB)");
-    // And the memory comes back (the allocator is trimmed every 5 s).
-    let bound = (start * 3 / 2).max(start + 16_000);
+    // And the memory comes back (the allocator is trimmed every 5 s): at least seven eighths of
+    // what the burst added. Untrimmed, glibc kept it all (167-186 MB resident 20 s after the
+    // burst, measured); trimmed, 4-12 MB over the start stays (live small blocks scattered over
+    // the arenas' pages), and once 16.7 MB on a busy machine, so a fixed 16 MB was too tight.
+    let bound = (start * 3 / 2).max(start + 16_000).max(start + (peak - start) / 8);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut now = peak;
     while Instant::now() < deadline {
