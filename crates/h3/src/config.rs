@@ -41,7 +41,10 @@ pub struct Config {
     /// PRIORITY_UPDATE frames kept for request streams not yet opened (RFC 9218 §7: servers may
     /// buffer them; beyond this they are dropped). Only the parsed priority is kept.
     pub max_pending_priority_updates: usize,
-    /// Largest piece of one response body framed per scheduler pick (one DATA frame).
+    /// Largest piece of one response body framed per scheduler pick (one DATA frame). A stream
+    /// the scheduler would pick again anyway (the first non-incremental stream of the most
+    /// urgent level, or the only incremental one) gets up to four quanta in one frame, as far
+    /// as its front chunk goes.
     pub quantum: usize,
     /// Response body bytes buffered per stream: `send_data` refuses more (backpressure to the
     /// handler) until the scheduler has framed some of it.

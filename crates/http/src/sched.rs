@@ -57,13 +57,21 @@ impl Scheduler {
     // Not an iterator: a pick does not consume the stream.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<u32> {
+        self.next_run().map(|(id, _)| id)
+    }
+
+    /// As [`Scheduler::next`], and whether the following picks would be the same stream for as
+    /// long as nothing is pushed or removed: a non-incremental stream stays first in its
+    /// urgency, an incremental one alone in its urgency is picked again. An engine may then
+    /// give such a stream more than one quantum in one go without changing the order.
+    pub fn next_run(&mut self) -> Option<(u32, bool)> {
         for b in &mut self.buckets {
             if let Some(&id) = b.sequential.first() {
-                return Some(id);
+                return Some((id, true));
             }
             if let Some(id) = b.round_robin.pop_front() {
                 b.round_robin.push_back(id);
-                return Some(id);
+                return Some((id, b.round_robin.len() == 1));
             }
         }
         None
@@ -100,6 +108,25 @@ mod tests {
         s.remove(9, p(5, true));
         s.remove(11, p(5, true));
         assert_eq!(s.next(), None);
+    }
+
+    #[test]
+    fn a_run_is_reported_only_where_the_next_pick_repeats() {
+        let mut s = Scheduler::default();
+        s.push(9, p(3, true));
+        assert_eq!(s.next_run(), Some((9, true)), "alone in its urgency");
+        s.push(11, p(3, true));
+        assert_eq!(s.next_run(), Some((9, false)), "round-robin with 11");
+        assert_eq!(s.next_run(), Some((11, false)));
+        s.push(5, p(3, false));
+        s.push(3, p(3, false));
+        assert_eq!(s.next_run(), Some((3, true)), "non-incremental: lowest id, again and again");
+        assert_eq!(s.next_run(), Some((3, true)));
+        s.remove(3, p(3, false));
+        s.remove(5, p(3, false));
+        s.remove(11, p(3, true));
+        s.push(13, p(6, true));
+        assert_eq!(s.next_run(), Some((9, true)), "a less urgent stream does not break the run");
     }
 
     #[test]

@@ -12,6 +12,10 @@ use crate::error::Code;
 use crate::frame::{self, kind};
 use crate::stream::FinalHead;
 
+/// Quanta one DATA frame may carry when the scheduler would pick its stream again anyway (see
+/// `next_data`): 4 × 16 KiB is the 64 KiB chunk a body hands out at most.
+const RUN_QUANTA: usize = 4;
+
 impl Connection {
     /// Queue a response head on `stream`: an interim response (1xx, not 101) or the final one.
     /// With `end_stream` the response has no body. A `priority` field among `fields` changes
@@ -280,7 +284,8 @@ impl Connection {
     /// One quantum of the body of the stream the scheduler picks: a DATA frame, or the end
     /// (trailers, or an empty write with FIN).
     fn next_data(&mut self) -> Option<Transmit> {
-        let id = u64::from(self.sched.next()?) << 2;
+        let (key, run) = self.sched.next_run()?;
+        let id = u64::from(key) << 2;
         let quantum = self.cfg.quantum.max(1);
         let Some(s) = self.streams.get_mut(&id) else {
             // Invariant: streams leave the scheduler when they are removed.
@@ -291,7 +296,20 @@ impl Connection {
             // Only the end is left (the stream is ready, so `end_queued`).
             (Bytes::from(s.send.trailers.take().unwrap_or_default()), Bytes::new(), true)
         } else {
-            let n = s.send.queued.min(quantum);
+            let mut n = s.send.queued.min(quantum);
+            if run {
+                // The scheduler would pick this stream for the next quanta too: one longer
+                // frame, as far as the front chunk goes (a slice, never a copy), up to
+                // RUN_QUANTA quanta. The order is the same; the frames, and the pieces quinn
+                // keeps per stream, are fewer. quinn finds the piece a packet reads from by
+                // walking the stream's pieces from the oldest unacknowledged one, once per
+                // STREAM frame (quinn-proto 0.11 `SendBuffer::get`): with two pieces per
+                // 16 KiB frame that walk took 23 % of the server's CPU in a 1 GB loopback
+                // download.
+                if let Some(front) = s.send.queue.front() {
+                    n = n.max(front.len().min(quantum.saturating_mul(RUN_QUANTA)));
+                }
+            }
             let mut out = Vec::with_capacity(9);
             frame::encode_header(kind::DATA, n as u64, &mut out);
             // Invariant: `queued` is the sum of the chunks, and n <= queued.

@@ -29,8 +29,10 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
     c.get(0, "/img", &[("priority", "u=5, i")]);
     c.conn.send_response(0, 200, vec![], false).unwrap();
     c.conn.send_data(0, Bytes::from(vec![0u8; 1 << 20]), true).unwrap();
-    // Control, QPACK streams, the head, then four quanta of the bulk response.
+    // Control, QPACK streams, the head, then four frames of the bulk response (alone, it gets
+    // four quanta per frame).
     let _ = c.pump_until_data(4);
+    assert_eq!(datas(&c.log).last(), Some(&(0, 65_536, false)));
     assert_eq!(c.conn.next_urgency(), Some(5));
     assert!(c.conn.wants_write());
 
@@ -39,10 +41,11 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
     c.conn.send_response(4, 200, vec![], false).unwrap();
     c.conn.send_data(4, Bytes::from(vec![0u8; 50_000]), true).unwrap();
     assert_eq!(c.conn.next_urgency(), Some(0));
-    let out = c.pull(40);
+    let out = c.pull(8);
     let d = datas(&out);
-    assert_eq!(d[..4], [(4, 16_384, false), (4, 16_384, false), (4, 16_384, false), (4, 848, true)], "{d:?}");
-    assert!(d[4..].iter().all(|&(s, _, _)| s == 0), "bulk resumes only after the urgent response: {d:?}");
+    // The urgent stream is the scheduler's pick until it is done: its one chunk in one frame.
+    assert_eq!(d[..1], [(4, 50_000, true)], "{d:?}");
+    assert!(d[1..].iter().all(|&(s, _, _)| s == 0), "bulk resumes only after the urgent response: {d:?}");
     let head = out.iter().position(|t| matches!(t, Transmit::Write { stream: 4, .. })).unwrap();
     let first_data = out.iter().position(|t| data_len(t).is_some()).unwrap();
     assert!(head <= first_data, "the urgent head goes out before any further bulk data");
@@ -81,13 +84,15 @@ fn incremental_streams_share_round_robin_and_sequential_ones_do_not() {
     for id in [8, 12] {
         c.get(id, "/", &[("priority", "u=4")]);
         c.conn.send_response(id, 200, vec![], false).unwrap();
-        c.conn.send_data(id, Bytes::from(vec![0u8; 40_000]), true).unwrap();
+        c.conn.send_data(id, Bytes::from(vec![0u8; 200_000]), true).unwrap();
     }
     let out = c.pump();
-    let ids: Vec<u64> = datas(&out).iter().map(|d| d.0).collect();
-    assert_eq!(ids[..4], [0, 4, 0, 4]);
-    let tail: Vec<u64> = ids.iter().copied().filter(|&s| s >= 8).collect();
-    assert_eq!(tail, [8, 8, 8, 12, 12, 12], "non-incremental: one after the other, in stream order");
+    let d = datas(&out);
+    assert_eq!(d[..4], [(0, 16_384, false), (4, 16_384, false), (0, 16_384, false), (4, 16_384, false)], "{d:?}");
+    let tail: Vec<(u64, usize)> = d.iter().filter(|d| d.0 >= 8).map(|d| (d.0, d.1)).collect();
+    // The first sequential stream is picked until it is done, so it gets four quanta a frame.
+    let run = |id| [(id, 65_536), (id, 65_536), (id, 65_536), (id, 3_392)];
+    assert_eq!(tail, [run(8), run(12)].concat(), "non-incremental: one after the other, in stream order");
 }
 
 #[test]
@@ -96,7 +101,7 @@ fn priority_update_changes_order() {
     for id in [0, 4] {
         c.get(id, "/", &[]);
         c.conn.send_response(id, 200, vec![], false).unwrap();
-        c.conn.send_data(id, Bytes::from(vec![0u8; 64 * 1024]), true).unwrap();
+        c.conn.send_data(id, Bytes::from(vec![0u8; 256 * 1024]), true).unwrap();
     }
     let _ = c.pump_until_data(1);
     assert_eq!(datas(&c.log).last().map(|d| d.0), Some(0), "same urgency: lower stream id first");

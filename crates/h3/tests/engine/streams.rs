@@ -226,16 +226,16 @@ fn send_buffer_is_bounded_and_drains() {
     let mut seen = Vec::new();
     c.conn.drain_sent(|id, n| seen.push((id, n)));
     assert_eq!(seen, []);
-    // Head plus two quanta.
+    // Head plus one frame: the stream is alone, so the frame takes the first chunk whole.
     let mut data_writes = 0;
-    while data_writes < 2 {
+    while data_writes < 1 {
         if let Some(Transmit::Write { stream: 0, data, body, .. }) = c.conn.poll_transmit() {
             data_writes += usize::from(split_frames(&[&data[..], &body[..]].concat())[0].0 == DATA);
         }
     }
     c.conn.drain_sent(|id, n| seen.push((id, n)));
-    assert_eq!(seen, [(0, 32_768)]);
-    assert_eq!(c.conn.buffered(0), Some(27_232));
+    assert_eq!(seen, [(0, 30_000)]);
+    assert_eq!(c.conn.buffered(0), Some(30_000));
     assert!(c.conn.send_capacity(0).unwrap() > 0);
     c.conn.send_data(0, Bytes::from(vec![0; 10]), true).unwrap();
 }
@@ -313,34 +313,55 @@ fn connection_error_resets_known_streams() {
 
 #[test]
 fn data_payloads_are_the_handlers_bytes_not_copies() {
-    let mut c = Client::new(Config::default());
-    c.get(0, "/", &[]);
-    c.conn.send_response(0, 200, vec![], false).unwrap();
-    // One 40,000-byte chunk (16 KiB quanta: two slices of it, then the rest of it joined
-    // with the next chunk's first bytes in one frame), then 20,000 bytes more.
-    let first: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
-    let second: Vec<u8> = (0..20_000u32).map(|i| (i % 249) as u8).collect();
-    let chunk = Bytes::from(first.clone());
-    let range = chunk.as_ptr() as usize..chunk.as_ptr() as usize + chunk.len();
-    c.conn.send_data(0, chunk, false).unwrap();
-    c.conn.send_data(0, Bytes::from(second.clone()), true).unwrap();
-    let out = c.pump();
-    let bodies: Vec<(usize, bool)> = out
-        .iter()
-        .filter_map(|t| match t {
-            Transmit::Write { stream: 0, data, body, .. } if data.first() == Some(&DATA.try_into().unwrap()) => {
-                Some((body.len(), body.is_empty() || range.contains(&(body.as_ptr() as usize))))
-            }
-            _ => None,
-        })
-        .collect();
-    // Two whole quanta handed on as slices of the first chunk; the frame that spans both
-    // chunks is copied (its payload is in `data`); the last quantum is the second chunk's.
-    assert_eq!(bodies[..2], [(16_384, true), (16_384, true)], "{bodies:?}");
-    assert_eq!(bodies[2].0, 0, "{bodies:?}");
-    // And the stream carries the frames and the bytes in order.
-    let frames = split_frames(&c.written[&0]);
-    let payload: Vec<u8> = frames.iter().filter(|(t, _)| *t == DATA).flat_map(|(_, p)| p.clone()).collect();
-    assert_eq!(payload, [first, second].concat());
-    assert!(c.finished.contains(&0));
+    // Stream 0 takes turns with stream 4 (both incremental, one urgency), so its frames are
+    // one quantum each; alone, a frame takes its front chunk whole (up to four quanta).
+    for shared in [true, false] {
+        let mut c = Client::new(Config::default());
+        c.get(0, "/", &[("priority", "u=3, i")]);
+        c.conn.send_response(0, 200, vec![], false).unwrap();
+        if shared {
+            c.get(4, "/", &[("priority", "u=3, i")]);
+            c.conn.send_response(4, 200, vec![], false).unwrap();
+            c.conn.send_data(4, Bytes::from(vec![7u8; 100_000]), true).unwrap();
+        }
+        // One 40,000-byte chunk, then 20,000 bytes more.
+        let first: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
+        let second: Vec<u8> = (0..20_000u32).map(|i| (i % 249) as u8).collect();
+        let (one, two) = (Bytes::from(first.clone()), Bytes::from(second.clone()));
+        let range = |b: &Bytes| b.as_ptr() as usize..b.as_ptr() as usize + b.len();
+        let (r1, r2) = (range(&one), range(&two));
+        c.conn.send_data(0, one, false).unwrap();
+        c.conn.send_data(0, two, true).unwrap();
+        let out = c.pump();
+        // Each DATA frame's payload length and which chunk it is a slice of (0: copied).
+        let bodies: Vec<(usize, u8)> = out
+            .iter()
+            .filter_map(|t| match t {
+                Transmit::Write { stream: 0, data, body, .. } if data.first() == Some(&DATA.try_into().unwrap()) => {
+                    let at = body.as_ptr() as usize;
+                    let from = if body.is_empty() {
+                        0
+                    } else {
+                        [(1, &r1), (2, &r2)].iter().find(|(_, r)| r.contains(&at)).map_or(9, |w| w.0)
+                    };
+                    Some((body.len(), from))
+                }
+                _ => None,
+            })
+            .collect();
+        if shared {
+            // Two whole quanta handed on as slices of the first chunk; the frame that spans
+            // both chunks is copied (its payload is in `data`); the last is the second chunk's.
+            assert_eq!(bodies[..2], [(16_384, 1), (16_384, 1)], "{bodies:?}");
+            assert_eq!(bodies[2], (0, 0), "{bodies:?}");
+            assert_eq!(bodies[3].1, 2, "{bodies:?}");
+        } else {
+            assert_eq!(bodies, [(40_000, 1), (20_000, 2)], "each chunk whole, as it came");
+        }
+        // And the stream carries the frames and the bytes in order.
+        let frames = split_frames(&c.written[&0]);
+        let payload: Vec<u8> = frames.iter().filter(|(t, _)| *t == DATA).flat_map(|(_, p)| p.clone()).collect();
+        assert_eq!(payload, [first, second].concat());
+        assert!(c.finished.contains(&0));
+    }
 }
