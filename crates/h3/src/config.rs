@@ -43,8 +43,9 @@ pub struct Config {
     pub max_pending_priority_updates: usize,
     /// Largest piece of one response body framed per scheduler pick (one DATA frame). A stream
     /// the scheduler would pick again anyway (the first non-incremental stream of the most
-    /// urgent level, or the only incremental one) gets up to four quanta in one frame, as far
-    /// as its front chunk goes.
+    /// urgent level, or the only incremental one) gets up to sixteen quanta in one frame, of
+    /// whole queued chunks or a slice of the first: the header and the first chunk in one
+    /// write, each further chunk in a write of its own.
     pub quantum: usize,
     /// Response body bytes buffered per stream: `send_data` refuses more (backpressure to the
     /// handler) until the scheduler has framed some of it.

@@ -69,6 +69,9 @@ pub(crate) struct Send {
     pub(crate) done: bool,
     /// Body bytes framed since the driver last asked (`drain_sent`).
     pub(crate) sent_unreported: usize,
+    /// Payload bytes of the DATA frame whose header was written that are still to be handed
+    /// out (a frame that spans several chunks goes out a chunk per write). At most `queued`.
+    pub(crate) frame_left: usize,
 }
 
 /// One request stream.
@@ -118,6 +121,7 @@ impl Stream {
                 trailers: None,
                 done: false,
                 sent_unreported: 0,
+                frame_left: 0,
             },
             delivered: false,
             priority: Priority::default(),

@@ -17,7 +17,8 @@
 //! (writes, resets, STOP_SENDING, close), and arm one timer at [`Connection::poll_timeout`]. The handler side answers with `send_response`,
 //! `send_data`, `send_trailers`, `reset` and `stop_reading`. Call `poll_transmit` only when the
 //! transport can take more: each write of body data is one scheduler pick of at most one
-//! quantum, so the order in which the driver pulls is the RFC 9218 priority order. The driver
+//! quantum (a stream the scheduler would pick again anyway gets a longer frame, a chunk per
+//! write), so the order in which the driver pulls is the RFC 9218 priority order. The driver
 //! must accept every write whole (buffering what the QUIC stream does not take at once) and
 //! then report [`Connection::on_stream_blocked`] until the stream is writable again.
 //!

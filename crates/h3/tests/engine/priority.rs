@@ -29,10 +29,10 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
     c.get(0, "/img", &[("priority", "u=5, i")]);
     c.conn.send_response(0, 200, vec![], false).unwrap();
     c.conn.send_data(0, Bytes::from(vec![0u8; 1 << 20]), true).unwrap();
-    // Control, QPACK streams, the head, then four frames of the bulk response (alone, it gets
-    // four quanta per frame).
-    let _ = c.pump_until_data(4);
-    assert_eq!(datas(&c.log).last(), Some(&(0, 65_536, false)));
+    // Control, QPACK streams, the head, then one frame of the bulk response (alone, it gets
+    // sixteen quanta per frame).
+    let _ = c.pump_until_data(1);
+    assert_eq!(datas(&c.log).last(), Some(&(0, 262_144, false)));
     assert_eq!(c.conn.next_urgency(), Some(5));
     assert!(c.conn.wants_write());
 
@@ -41,7 +41,7 @@ fn urgent_response_overtakes_bulk_within_one_quantum() {
     c.conn.send_response(4, 200, vec![], false).unwrap();
     c.conn.send_data(4, Bytes::from(vec![0u8; 50_000]), true).unwrap();
     assert_eq!(c.conn.next_urgency(), Some(0));
-    let out = c.pull(8);
+    let out = c.pull(4);
     let d = datas(&out);
     // The urgent stream is the scheduler's pick until it is done: its one chunk in one frame.
     assert_eq!(d[..1], [(4, 50_000, true)], "{d:?}");
@@ -84,24 +84,24 @@ fn incremental_streams_share_round_robin_and_sequential_ones_do_not() {
     for id in [8, 12] {
         c.get(id, "/", &[("priority", "u=4")]);
         c.conn.send_response(id, 200, vec![], false).unwrap();
-        c.conn.send_data(id, Bytes::from(vec![0u8; 200_000]), true).unwrap();
+        c.conn.send_data(id, Bytes::from(vec![0u8; 600_000]), true).unwrap();
     }
     let out = c.pump();
     let d = datas(&out);
     assert_eq!(d[..4], [(0, 16_384, false), (4, 16_384, false), (0, 16_384, false), (4, 16_384, false)], "{d:?}");
     let tail: Vec<(u64, usize)> = d.iter().filter(|d| d.0 >= 8).map(|d| (d.0, d.1)).collect();
-    // The first sequential stream is picked until it is done, so it gets four quanta a frame.
-    let run = |id| [(id, 65_536), (id, 65_536), (id, 65_536), (id, 3_392)];
+    // The first sequential stream is picked until it is done, so it gets sixteen quanta a frame.
+    let run = |id| [(id, 262_144), (id, 262_144), (id, 75_712)];
     assert_eq!(tail, [run(8), run(12)].concat(), "non-incremental: one after the other, in stream order");
 }
 
 #[test]
 fn priority_update_changes_order() {
-    let mut c = Client::new(Config::default());
+    let mut c = Client::new(Config { max_buffered_per_stream: 2 << 20, ..Config::default() });
     for id in [0, 4] {
         c.get(id, "/", &[]);
         c.conn.send_response(id, 200, vec![], false).unwrap();
-        c.conn.send_data(id, Bytes::from(vec![0u8; 256 * 1024]), true).unwrap();
+        c.conn.send_data(id, Bytes::from(vec![0u8; 1 << 20]), true).unwrap();
     }
     let _ = c.pump_until_data(1);
     assert_eq!(datas(&c.log).last().map(|d| d.0), Some(0), "same urgency: lower stream id first");
@@ -198,4 +198,51 @@ impl Client {
         }
         out
     }
+}
+
+#[test]
+fn a_frame_that_spans_chunks_is_finished_after_a_more_urgent_stream_cuts_in() {
+    let mut c = Client::new(Config { max_buffered_per_stream: 1 << 20, ..Config::default() });
+    c.get(0, "/img", &[("priority", "u=5")]);
+    c.conn.send_response(0, 200, vec![], false).unwrap();
+    let chunks: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i + 1; 50_000]).chain([vec![9u8; 10]]).collect();
+    for (i, ch) in chunks.iter().enumerate() {
+        c.conn.send_data(0, Bytes::from(ch.clone()), i == chunks.len() - 1).unwrap();
+    }
+    // Alone, stream 0 gets one frame for all five chunks (200,010 bytes, under sixteen quanta):
+    // its header and the first chunk in the first write.
+    loop {
+        let got = c.pull(1);
+        assert!(!got.is_empty(), "ran dry");
+        if let [Transmit::Write { stream: 0, data, body, .. }] = &got[..] {
+            if data.first() == Some(&0) {
+                assert_eq!(body.len(), 50_000);
+                break;
+            }
+        }
+    }
+    // A more urgent response cuts in before the rest of that frame.
+    c.get(4, "/css", &[("priority", "u=0")]);
+    let _ = c.events();
+    c.conn.send_response(4, 200, vec![], false).unwrap();
+    c.conn.send_data(4, Bytes::from(vec![7u8; 30_000]), true).unwrap();
+    let out = c.pump();
+    let order: Vec<(u64, usize)> = out
+        .iter()
+        .filter_map(|t| match t {
+            Transmit::Write { stream, data, body, .. } if *stream & 3 == 0 => Some((*stream, data.len() + body.len())),
+            _ => None,
+        })
+        .collect();
+    let first_of_0 = order.iter().position(|w| w.0 == 0).expect("stream 0 continues");
+    assert!(order[..first_of_0].iter().any(|w| w.0 == 4), "the urgent stream goes first: {order:?}");
+    assert!(order[first_of_0..].iter().all(|w| w.0 == 0), "{order:?}");
+    // The rest of the frame went out a chunk per write, with no header of its own.
+    assert_eq!(order[first_of_0..], [(0, 50_000), (0, 50_000), (0, 50_000), (0, 10)]);
+    // On the wire, stream 0 is its head and one DATA frame of every chunk in order.
+    let frames = split_frames(&c.written[&0]);
+    let data: Vec<&(u64, Vec<u8>)> = frames.iter().filter(|(t, _)| *t == 0).collect();
+    assert_eq!(data.len(), 1);
+    assert_eq!(data[0].1, chunks.concat());
+    assert!(c.finished.contains(&0) && c.finished.contains(&4));
 }

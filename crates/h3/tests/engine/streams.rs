@@ -226,11 +226,12 @@ fn send_buffer_is_bounded_and_drains() {
     let mut seen = Vec::new();
     c.conn.drain_sent(|id, n| seen.push((id, n)));
     assert_eq!(seen, []);
-    // Head plus one frame: the stream is alone, so the frame takes the first chunk whole.
+    // Head plus one write of body: the stream is alone, so its frame spans both chunks and
+    // the write carries the frame's header and the first chunk.
     let mut data_writes = 0;
     while data_writes < 1 {
         if let Some(Transmit::Write { stream: 0, data, body, .. }) = c.conn.poll_transmit() {
-            data_writes += usize::from(split_frames(&[&data[..], &body[..]].concat())[0].0 == DATA);
+            data_writes += usize::from(data.first() == Some(&DATA.try_into().unwrap()) && !body.is_empty());
         }
     }
     c.conn.drain_sent(|id, n| seen.push((id, n)));
@@ -314,7 +315,8 @@ fn connection_error_resets_known_streams() {
 #[test]
 fn data_payloads_are_the_handlers_bytes_not_copies() {
     // Stream 0 takes turns with stream 4 (both incremental, one urgency), so its frames are
-    // one quantum each; alone, a frame takes its front chunk whole (up to four quanta).
+    // one quantum each; alone, one frame spans both chunks (up to sixteen quanta), each chunk
+    // handed on in a write of its own.
     for shared in [true, false] {
         let mut c = Client::new(Config::default());
         c.get(0, "/", &[("priority", "u=3, i")]);
@@ -337,7 +339,9 @@ fn data_payloads_are_the_handlers_bytes_not_copies() {
         let bodies: Vec<(usize, u8)> = out
             .iter()
             .filter_map(|t| match t {
-                Transmit::Write { stream: 0, data, body, .. } if data.first() == Some(&DATA.try_into().unwrap()) => {
+                Transmit::Write { stream: 0, data, body, .. }
+                    if data.first() == Some(&DATA.try_into().unwrap()) || (data.is_empty() && !body.is_empty()) =>
+                {
                     let at = body.as_ptr() as usize;
                     let from = if body.is_empty() {
                         0
@@ -360,6 +364,10 @@ fn data_payloads_are_the_handlers_bytes_not_copies() {
         }
         // And the stream carries the frames and the bytes in order.
         let frames = split_frames(&c.written[&0]);
+        let sizes: Vec<usize> = frames.iter().filter(|(t, _)| *t == DATA).map(|(_, p)| p.len()).collect();
+        if !shared {
+            assert_eq!(sizes, [60_000], "one frame of both chunks");
+        }
         let payload: Vec<u8> = frames.iter().filter(|(t, _)| *t == DATA).flat_map(|(_, p)| p.clone()).collect();
         assert_eq!(payload, [first, second].concat());
         assert!(c.finished.contains(&0));

@@ -7,9 +7,10 @@
 //! passes bytes in through a bounded channel; a request body waits
 //! in its reader while the handler holds more than [`BODY_BUFFER`] unconsumed (quinn then stops
 //! extending credit, so the client slows down). Writes are pulled from the engine one
-//! scheduler pick (at most one quantum) at a time and handed to quinn without waiting: a stream
+//! scheduler pick (at most one quantum, or one chunk of a longer frame for a stream the
+//! scheduler would pick again anyway) at a time and handed to quinn without waiting: a stream
 //! quinn cannot take more from is reported blocked to the engine, and its waker brings the
-//! task back when it can; so the driver holds at most one quantum per stream beyond what quinn
+//! task back when it can; so the driver holds at most one write per stream beyond what quinn
 //! took. Two things keep the order of bytes on the wire the engine's (RFC 9218), not quinn's
 //! buffer's:
 //! - quinn's send window (unacknowledged plus unsent stream bytes) follows the congestion
