@@ -207,9 +207,11 @@ pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> Head
     };
     let trusted = f.trusted.iter().any(|c| c.contains(ip));
     let scheme = if f.tls { "https" } else { "http" };
-    let xff_name = HeaderName::from_static("x-forwarded-for");
-    let xfp_name = HeaderName::from_static("x-forwarded-proto");
-    let xfh_name = HeaderName::from_static("x-forwarded-host");
+    // Constants: `from_static` called here would parse the names again on every request.
+    const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+    const XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
+    const XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
+    let (xff_name, xfp_name, xfh_name) = (XFF, XFP, XFH);
     // From a client that is not a trusted proxy these fields are whatever it claims: replaced.
     let prior_xff = if trusted { joined(&h, &xff_name) } else { None };
     let prior_fwd = if trusted { joined(&h, &header::FORWARDED) } else { None };
