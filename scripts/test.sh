@@ -79,6 +79,7 @@ run_tests() {
   return "${PIPESTATUS[0]}"
 }
 step test run_tests
+test_rc=$LAST_RC
 if [ "$build_rc" -eq 0 ]; then
   step h2spec bash "$REPO/scripts/h2spec.sh"
 else
@@ -88,7 +89,7 @@ step fuzz bash "$REPO/scripts/fuzz.sh" --smoke 5
 
 # The failures of the test step, in short: cargo's list of failed targets, each failed test's
 # name and the first lines of what it printed (its panic message among them).
-if [ -s "$TEST_LOG" ] && grep -qE '^test .* \.\.\. FAILED$|^error(\[E[0-9]+\])?: ' "$TEST_LOG"; then
+if [ "$test_rc" -ne 0 ] && [ -s "$TEST_LOG" ] && grep -qE '^test .* \.\.\. FAILED$|^error(\[E[0-9]+\])?: ' "$TEST_LOG"; then
   echo
   echo "Test failures (the full output is above):"
   {
