@@ -211,13 +211,12 @@ pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> Head
     const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
     const XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
     const XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
-    let (xff_name, xfp_name, xfh_name) = (XFF, XFP, XFH);
     // From a client that is not a trusted proxy these fields are whatever it claims: replaced.
-    let prior_xff = if trusted { joined(&h, &xff_name) } else { None };
+    let prior_xff = if trusted { joined(&h, &XFF) } else { None };
     let prior_fwd = if trusted { joined(&h, &header::FORWARDED) } else { None };
-    let keep_xfp = trusted && h.contains_key(&xfp_name);
-    let keep_xfh = trusted && h.contains_key(&xfh_name);
-    h.remove(&xff_name);
+    let keep_xfp = trusted && h.contains_key(&XFP);
+    let keep_xfh = trusted && h.contains_key(&XFH);
+    h.remove(&XFF);
     h.remove(header::FORWARDED);
     // Values are joined as bytes: a trusted proxy's obs-text passes unchanged.
     let mut xff = list(prior_xff);
@@ -228,14 +227,14 @@ pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> Head
         }
     }
     if let Some(v) = value(xff) {
-        h.insert(xff_name, v);
+        h.insert(XFF, v);
     }
     if !keep_xfp {
-        h.insert(xfp_name, HeaderValue::from_static(if f.tls { "https" } else { "http" }));
+        h.insert(XFP, HeaderValue::from_static(if f.tls { "https" } else { "http" }));
     }
     if !keep_xfh {
         if let Ok(v) = HeaderValue::from_str(f.authority) {
-            h.insert(xfh_name, v);
+            h.insert(XFH, v);
         }
     }
     let mut fwd = list(prior_fwd);

@@ -445,9 +445,10 @@ impl InflightCap {
             // Leading, a connection's first ramp ends after two flat rounds: with the estimate
             // two rounds behind, every other round of it can look flat. Later growth (a faster
             // path, or bunched ACKs) keeps the one-round rule.
-            let flat_rounds = if self.leads(s.min_rtt) && !self.ramped { 2 } else { 1 };
+            let leads = self.leads_at(max, s.min_rtt);
+            let flat_rounds = if leads && !self.ramped { 2 } else { 1 };
             self.growing = self.flat < flat_rounds;
-            self.ramped |= !self.growing && self.leads(s.min_rtt);
+            self.ramped |= !self.growing && leads;
             self.last_max = max;
         }
         self.round += 1;
@@ -479,7 +480,12 @@ impl InflightCap {
     /// Whether the bound reaches ahead on this path now: leading, not guarded, and with an
     /// estimated BDP of [`LEAD_FROM`] or more.
     fn leads(&self, min_rtt: Duration) -> bool {
-        self.lead && !self.guarded && self.max_rate() as f64 * min_rtt.as_secs_f64() >= LEAD_FROM as f64
+        self.leads_at(self.max_rate(), min_rtt)
+    }
+
+    /// [`leads`](Self::leads) with the maximum rate already at hand.
+    fn leads_at(&self, max_rate: u64, min_rtt: Duration) -> bool {
+        self.lead && !self.guarded && max_rate as f64 * min_rtt.as_secs_f64() >= LEAD_FROM as f64
     }
 
     /// The gain on the estimated BDP now.
@@ -498,7 +504,7 @@ impl InflightCap {
             return None;
         }
         // See `leading`: while the rate grows, what the last RTT delivered, if more.
-        let rate = if self.growing && self.leads(s.min_rtt) { rate.max(self.recent_rate) } else { rate };
+        let rate = if self.growing && self.leads_at(rate, s.min_rtt) { rate.max(self.recent_rate) } else { rate };
         let time = s.min_rtt.as_secs_f64() * self.gain() + SLACK_TIME.as_secs_f64();
         Some(((rate as f64 * time) as usize).max(MIN_BASE) + HEADROOM)
     }
