@@ -25,6 +25,8 @@ pub(crate) struct ConnInfo {
     pub(crate) tls: bool,
     /// An `Alt-Svc` for responses: HTTP/3 on this listener's port (RFC 7838, RFC 9114 §3.1.1).
     pub(crate) alt_svc: Option<http::HeaderValue>,
+    /// The same as an engine's field (for answers made without a response map).
+    alt_svc_field: Option<Field>,
     /// Over TLS: what the connection serves (421 for other authorities, the ORIGIN frame).
     pub(crate) served: Option<crate::io::tls::Served>,
     /// The first authority a request on this connection named that was valid and served
@@ -39,7 +41,9 @@ impl ConnInfo {
         alt_svc: Option<http::HeaderValue>,
         served: Option<crate::io::tls::Served>,
     ) -> Self {
-        Self { peer, tls, alt_svc, served, checked: std::sync::OnceLock::new() }
+        let alt_svc_field =
+            alt_svc.as_ref().map(|v| Field::new(Bytes::from_static(b"alt-svc"), Bytes::copy_from_slice(v.as_bytes())));
+        Self { peer, tls, alt_svc, alt_svc_field, served, checked: std::sync::OnceLock::new() }
     }
 
     /// Whether `authority` is the one already found valid and served on this connection.
@@ -197,21 +201,7 @@ pub(crate) struct Admitted {
 /// answers no handler gives (400 for a malformed request, 421, 413 for a declared body over
 /// the limit; with `Alt-Svc`). `None` hands the request on to the router.
 pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted, Option<Response>) {
-    let enabled = state.cfg.access_log;
-    // Without an access log, the line's fields are never read: no copies, no clock.
-    let log = AccessLog {
-        enabled,
-        proto: req.proto,
-        peer: conn.peer,
-        method: if enabled { req.method.clone() } else { http::Method::GET },
-        authority: if enabled { req.authority.clone() } else { String::new() },
-        path: if enabled { req.path.clone() } else { String::new() },
-        status: 0,
-        start: if enabled { Some(std::time::Instant::now()) } else { None },
-        counters: req.counters.clone(),
-        bytes_out: 0,
-        outcome: "reset",
-    };
+    let log = access_log(state, req.proto, conn.peer, &req.method, &req.authority, &req.path, req.counters.clone());
     let head_only = req.method == http::Method::HEAD;
     let declared =
         req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
@@ -233,6 +223,120 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
     let refused = refused.map(|r| crate::app::router::with_alt_svc(r, conn.alt_svc.as_ref()));
     (Admitted { log, head_only }, refused)
 }
+
+/// The access-log line of a request as it arrives (written when the exchange ends).
+fn access_log(
+    state: &State,
+    proto: Proto,
+    peer: SocketAddr,
+    method: &http::Method,
+    authority: &str,
+    path: &str,
+    counters: Arc<Counters>,
+) -> AccessLog {
+    let enabled = state.cfg.access_log;
+    // Without an access log, the line's fields are never read: no copies, no clock.
+    AccessLog {
+        enabled,
+        proto,
+        peer,
+        method: if enabled { method.clone() } else { http::Method::GET },
+        authority: if enabled { authority.to_owned() } else { String::new() },
+        path: if enabled { path.to_owned() } else { String::new() },
+        status: 0,
+        start: if enabled { Some(std::time::Instant::now()) } else { None },
+        counters,
+        bytes_out: 0,
+        outcome: "reset",
+    }
+}
+
+/// A final response the stream layer sends itself, without a handler ([`answer_inline`]).
+pub(crate) struct Inline {
+    pub(crate) status: u16,
+    pub(crate) fields: Vec<Field>,
+    /// The whole body; empty: none (the head ends the stream).
+    pub(crate) body: Bytes,
+    /// Its access-log line, written when this drops: set `bytes_out` and `outcome` first.
+    pub(crate) log: AccessLog,
+}
+
+/// The answer [`prepare`] gives to a request without a body, when it is known without running
+/// it: a GET or HEAD, for a file in the small-file cache, that every step before the handler
+/// passes through unchanged. Made from the engine's head, with no [`Request`] (its header map
+/// and strings), no handler future and no task, and sent by the stream layer at once: on a
+/// small static response those were two thirds of the work. `None` hands the request to the
+/// usual path, which answers everything else the same way as before.
+///
+/// What is checked, step by step, against the usual path:
+/// - [`to_request`] and [`admit`]: the `:authority` is the one this connection already found
+///   valid and served (so no 400 or 421), there is no `host` field (checked against it there)
+///   and no `content-length` (the 413 check), `:path` is UTF-8 (no lossy conversion), and every
+///   field parses as an `http` header field (no 400).
+/// - The router: not a speed-test path; the route serves files, with no header rules and no
+///   configured early hints.
+/// - The file handler: none of the fields its answer depends on ([`SELECTING`]); the file is
+///   cached (a hit is what `serve` answers from, too).
+///
+/// The body is a slice of the cache's copy: a response queued here holds no bytes of its own,
+/// so it takes nothing from the process-wide send budget (which bounds bytes handlers read or
+/// make for stalled streams).
+///
+/// [`SELECTING`]: crate::handlers::static_files::SELECTING
+pub(crate) fn answer_inline(
+    head: &RequestHead,
+    state: &State,
+    conn: &ConnInfo,
+    proto: Proto,
+    counters: &Arc<Counters>,
+) -> Option<Inline> {
+    use crate::handlers::static_files;
+    let head_only = match &head.method[..] {
+        b"GET" => false,
+        b"HEAD" => true,
+        _ => return None,
+    };
+    let authority = std::str::from_utf8(head.authority.as_deref()?).ok()?;
+    if head.protocol.is_some() || !conn.checked(authority) {
+        return None;
+    }
+    for f in &head.fields {
+        let n = &f.name[..];
+        if n == b"host" || n == b"content-length" || static_files::SELECTING.iter().any(|s| s.as_str().as_bytes() == n)
+        {
+            return None;
+        }
+        // The engines take only lower-case token names (which `http` takes too, up to its
+        // length bound) and values without NUL, CR and LF; `http` refuses other control bytes
+        // as well (its `HeaderValue::from_bytes`).
+        if n.len() > MAX_NAME || !f.value.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t') {
+            return None;
+        }
+    }
+    let target = std::str::from_utf8(head.path.as_deref()?).ok()?;
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    let cfg = &state.cfg;
+    if crate::handlers::speedtest::claims(&cfg.speedtest, path) {
+        return None;
+    }
+    let route = crate::app::router::route(cfg, authority, path)?;
+    let crate::config::RouteHandler::Root(root) = &route.handler else { return None };
+    if !route.early_hints.is_empty() || !route.headers.is_empty() {
+        return None;
+    }
+    let (wire, body) = static_files::cached_whole(root, path, head_only)?;
+    // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router).
+    let mut fields = Vec::with_capacity(wire.len() + 1);
+    fields.extend(wire.iter().cloned());
+    fields.extend(conn.alt_svc_field.iter().cloned());
+    let method = if head_only { http::Method::HEAD } else { http::Method::GET };
+    let mut log = access_log(state, proto, conn.peer, &method, authority, path, counters.clone());
+    log.status = 200;
+    Some(Inline { status: 200, fields, body, log })
+}
+
+/// The longest field name the `http` crate takes.
+const MAX_NAME: usize = (1 << 16) - 1;
 
 /// The part after the handler: whether a body goes out, and the status for the log.
 pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {

@@ -17,7 +17,9 @@
 //!   aborted.
 //!
 //! A first poll of each handler runs inline (most answers are ready at once: speed test,
-//! built-in site, cached files, errors) and needs no task of its own.
+//! built-in site, cached files, errors) and needs no task of its own. A plain GET or HEAD for a
+//! cached small file needs no handler at all: [`answer_inline`] makes its answer from the
+//! engine's head, and it goes to the engine at once, with no command and no stream state.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -32,7 +34,7 @@ use tokio::task::JoinHandle;
 
 use crate::app::accesslog::Counters;
 use crate::app::http::{BodyError, Interim, Proto, RequestBody, TrailerSlot, CHUNK};
-use crate::app::respond::{run_handler, to_request, ConnInfo, Interims, SendRoom, Sink};
+use crate::app::respond::{answer_inline, run_handler, to_request, ConnInfo, Inline, Interims, SendRoom, Sink};
 use crate::state::State;
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
@@ -161,6 +163,9 @@ pub(crate) struct Streams {
     state: Arc<State>,
     info: Arc<ConnInfo>,
     proto: Proto,
+    /// The counters of streams answered without a handler: they receive no body and send no
+    /// hints, so one all-zero set serves them all.
+    no_counts: Arc<Counters>,
 }
 
 impl Streams {
@@ -168,7 +173,8 @@ impl Streams {
     pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, CmdReceiver) {
         let (tx, rx) = crate::io::mailbox::mailbox();
         let interims: Arc<dyn Interims> = Arc::new(CmdInterims(tx.clone()));
-        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto }, rx)
+        let no_counts = Arc::new(Counters::default());
+        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto, no_counts }, rx)
     }
 
     /// A sender of commands (HTTP/2's credit release uses it).
@@ -193,13 +199,20 @@ impl Streams {
 
     /// Start the handler of a new request. `on_consumed(n)` runs as the handler takes `n`
     /// request body bytes.
-    pub(crate) fn start(
+    pub(crate) fn start<E: Engine>(
         &mut self,
+        engine: &mut E,
         id: u64,
         head: RequestHead,
         end_stream: bool,
         on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
     ) {
+        if end_stream {
+            if let Some(a) = answer_inline(&head, &self.state, &self.info, self.proto, &self.no_counts) {
+                self.send_inline(engine, id, a);
+                return;
+            }
+        }
         // A request without a body needs no channel and no trailer slot.
         let (body, body_tx, trailers) = if end_stream {
             (RequestBody::empty(), None, None)
@@ -223,6 +236,52 @@ impl Streams {
         };
         let ctx = StreamCtx { body_tx, trailers, room, counters, task, held: VecDeque::new(), held_trailers: None };
         self.map.insert(id, ctx);
+    }
+
+    /// Send a response made without a handler: what [`apply`](Self::apply) does with its
+    /// head and its one data chunk. Data the engine refuses as full is held for later, as a
+    /// handler's would be.
+    fn send_inline<E: Engine>(&mut self, engine: &mut E, id: u64, mut a: Inline) {
+        let end = a.body.is_empty();
+        if !self.head(engine, id, a.status, std::mem::take(&mut a.fields), end) {
+            return;
+        }
+        if end {
+            a.log.outcome = "ok";
+            return;
+        }
+        a.log.bytes_out = a.body.len() as u64;
+        match engine.send_data(id, a.body.clone(), true) {
+            Ok(()) => a.log.outcome = "ok",
+            Err(Refused::Full) => {
+                a.log.outcome = "ok";
+                let room = Arc::new(SendRoom::new(STREAM_SEND_BUFFER, self.state.send_budget.clone()));
+                let mut held = VecDeque::new();
+                held.push_back((std::mem::take(&mut a.body), true));
+                let ctx = StreamCtx {
+                    body_tx: None,
+                    trailers: None,
+                    room,
+                    counters: self.no_counts.clone(),
+                    task: None,
+                    held,
+                    held_trailers: None,
+                };
+                self.map.insert(id, ctx);
+            }
+            Err(Refused::Gone | Refused::Invalid) => {}
+        }
+    }
+
+    /// Hand a response head to the engine; false if it did not take it (a final head that
+    /// cannot go out fails the stream: the client would wait for it otherwise).
+    fn head<E: Engine>(&self, engine: &mut E, id: u64, status: u16, fields: Vec<Field>, end: bool) -> bool {
+        let Err(e) = engine.send_head(id, status, fields, end) else { return true };
+        tracing::debug!(peer = %self.info.peer, stream = id, status, ?e, "response head not sent");
+        if e == Refused::Invalid && status >= 200 {
+            engine.fail(id);
+        }
+        false
     }
 
     /// A request body chunk arrived. `window` is the receive window granted so far (for the
@@ -310,15 +369,7 @@ impl Streams {
     pub(crate) fn apply<E: Engine>(&mut self, engine: &mut E, cmd: Cmd) {
         match cmd {
             Cmd::Head { id, status, fields, end } => {
-                if let Err(e) = engine.send_head(id, status, fields, end) {
-                    tracing::debug!(peer = %self.info.peer, stream = id, status, ?e, "response head not sent");
-                    if e == Refused::Invalid {
-                        // A final head that cannot go out leaves a client waiting: fail it.
-                        if status >= 200 {
-                            engine.fail(id);
-                        }
-                    }
-                }
+                self.head(engine, id, status, fields, end);
             }
             Cmd::Data { id, data, end } => {
                 let Some(s) = self.map.get_mut(&id) else {
@@ -424,6 +475,8 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         heads: Vec<(u64, u16, bool)>,
+        /// The last head's fields, per stream.
+        fields: HashMap<u64, Vec<Field>>,
         data: HashMap<u64, Vec<u8>>,
         ended: HashMap<u64, bool>,
         trailers: HashMap<u64, Vec<Field>>,
@@ -437,11 +490,12 @@ mod tests {
     }
 
     impl Engine for Recorder {
-        fn send_head(&mut self, id: u64, status: u16, _fields: Vec<Field>, end: bool) -> Result<(), Refused> {
+        fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused> {
             if self.gone.contains(&id) {
                 return Err(Refused::Gone);
             }
             self.heads.push((id, status, end));
+            self.fields.insert(id, fields);
             self.queued.entry(id).or_default();
             Ok(())
         }
@@ -497,13 +551,98 @@ mod tests {
     }
 
     fn head(method: &'static str, path: &'static str) -> RequestHead {
-        sluice_http::request_head(vec![
-            (Bytes::from_static(b":method"), Bytes::from_static(method.as_bytes())),
-            (Bytes::from_static(b":scheme"), Bytes::from_static(b"http")),
-            (Bytes::from_static(b":authority"), Bytes::from_static(b"localhost")),
-            (Bytes::from_static(b":path"), Bytes::from_static(path.as_bytes())),
-        ])
-        .unwrap()
+        head_with(method, "localhost", path, &[])
+    }
+
+    fn head_with(method: &str, authority: &str, path: &str, fields: &[(&str, &str)]) -> RequestHead {
+        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        let mut list = vec![
+            (b(":method"), b(method)),
+            (b(":scheme"), b("https")),
+            (b(":authority"), b(authority)),
+            (b(":path"), b(path)),
+        ];
+        list.extend(fields.iter().map(|(n, v)| (b(n), b(v))));
+        sluice_http::request_head(list).unwrap()
+    }
+
+    /// Streams over a site serving `dir/www`, where `a.txt` holds `A_TXT`, with an `Alt-Svc`.
+    fn file_streams(dir: &std::path::Path) -> (Streams, CmdReceiver) {
+        std::fs::create_dir_all(dir.join("www")).unwrap();
+        std::fs::write(dir.join("www/a.txt"), A_TXT).unwrap();
+        let toml = format!(
+            "data_dir = '{d}'\naccess_log = false\n[[site]]\nroot = '{d}/www'\n[quic]\nenabled = false\n",
+            d = dir.display()
+        );
+        std::fs::write(dir.join("sluice.toml"), toml).unwrap();
+        let cfg = crate::config::load(&dir.join("sluice.toml")).unwrap();
+        let alt_svc = Some(http::HeaderValue::from_static("h3=\":8443\""));
+        let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), true, alt_svc, None));
+        Streams::new(Arc::new(State::new(cfg)), info, Proto::Http2)
+    }
+
+    const A_TXT: &[u8] = b"a small static file\n";
+
+    #[tokio::test]
+    async fn a_cached_file_is_answered_inline_exactly_as_its_handler_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, mut rx) = file_streams(dir.path());
+        let mut e = Recorder::default();
+        // The first request takes the usual path: it finds the authority valid and served on
+        // this connection, and puts the file in the cache.
+        let fields = [("accept", "*/*"), ("user-agent", "test")];
+        s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &fields), true, None);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+        assert_eq!(e.heads, vec![(1, 200, false)]);
+        assert_eq!(e.data[&1], A_TXT);
+        // The next is answered at once, through no command: the same head, fields and body.
+        s.start(&mut e, 3, head_with("GET", "localhost", "/a.txt?x=1", &fields), true, None);
+        assert_eq!(e.heads[1], (3, 200, false));
+        assert_eq!(e.fields[&3], e.fields[&1]);
+        assert!(e.fields[&3].iter().any(|f| f.name == "alt-svc"), "{:?}", e.fields[&3]);
+        assert_eq!(e.data[&3], A_TXT);
+        assert_eq!(e.ended.get(&3), Some(&true));
+        assert!(!s.contains(3), "no stream state is kept for it");
+        // HEAD: the same fields, no body, the head ends the stream.
+        s.start(&mut e, 5, head_with("HEAD", "localhost", "/a.txt", &[]), true, None);
+        assert_eq!(e.heads[2], (5, 200, true));
+        assert_eq!(e.fields[&5], e.fields[&1]);
+        assert!(!e.data.contains_key(&5));
+        assert!(rx.try_recv().is_none());
+    }
+
+    #[tokio::test]
+    async fn requests_the_inline_answer_does_not_cover_take_the_usual_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, mut rx) = file_streams(dir.path());
+        let mut e = Recorder::default();
+        s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &[]), true, None);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+        let etag = e.fields[&1].iter().find(|f| f.name == "etag").unwrap().value.clone();
+        let etag = std::str::from_utf8(&etag).unwrap().to_owned();
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], u16);
+        let cases: [Case; 6] = [
+            // A precondition: the file handler answers 304.
+            ("GET", "localhost", &[("if-none-match", &etag)], 304),
+            // A range: 206.
+            ("GET", "localhost", &[("range", "bytes=0-0")], 206),
+            // A `host` naming another entity than :authority: 400.
+            ("GET", "localhost", &[("host", "elsewhere")], 400),
+            // An authority this connection has not checked yet (here: an invalid one): 400.
+            ("GET", "local host", &[], 400),
+            // A value the `http` crate refuses: 400.
+            ("GET", "localhost", &[("x-bad", "a\u{1}b")], 400),
+            // Not GET or HEAD: 405.
+            ("DELETE", "localhost", &[], 405),
+        ];
+        for (i, (method, authority, fields, status)) in cases.into_iter().enumerate() {
+            let id = 3 + 2 * i as u64;
+            s.start(&mut e, id, head_with(method, authority, "/a.txt", fields), true, None);
+            // Nothing went to the engine from `start` itself: the handler's commands did.
+            assert!(!e.fields.contains_key(&id), "{method} {authority} {fields:?} answered inline");
+            pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+            assert_eq!(e.heads.last().map(|h| (h.0, h.1)), Some((id, status)), "{method} {authority} {fields:?}");
+        }
     }
 
     /// Apply every command that arrives within `wait`.
@@ -535,7 +674,7 @@ mod tests {
         let (mut s, mut rx, _dir) = streams();
         let mut e = Recorder::default();
         let total = 1_000_000;
-        s.start(1, head("GET", "/__down?bytes=1000000"), true, None);
+        s.start(&mut e, 1, head("GET", "/__down?bytes=1000000"), true, None);
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
         assert_eq!(e.heads, vec![(1, 200, false)]);
         // The handler stopped at the stream's send buffer: not one byte more.
@@ -560,7 +699,7 @@ mod tests {
         let (mut s, mut rx, _dir) = streams();
         // An engine that takes one chunk at a time.
         let mut e = Recorder { bound: Some(1), ..Recorder::default() };
-        s.start(1, head("GET", "/__down?bytes=200000"), true, None);
+        s.start(&mut e, 1, head("GET", "/__down?bytes=200000"), true, None);
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
         assert_eq!(e.data[&1].len(), CHUNK, "one chunk taken, the rest held");
         while !e.ended.contains_key(&1) {
@@ -584,7 +723,7 @@ mod tests {
             c.fetch_add(n, Ordering::SeqCst);
         });
         // A body with no handler reading it yet: credit stays with the handler's queue.
-        s.start(3, head("POST", "/__up"), false, Some(on_consumed));
+        s.start(&mut e, 3, head("POST", "/__up"), false, Some(on_consumed));
         assert_eq!(consumed.load(Ordering::SeqCst), 0);
         for _ in 0..10 {
             assert_eq!(s.body(3, Bytes::from(vec![7u8; 1000]), false, Some(65_535)), BodyVerdict::Taken);
@@ -604,7 +743,7 @@ mod tests {
     async fn a_reset_stream_fails_its_body_and_stops_its_handler() {
         let (mut s, mut rx, _dir) = streams();
         let mut e = Recorder::default();
-        s.start(5, head("POST", "/__up"), false, None);
+        s.start(&mut e, 5, head("POST", "/__up"), false, None);
         assert_eq!(s.body(5, Bytes::from_static(b"abc"), false, None), BodyVerdict::Taken);
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
         assert!(s.contains(5));
@@ -618,7 +757,7 @@ mod tests {
         s.sweep(&e);
         assert!(s.is_empty());
         // A stream whose handler is blocked on permits wakes when reset, and ends.
-        s.start(7, head("GET", "/__down?bytes=10000000"), true, None);
+        s.start(&mut e, 7, head("GET", "/__down?bytes=10000000"), true, None);
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
         assert_eq!(e.data[&7].len(), STREAM_SEND_BUFFER);
         s.reset(7);
@@ -636,7 +775,8 @@ mod tests {
         cfg.limits.max_request_body = 1500;
         let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
         let (mut s, _rx) = Streams::new(Arc::new(State::new(cfg)), info, Proto::Http3);
-        s.start(1, head("POST", "/__up"), false, None);
+        let mut e = Recorder::default();
+        s.start(&mut e, 1, head("POST", "/__up"), false, None);
         assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::Taken);
         assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::TooLarge);
     }
@@ -654,7 +794,7 @@ mod tests {
         let mut e = Recorder::default();
         // Five downloads whose client never lets a byte be framed.
         for id in [1, 3, 5, 7, 9] {
-            s.start(id, head("GET", "/__down?bytes=10000000"), true, None);
+            s.start(&mut e, id, head("GET", "/__down?bytes=10000000"), true, None);
         }
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
         let queued: usize = e.data.values().map(Vec::len).sum();

@@ -33,11 +33,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use crate::app::http::{Body, Proto, Request, Response};
+use crate::app::http::{Body, Head, Proto, Request, Response};
 
 mod conditional;
 mod lookup;
@@ -200,18 +200,46 @@ impl Fields {
     }
 }
 
+impl Fields {
+    /// The whole-file fields in the HTTP/2 and HTTP/3 engines' form, shared.
+    fn wire(&self) -> Head {
+        self.wire.get_or_init(|| std::sync::Arc::new(crate::app::respond::response_fields(&self.full))).clone()
+    }
+}
+
+/// The request fields besides method and path that a static answer depends on: the
+/// preconditions (RFC 9110 §13.1) and the range (§14.2). Without any, the answer to GET or
+/// HEAD is the whole file.
+pub(crate) const SELECTING: [HeaderName; 6] = [
+    header::IF_MATCH,
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_RANGE,
+    header::RANGE,
+];
+
+/// What [`serve`] answers over HTTP/2 and HTTP/3 to a GET (or, with `head_only`, a HEAD) for
+/// `path` under `root` that carries none of [`SELECTING`], when the file is in the small-file
+/// cache: 200 with the shared whole-file fields and the whole content (none for HEAD), the
+/// same as `respond` gives. `None` when the file is not cached (`serve` looks it up).
+pub(crate) fn cached_whole(root: &Path, path: &str, head_only: bool) -> Option<(Head, Bytes)> {
+    let hit = cache::get(root, path)?;
+    let body = if head_only {
+        Bytes::new()
+    } else {
+        // As `Source::section(0, len)`: the content is the file's length (at most a chunk).
+        let len = usize::try_from(hit.fields.len).map_or(hit.content.len(), |l| l.min(hit.content.len()));
+        hit.content.slice(..len)
+    };
+    Some((hit.fields.wire(), body))
+}
+
 fn respond(req: &Request, src: Source, f: &Fields) -> Response {
     let (v, len, ctype) = (&f.v, f.len, f.ctype);
     // One pass over the request's field names decides whether any precondition or range
     // applies: most requests carry none, and each lookup below is a hash probe.
-    let conditional = req.headers.keys().any(|n| {
-        n == header::IF_MATCH
-            || n == header::IF_NONE_MATCH
-            || n == header::IF_MODIFIED_SINCE
-            || n == header::IF_UNMODIFIED_SINCE
-            || n == header::IF_RANGE
-            || n == header::RANGE
-    });
+    let conditional = req.headers.keys().any(|n| SELECTING.contains(n));
     let is_head = req.method == Method::HEAD;
     let ranges = if !conditional {
         Ranges::Full
@@ -256,8 +284,7 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
                 Response::new(StatusCode::OK, f.full.clone(), body)
             } else {
                 // HTTP/2 and HTTP/3: the fields as their engines take them, shared.
-                let wire = f.wire.get_or_init(|| std::sync::Arc::new(crate::app::respond::response_fields(&f.full)));
-                Response { status: StatusCode::OK, head: Some(wire.clone()), headers: HeaderMap::new(), body }
+                Response { status: StatusCode::OK, head: Some(f.wire()), headers: HeaderMap::new(), body }
             }
         }
         Ranges::Unsatisfiable => {
