@@ -20,6 +20,51 @@ impl Field {
     }
 }
 
+/// A decoded field name as a decoder hands it over: read where it lies, and made into
+/// [`Bytes`] only if it is kept (pseudo-header names never are).
+pub trait Name: AsRef<[u8]> {
+    /// The name as bytes the field can keep.
+    fn into_bytes(self) -> Bytes;
+}
+
+impl Name for Bytes {
+    fn into_bytes(self) -> Bytes {
+        self
+    }
+}
+
+/// `name` as static bytes when it is a field name requests commonly carry: a field kept with
+/// such a name costs no reference count (as its clone and drop) on a shared buffer.
+pub fn static_name(name: &[u8]) -> Option<&'static [u8]> {
+    const NAMES: [&[u8]; 24] = [
+        b"accept",
+        b"accept-encoding",
+        b"accept-language",
+        b"authorization",
+        b"cache-control",
+        b"content-length",
+        b"content-type",
+        b"cookie",
+        b"if-modified-since",
+        b"if-none-match",
+        b"origin",
+        b"pragma",
+        b"priority",
+        b"range",
+        b"referer",
+        b"sec-fetch-dest",
+        b"sec-fetch-mode",
+        b"sec-fetch-site",
+        b"te",
+        b"upgrade-insecure-requests",
+        b"user-agent",
+        b"x-forwarded-for",
+        b"x-forwarded-proto",
+        b"x-request-id",
+    ];
+    NAMES.iter().find(|n| **n == name).copied()
+}
+
 /// A request's pseudo-header fields and its regular fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestHead {
@@ -101,7 +146,8 @@ static CLASS: [u8; 256] = {
 /// pseudo-header fields (known, unique, before regular fields, valid values), lower-case token
 /// names, valid values, no connection-specific fields, `te` only `trailers`, and the mandatory
 /// pseudo-header fields of a request or a CONNECT request (RFC 9113 §8.2, §8.3, §8.5).
-pub fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static str> {
+pub fn request_head<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Result<RequestHead, &'static str> {
+    let list = list.into_iter();
     let mut head = RequestHead {
         method: Bytes::new(),
         scheme: None,
@@ -109,12 +155,12 @@ pub fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static s
         path: None,
         protocol: None,
         // Sized once: at most the list, less the (usually four) pseudo-header fields.
-        fields: Vec::with_capacity(list.len().saturating_sub(4).max(1)),
+        fields: Vec::with_capacity(list.size_hint().0.saturating_sub(4).max(1)),
     };
     let mut method = None;
     let mut regular_seen = false;
     for (name, value) in list {
-        if let Some(pseudo) = name.strip_prefix(b":") {
+        if let Some(pseudo) = name.as_ref().strip_prefix(b":") {
             if regular_seen {
                 return Err("pseudo-header field after a regular field");
             }
@@ -136,19 +182,20 @@ pub fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static s
             continue;
         }
         regular_seen = true;
-        if !valid_name(&name) {
+        let n = name.as_ref();
+        if !valid_name(n) {
             return Err("invalid field name (upper case or not a token)");
         }
         if !valid_value(&value) {
             return Err("invalid field value");
         }
-        if CONNECTION_SPECIFIC.contains(&&name[..]) {
+        if CONNECTION_SPECIFIC.contains(&n) {
             return Err("connection-specific field");
         }
-        if &name[..] == b"te" && &value[..] != b"trailers" {
+        if n == b"te" && &value[..] != b"trailers" {
             return Err("te other than trailers");
         }
-        head.fields.push(Field { name, value });
+        head.fields.push(Field { name: name.into_bytes(), value });
     }
     let Some(method) = method else { return Err("missing :method") };
     if !is_token(&method) {
@@ -179,19 +226,21 @@ pub fn request_head(list: Vec<(Bytes, Bytes)>) -> Result<RequestHead, &'static s
 
 /// Check a trailer section: no pseudo-header fields (RFC 9113 §8.1), same field rules as a
 /// head; returns the fields or why the section is malformed.
-pub fn trailers(list: Vec<(Bytes, Bytes)>) -> Result<Vec<Field>, &'static str> {
-    let mut out = Vec::with_capacity(list.len());
+pub fn trailers<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Result<Vec<Field>, &'static str> {
+    let list = list.into_iter();
+    let mut out = Vec::with_capacity(list.size_hint().0);
     for (name, value) in list {
-        if name.starts_with(b":") {
+        let n = name.as_ref();
+        if n.starts_with(b":") {
             return Err("pseudo-header field in trailers");
         }
-        if !valid_name(&name) || !valid_value(&value) {
+        if !valid_name(n) || !valid_value(&value) {
             return Err("invalid trailer field");
         }
-        if CONNECTION_SPECIFIC.contains(&&name[..]) {
+        if CONNECTION_SPECIFIC.contains(&n) {
             return Err("connection-specific field in trailers");
         }
-        out.push(Field { name, value });
+        out.push(Field { name: name.into_bytes(), value });
     }
     Ok(out)
 }
@@ -290,5 +339,15 @@ mod tests {
         let mut g = list(GOOD);
         g.push((Bytes::from_static(b"content-length"), Bytes::from_static(b"-1")));
         assert!(content_length(&request_head(g).unwrap()).is_err());
+    }
+
+    #[test]
+    fn only_whole_common_names_are_static() {
+        for n in [&b"accept"[..], b"user-agent", b"te", b"x-request-id"] {
+            assert_eq!(static_name(n), Some(n));
+        }
+        for n in [&b"accep"[..], b"accept-", b"Accept", b"x-other", b""] {
+            assert_eq!(static_name(n), None, "{:?}", String::from_utf8_lossy(n));
+        }
     }
 }

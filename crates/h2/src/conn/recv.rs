@@ -272,8 +272,9 @@ impl Connection {
             self.out_block = b.buf;
         }
         let all = all.freeze();
-        let list: Vec<(Bytes, Bytes)> = spans.iter().map(|&[a, m, e]| (all.slice(a..m), all.slice(m..e))).collect();
-        self.spans = spans;
+        // The fields as the request checks take them: names read in place (pseudo-header names
+        // are never kept, common names are kept as static bytes), values sliced.
+        let list = spans.iter().map(|&[a, m, e]| (Span { all: &all, at: a, end: m }, all.slice(m..e)));
         let too_large = match decoded {
             Ok(()) => false,
             Err(sluice_hpack::DecodeError::HeaderListTooLarge) => true,
@@ -291,7 +292,9 @@ impl Connection {
             if too_large {
                 return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "trailers too large"));
             }
-            let fields = request::trailers(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
+            let fields = request::trailers(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d));
+            self.spans = spans;
+            let fields = fields?;
             if s.content_length.is_some_and(|cl| cl != s.received) {
                 return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "body length differs from content-length"));
             }
@@ -342,7 +345,9 @@ impl Connection {
             self.heads.push_back(id);
             return Ok(());
         }
-        let head = request::request_head(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
+        let head = request::request_head(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d));
+        self.spans = spans;
+        let head = head?;
         s.content_length = request::content_length(&head).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
         if b.end_stream && s.content_length.is_some_and(|cl| cl != 0) {
             return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "content-length on a request without body"));
@@ -588,6 +593,28 @@ impl Connection {
         self.recv_window.set_target(target);
         if let Some(inc) = self.recv_window.poll_update() {
             WindowUpdate { stream: 0, increment: inc }.encode(&mut self.control);
+        }
+    }
+}
+
+/// A decoded field name where it lies in a header block's buffer.
+struct Span<'a> {
+    all: &'a Bytes,
+    at: usize,
+    end: usize,
+}
+
+impl AsRef<[u8]> for Span<'_> {
+    fn as_ref(&self) -> &[u8] {
+        &self.all[self.at..self.end]
+    }
+}
+
+impl request::Name for Span<'_> {
+    fn into_bytes(self) -> Bytes {
+        match request::static_name(self.as_ref()) {
+            Some(s) => Bytes::from_static(s),
+            None => self.all.slice(self.at..self.end),
         }
     }
 }

@@ -226,7 +226,7 @@ impl Connection {
     /// A decoded header section: validate (§4.1.2, §4.2, §4.3) and deliver the request.
     fn deliver_head(&mut self, id: u64, fields: Vec<FieldLine>) -> Result<Step, Error> {
         let malformed = |reason| Error::stream(id, Code::H3_MESSAGE_ERROR, reason);
-        let list = fields.into_iter().map(|f| (f.name, f.value)).collect();
+        let list = fields.into_iter().map(|f| (f.name, f.value));
         let head = sluice_http::request_head(list).map_err(malformed)?;
         check_h3_head(&head).map_err(malformed)?;
         let content_length = sluice_http::content_length(&head).map_err(malformed)?;
@@ -252,7 +252,7 @@ impl Connection {
     /// Decoded trailers: validate and deliver; the body is complete (§4.1).
     fn deliver_trailers(&mut self, id: u64, fields: Vec<FieldLine>) -> Result<Step, Error> {
         let malformed = |reason| Error::stream(id, Code::H3_MESSAGE_ERROR, reason);
-        let list = fields.into_iter().map(|f| (f.name, f.value)).collect();
+        let list = fields.into_iter().map(|f| (f.name, f.value));
         let fields: Vec<Field> = sluice_http::trailers(list).map_err(malformed)?;
         let Some(s) = self.streams.get_mut(&id) else { return Ok(Step::Stop) };
         if s.recv.content_length.is_some_and(|cl| cl != s.recv.received) {
