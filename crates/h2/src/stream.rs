@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use crate::flow::{RecvWindow, SendWindow, TuneState};
 use crate::priority::Priority;
-use sluice_http::Field;
+use sluice_http::{Field, HeadFields};
 
 /// Where the final response head (status 200 or more) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub(crate) enum FinalHead {
 #[derive(Debug)]
 pub(crate) struct PendingHead {
     pub(crate) status: u16,
-    pub(crate) fields: Vec<Field>,
+    pub(crate) fields: HeadFields,
     pub(crate) end_stream: bool,
 }
 
@@ -106,7 +106,7 @@ impl Stream {
 
     /// Queue a response head; returns whether the stream must join the connection's list of
     /// streams with heads to frame (it had none waiting).
-    pub(crate) fn push_head(&mut self, status: u16, fields: Vec<Field>, end_stream: bool) -> bool {
+    pub(crate) fn push_head(&mut self, status: u16, fields: HeadFields, end_stream: bool) -> bool {
         let first = self.heads.is_empty();
         if status >= 200 {
             self.final_head = FinalHead::Queued;

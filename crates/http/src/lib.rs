@@ -14,5 +14,5 @@ pub mod sched;
 
 pub use budget::Budget;
 pub use priority::Priority;
-pub use request::{content_length, request_head, trailers, Field, RequestHead};
+pub use request::{content_length, request_head, trailers, Field, HeadFields, RequestHead};
 pub use sched::Scheduler;

@@ -20,6 +20,40 @@ impl Field {
     }
 }
 
+/// A response head's fields: a list many responses share (made once, as for every response
+/// with one file version), then the response's own. Handing one over clones a pointer, not
+/// each field (a field clone is two reference counts, each an atomic operation).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeadFields {
+    /// The shared fields, first.
+    pub shared: Option<std::sync::Arc<Vec<Field>>>,
+    /// The response's own fields, after them.
+    pub own: Vec<Field>,
+}
+
+impl HeadFields {
+    /// Every field, shared ones first.
+    pub fn iter(&self) -> impl Iterator<Item = &Field> + Clone {
+        self.shared.iter().flat_map(|s| s.iter()).chain(self.own.iter())
+    }
+
+    /// How many fields there are.
+    pub fn len(&self) -> usize {
+        self.shared.as_ref().map_or(0, |s| s.len()) + self.own.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<Vec<Field>> for HeadFields {
+    fn from(own: Vec<Field>) -> Self {
+        Self { shared: None, own }
+    }
+}
+
 /// A decoded field name as a decoder hands it over: read where it lies, and made into
 /// [`Bytes`] only if it is kept (pseudo-header names never are).
 pub trait Name: AsRef<[u8]> {

@@ -289,6 +289,86 @@ fn w3_an_http2_peer_that_keeps_its_windows_shut_while_pinging_is_closed() {
     req.extend_from_slice(&[0x1, 0x5, 0, 0, 0, 1]);
     req.extend_from_slice(&block);
     s.write_all(&req).unwrap();
+    let (closed, got) = ping_until_closed(&mut s);
+    assert!(closed, "the stalled connection was kept open for 30 s");
+    // It got about one window of data, then a GOAWAY (type 0x7) said why.
+    assert!(got.len() < 200_000, "{} bytes", got.len());
+    assert!(frame_types(&got).contains(&0x7), "no GOAWAY before the close");
+}
+
+#[test]
+fn w3_a_stalled_response_answered_without_a_handler_is_closed_too() {
+    // A cached small file, asked for a second time on the connection, is answered from the
+    // engine's head with no handler state: the stall check must see its bytes in the engine.
+    let extra = "header_secs = 2\nidle_secs = 4\n".to_owned();
+    let srv = Server::start_with(&Options { extra, ..Options::default() });
+    let mut s = connect(srv.plain_port);
+    let mut req = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    req.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // empty SETTINGS
+    req.extend_from_slice(&[0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]); // and the ACK of the server's
+    req.extend_from_slice(&get_hello(1));
+    s.write_all(&req).unwrap();
+    // The first answer goes through a handler (the connection checks the authority) and
+    // ends; then every stream window is shut (SETTINGS_INITIAL_WINDOW_SIZE = 0) and the
+    // second request waits with its body unsent.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ended(&got, 1) {
+        assert!(Instant::now() < deadline, "no whole response to the first request");
+        let n = s.read(&mut buf).expect("read the first response");
+        assert!(n > 0, "closed before the first response");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let mut req = vec![0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4, 0, 0, 0, 0];
+    req.extend_from_slice(&get_hello(3));
+    s.write_all(&req).unwrap();
+    let (closed, got) = ping_until_closed(&mut s);
+    assert!(closed, "the stalled connection was kept open for 30 s");
+    assert!(frame_types(&got).contains(&0x7), "no GOAWAY before the close");
+}
+
+/// A HEADERS frame for `GET /hello.txt` on `stream`, authority localhost, ending the stream.
+fn get_hello(stream: u8) -> Vec<u8> {
+    let path = "/hello.txt";
+    let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+    block.extend_from_slice(path.as_bytes());
+    block.extend_from_slice(&[0x01, 9]);
+    block.extend_from_slice(b"localhost");
+    let mut f = (block.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend_from_slice(&[0x1, 0x5, 0, 0, 0, stream]);
+    f.extend_from_slice(&block);
+    f
+}
+
+/// The frames in `got` as (type, flags, stream), in order (a partial last frame left out).
+fn frames(got: &[u8]) -> Vec<(u8, u8, u32)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 9 <= got.len() {
+        let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+        let stream = u32::from_be_bytes([got[at + 5], got[at + 6], got[at + 7], got[at + 8]]) & 0x7fff_ffff;
+        if at + 9 + len > got.len() {
+            break;
+        }
+        out.push((got[at + 3], got[at + 4], stream));
+        at += 9 + len;
+    }
+    out
+}
+
+fn frame_types(got: &[u8]) -> Vec<u8> {
+    frames(got).into_iter().map(|f| f.0).collect()
+}
+
+/// Whether `got` holds a HEADERS or DATA frame with END_STREAM on `stream`.
+fn ended(got: &[u8], stream: u32) -> bool {
+    frames(got).iter().any(|&(t, flags, id)| id == stream && (t == 0x0 || t == 0x1) && flags & 0x1 != 0)
+}
+
+/// PINGs every 500 ms (keeping the connection busy) and reads, until the server closes the
+/// connection or 30 s pass: whether it closed, and what was read.
+fn ping_until_closed(s: &mut TcpStream) -> (bool, Vec<u8>) {
     s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let ping = [0, 0, 8, 0x6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -312,17 +392,7 @@ fn w3_an_http2_peer_that_keeps_its_windows_shut_while_pinging_is_closed() {
             Err(_) => break true,
         }
     };
-    assert!(closed, "the stalled connection was kept open for 30 s");
-    // It got about one window of data, then a GOAWAY (type 0x7) said why.
-    assert!(got.len() < 200_000, "{} bytes", got.len());
-    let mut at = 0;
-    let mut goaway = false;
-    while at + 9 <= got.len() {
-        let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
-        goaway |= got[at + 3] == 0x7;
-        at += 9 + len;
-    }
-    assert!(goaway, "no GOAWAY before the close");
+    (closed, got)
 }
 
 #[test]

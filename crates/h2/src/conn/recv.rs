@@ -340,7 +340,7 @@ impl Connection {
             // §8.2.2 / RFC 6585: answer 431 and drop the body.
             s.discard = true;
             s.end_queued = true;
-            s.push_head(431, vec![request::Field::new("content-length", "0")], true);
+            s.push_head(431, vec![request::Field::new("content-length", "0")].into(), true);
             self.streams.insert(id, s);
             self.heads.push_back(id);
             return Ok(());

@@ -10,7 +10,7 @@ use crate::error::{Error, Initiator, Reason};
 use crate::frame::{kind, Data, Head, Headers, RstStream};
 use crate::priority::Priority;
 use crate::stream::FinalHead;
-use sluice_http::Field;
+use sluice_http::{Field, HeadFields};
 
 /// Frames smaller than this are not worth cutting to fit the caller's byte budget; the pick
 /// waits for the next transmit instead.
@@ -28,7 +28,7 @@ impl Connection {
         &mut self,
         stream: u32,
         status: u16,
-        fields: Vec<Field>,
+        fields: impl Into<HeadFields>,
         end_stream: bool,
     ) -> Result<(), SendError> {
         let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
@@ -46,7 +46,7 @@ impl Connection {
         if end_stream {
             s.end_queued = true;
         }
-        if s.push_head(status, fields, end_stream) {
+        if s.push_head(status, fields.into(), end_stream) {
             self.heads.push_back(stream);
         }
         Ok(())
@@ -128,6 +128,14 @@ impl Connection {
     /// Body bytes of `stream` queued and not yet framed; `None` if the stream is gone.
     pub fn buffered(&self, stream: u32) -> Option<usize> {
         self.streams.get(&stream).map(|s| s.queued)
+    }
+
+    /// Whether a response head, body bytes, trailers or an end of stream wait to be framed on
+    /// any stream (whatever the flow-control windows allow now).
+    pub fn has_unframed(&self) -> bool {
+        self.streams
+            .values()
+            .any(|s| !s.heads.is_empty() || s.queued > 0 || s.trailers.is_some() || (s.end_queued && s.send_open))
     }
 
     /// Whether frames wait that need room in a write: queued control frames or headers, or a

@@ -3,8 +3,8 @@
 //! then one quantum of body data per scheduler pick (RFC 9218 order).
 
 use bytes::{Buf, Bytes};
-use sluice_http::Field;
 use sluice_http::Priority;
+use sluice_http::{Field, HeadFields};
 use sluice_qpack::{FieldRef, ENTRY_OVERHEAD};
 
 use super::{Connection, SendError, Transmit};
@@ -26,9 +26,10 @@ impl Connection {
         &mut self,
         stream: u64,
         status: u16,
-        fields: Vec<Field>,
+        fields: impl Into<HeadFields>,
         end_stream: bool,
     ) -> Result<(), SendError> {
+        let fields = fields.into();
         let s = self.streams.get(&stream).ok_or(SendError::UnknownStream)?;
         if s.send.done || s.send.final_head != FinalHead::None {
             return Err(SendError::InvalidState);
@@ -140,6 +141,11 @@ impl Connection {
     /// Body bytes of `stream` queued and not yet framed; `None` if the stream is gone.
     pub fn buffered(&self, stream: u64) -> Option<usize> {
         self.streams.get(&stream).map(|s| s.send.queued)
+    }
+
+    /// Whether a response head or body bytes wait to be handed to the transport on any stream.
+    pub fn has_unframed(&self) -> bool {
+        !self.heads.is_empty() || self.streams.values().any(|s| s.send.queued > 0)
     }
 
     /// Body bytes `stream` accepts now before [`Connection::send_data`] refuses more; `None` if

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use sluice_http::{Field, RequestHead};
+use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::Semaphore;
 
 use crate::app::accesslog::{AccessLog, Counters};
@@ -73,7 +73,7 @@ pub(crate) trait Sink: Send + Sync + 'static {
     fn priority(&self, value: Bytes);
     /// A response head: an interim one (1xx, any number, never `end`) or the final one; `end`
     /// when nothing follows.
-    fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool;
+    fn head(&self, status: u16, fields: HeadFields, end: bool) -> bool;
     /// Body bytes; `end` with the last.
     fn data(&self, data: Bytes, end: bool) -> bool;
     /// The trailer section; it ends the response.
@@ -254,7 +254,7 @@ fn access_log(
 /// A final response the stream layer sends itself, without a handler ([`answer_inline`]).
 pub(crate) struct Inline {
     pub(crate) status: u16,
-    pub(crate) fields: Vec<Field>,
+    pub(crate) fields: HeadFields,
     /// The whole body; empty: none (the head ends the stream).
     pub(crate) body: Bytes,
     /// Its access-log line, written when this drops: set `bytes_out` and `outcome` first.
@@ -326,9 +326,7 @@ pub(crate) fn answer_inline(
     }
     let (wire, body) = static_files::cached_whole(root, path, head_only)?;
     // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router).
-    let mut fields = Vec::with_capacity(wire.len() + 1);
-    fields.extend(wire.iter().cloned());
-    fields.extend(conn.alt_svc_field.iter().cloned());
+    let fields = HeadFields { shared: Some(wire), own: conn.alt_svc_field.iter().cloned().collect() };
     let method = if head_only { http::Method::HEAD } else { http::Method::GET };
     let mut log = access_log(state, proto, conn.peer, &method, authority, path, counters.clone());
     log.status = 200;
@@ -403,11 +401,7 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
         } else if let Some(f) = p.head.as_ref().and_then(|h| h.iter().find(|f| f.name == "priority")) {
             sink.priority(f.value.clone());
         }
-        let mut fields = Vec::with_capacity(p.head.as_ref().map_or(0, |h| h.len()) + p.headers.len());
-        if let Some(head) = &p.head {
-            fields.extend(head.iter().cloned());
-        }
-        append_response_fields(&p.headers, &mut fields);
+        let fields = HeadFields { shared: p.head.take(), own: response_fields(&p.headers) };
         if !sink.head(p.status.as_u16(), fields, p.no_body) || p.no_body {
             return;
         }

@@ -61,7 +61,7 @@ fn h2_id(id: u64) -> u32 {
 }
 
 impl Engine for Connection {
-    fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused> {
+    fn send_head(&mut self, id: u64, status: u16, fields: sluice_http::HeadFields, end: bool) -> Result<(), Refused> {
         self.send_response(h2_id(id), status, fields, end).map_err(refused)
     }
 
@@ -149,7 +149,8 @@ where
         // Made once, not each turn of the loop: shutdown fires once (then its branch is off).
         let mut shutdown_changed = std::pin::pin!(shutdown.changed());
         loop {
-            if !streams.queued() {
+            // Streams answered inline have no handler state: the engine holds what they wait for.
+            if !streams.queued() && !conn.has_unframed() {
                 progress_at = tokio::time::Instant::now();
             }
             handle_events(&mut conn, &mut streams, &info, &mut resets);
@@ -199,15 +200,16 @@ where
             if spare.is_some() && conn.is_done() {
                 break;
             }
-            if eof && spare.is_some() && streams.is_empty() {
+            if eof && spare.is_some() && streams.is_empty() && !conn.has_unframed() {
                 break;
             }
             // A busy connection reads and writes in large buffers; one without a stream for
             // SHRINK_AFTER keeps small ones (a 64 KiB read buffer and a written-through 1 MiB
             // write buffer were most of what an idle connection cost). Not at once: a connection
             // whose streams come in bursts keeps its large buffers between them.
-            let read_size = if streams.is_empty() { IDLE_READ } else { BUSY_READ };
-            if !streams.is_empty() {
+            let active = !streams.is_empty() || conn.open_streams() > 0;
+            let read_size = if active { BUSY_READ } else { IDLE_READ };
+            if active {
                 idle_since = None;
             } else if idle_since.is_none() {
                 idle_since = Some(tokio::time::Instant::now());
@@ -263,9 +265,9 @@ where
                     }
                 }
                 _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
-                _ = tokio::time::sleep_until(stall_check), if !streams.is_empty() => {
+                _ = tokio::time::sleep_until(stall_check), if active => {
                     stall_check = tokio::time::Instant::now() + stall_every;
-                    if streams.queued() && progress_at.elapsed() >= state.cfg.timeouts.idle {
+                    if (streams.queued() || conn.has_unframed()) && progress_at.elapsed() >= state.cfg.timeouts.idle {
                         tracing::info!(%peer, "no response byte framed for timeouts.idle: the peer keeps its windows shut; closing");
                         conn.abort("stalled: the peer's flow-control windows stayed shut for the idle timeout");
                     }

@@ -244,7 +244,7 @@ fn refused(e: SendError) -> Refused {
 }
 
 impl Engine for Connection {
-    fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused> {
+    fn send_head(&mut self, id: u64, status: u16, fields: sluice_http::HeadFields, end: bool) -> Result<(), Refused> {
         self.send_response(id, status, fields, end).map_err(refused)
     }
 
@@ -550,7 +550,8 @@ async fn serve(
     let mut shutdown_changed = std::pin::pin!(shutdown.changed());
     let mut closed = std::pin::pin!(quic.closed());
     loop {
-        if !d.streams.queued() {
+        // Streams answered inline have no handler state: the engine holds what they wait for.
+        if !d.streams.queued() && !d.engine.has_unframed() {
             d.progress_at = Instant::now();
         }
         d.handle_events();
@@ -597,9 +598,9 @@ async fn serve(
             // As over HTTP/2: response bytes waiting and none taken by quinn for the idle
             // timeout (a peer that keeps its QUIC flow-control credit shut while it keeps the
             // connection alive) ends the connection and frees what its streams hold.
-            _ = tokio::time::sleep_until(stall_check), if !d.streams.is_empty() => {
+            _ = tokio::time::sleep_until(stall_check), if !d.streams.is_empty() || d.engine.open_streams() > 0 => {
                 stall_check = tokio::time::Instant::now() + stall_every;
-                if d.streams.queued() && d.progress_at.elapsed() >= state.cfg.timeouts.idle {
+                if (d.streams.queued() || d.engine.has_unframed()) && d.progress_at.elapsed() >= state.cfg.timeouts.idle {
                     tracing::info!(%peer, "no response byte taken for timeouts.idle: the peer keeps its credit shut; closing");
                     quic.close(VarInt::from_u64(Code::H3_EXCESSIVE_LOAD.0).unwrap_or_default(), b"stalled");
                     break;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use sluice_http::{Field, RequestHead};
+use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -46,7 +46,7 @@ pub(crate) const STREAM_SEND_BUFFER: usize = 4 * CHUNK;
 #[derive(Debug)]
 pub(crate) enum Cmd {
     /// A response head: interim (1xx) or final.
-    Head { id: u64, status: u16, fields: Vec<Field>, end: bool },
+    Head { id: u64, status: u16, fields: HeadFields, end: bool },
     /// Body bytes.
     Data { id: u64, data: Bytes, end: bool },
     /// The trailer section, ending the response.
@@ -76,7 +76,7 @@ pub(crate) enum Refused {
 
 /// What the stream layer needs of an engine.
 pub(crate) trait Engine {
-    fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused>;
+    fn send_head(&mut self, id: u64, status: u16, fields: HeadFields, end: bool) -> Result<(), Refused>;
     fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused>;
     fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused>;
     /// Hand `n` bytes of request-body credit back (HTTP/2); nothing for engines whose
@@ -102,7 +102,7 @@ impl Sink for StreamSink {
         let _ = self.tx.send(Cmd::Priority { id: self.id, value });
     }
 
-    fn head(&self, status: u16, fields: Vec<Field>, end: bool) -> bool {
+    fn head(&self, status: u16, fields: HeadFields, end: bool) -> bool {
         self.tx.send(Cmd::Head { id: self.id, status, fields, end }).is_ok()
     }
 
@@ -124,7 +124,7 @@ struct CmdInterims(CmdSender);
 
 impl Interims for CmdInterims {
     fn interim(&self, id: u64, status: u16, fields: Vec<Field>) -> bool {
-        self.0.send(Cmd::Head { id, status, fields, end: false }).is_ok()
+        self.0.send(Cmd::Head { id, status, fields: fields.into(), end: false }).is_ok()
     }
 }
 
@@ -275,7 +275,7 @@ impl Streams {
 
     /// Hand a response head to the engine; false if it did not take it (a final head that
     /// cannot go out fails the stream: the client would wait for it otherwise).
-    fn head<E: Engine>(&self, engine: &mut E, id: u64, status: u16, fields: Vec<Field>, end: bool) -> bool {
+    fn head<E: Engine>(&self, engine: &mut E, id: u64, status: u16, fields: HeadFields, end: bool) -> bool {
         let Err(e) = engine.send_head(id, status, fields, end) else { return true };
         tracing::debug!(peer = %self.info.peer, stream = id, status, ?e, "response head not sent");
         if e == Refused::Invalid && status >= 200 {
@@ -490,12 +490,12 @@ mod tests {
     }
 
     impl Engine for Recorder {
-        fn send_head(&mut self, id: u64, status: u16, fields: Vec<Field>, end: bool) -> Result<(), Refused> {
+        fn send_head(&mut self, id: u64, status: u16, fields: HeadFields, end: bool) -> Result<(), Refused> {
             if self.gone.contains(&id) {
                 return Err(Refused::Gone);
             }
             self.heads.push((id, status, end));
-            self.fields.insert(id, fields);
+            self.fields.insert(id, fields.iter().cloned().collect());
             self.queued.entry(id).or_default();
             Ok(())
         }
