@@ -133,9 +133,37 @@ impl Encoder {
         I::IntoIter: Clone,
     {
         let list = headers.into_iter();
+        self.encode_memo(None::<&std::sync::Arc<()>>, list.clone(), list, dst);
+    }
+
+    /// [`encode`](Self::encode) for a list part of which is shared with other lists and known
+    /// by `key`: every list encoded with the same `Arc` holds the same lines at the same place.
+    /// `lines` is the whole list, `rest` its lines outside the shared part, in order. A repeat
+    /// is recognised by the key's identity and `rest`, without comparing the shared lines.
+    pub fn encode_keyed<'a, T, I, J>(&mut self, key: &std::sync::Arc<T>, lines: I, rest: J, dst: &mut Vec<u8>)
+    where
+        T: Send + Sync + 'static,
+        I: Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+        J: Iterator<Item = (&'a [u8], &'a [u8], bool)> + Clone,
+    {
+        self.encode_memo(Some(key), rest, lines, dst);
+    }
+
+    /// Encode `lines`, or repeat the kept block when the memo holds `memo_lines` (with `key`,
+    /// the lines outside the shared part; without, the whole list).
+    fn encode_memo<'a, T, I, J>(&mut self, key: Option<&std::sync::Arc<T>>, memo_lines: J, lines: I, dst: &mut Vec<u8>)
+    where
+        T: Send + Sync + 'static,
+        I: Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+        J: Iterator<Item = (&'a [u8], &'a [u8], bool)> + Clone,
+    {
         let state = self.table_state();
         if let Some(memo) = self.memo.as_ref().filter(|m| self.pending_min.is_none() && m.state() == Some(state)) {
-            if memo.holds(list.clone()) {
+            let held = match key {
+                Some(k) => memo.holds_keyed(std::sync::Arc::as_ptr(k).cast::<()>(), memo_lines.clone()),
+                None => memo.holds(memo_lines.clone()),
+            };
+            if held {
                 dst.extend_from_slice(memo.block());
                 return;
             }
@@ -143,13 +171,14 @@ impl Encoder {
         self.encode_size_updates(dst);
         let before = self.table_state();
         let start = dst.len();
-        for (name, value, sensitive) in list.clone() {
+        for (name, value, sensitive) in lines {
             self.encode_field(name, value, sensitive, dst);
         }
         // Kept only if the block changed nothing: the next identical list then encodes to
         // these bytes (a block that inserted would index those fields the next time).
         if self.table_state() == before && self.encoded {
-            self.memo.get_or_insert_with(Box::default).keep(list, &dst[start..], before);
+            let key = key.map(|k| k.clone() as crate::Key);
+            self.memo.get_or_insert_with(Box::default).keep_keyed(key, memo_lines, &dst[start..], before);
         } else if let Some(memo) = &mut self.memo {
             memo.forget();
         }
@@ -295,6 +324,10 @@ mod tests {
         d.decode(block, usize::MAX, &mut |n, v, s| out.push((n.to_vec(), v.to_vec(), s)))
             .expect("our own output decodes");
         out
+    }
+
+    fn as_line((n, v, s): &(Vec<u8>, Vec<u8>, bool)) -> (&[u8], &[u8], bool) {
+        (&n[..], &v[..], *s)
     }
 
     fn dynamic_entries(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -605,5 +638,56 @@ mod tests {
         assert!(!memo.holds([(&b"x-a"[..], &b"1"[..], false)].into_iter()));
         e.shrink();
         assert!(e.memo.is_none(), "an idle connection's encoder holds no memo");
+    }
+
+    #[test]
+    fn a_list_with_a_keyed_shared_part_encodes_as_the_whole_list_would() {
+        // Heads made of a status, a shared part (one of three Arcs, two of them with the same
+        // lines) and a few lines of their own. In lockstep with an encoder that has no memo, the
+        // keyed encoder writes the same bytes and a decoder reads the whole lists back.
+        type Lines = Vec<(Vec<u8>, Vec<u8>, bool)>;
+        let line = |n: &str, v: &str, s| (n.as_bytes().to_vec(), v.as_bytes().to_vec(), s);
+        let a: Lines = vec![line("etag", "\"1-e\"", false), line("content-type", "text/plain", false)];
+        let b: Lines = vec![line("etag", "\"2-f\"", false), line("x-a", "1", true)];
+        let shared = [std::sync::Arc::new(a.clone()), std::sync::Arc::new(a), std::sync::Arc::new(b)];
+        let owns: [Lines; 3] = [vec![], vec![line("alt-svc", "h3=\":443\"", false)], vec![line("x-b", "2", false)]];
+        let mut next = crate::xorshift(0x0bad_cafe_1234_5678);
+        let (mut e, mut plain, mut d) = (Encoder::new(), Encoder::new(), Decoder::new(4096));
+        let (mut hits, mut pick) = (0, (0, 0, 0));
+        for round in 0..2_000 {
+            if next() % 3 == 0 {
+                pick = (next() as usize % 3, next() as usize % 3, next() as usize % 2);
+            }
+            let (key, own, status) = (&shared[pick.0], &owns[pick.1], [&b"200"[..], b"404"][pick.2]);
+            let head = || std::iter::once((&b":status"[..], status, false));
+            let lines = || head().chain(key.iter().map(as_line)).chain(own.iter().map(as_line));
+            let rest = || head().chain(own.iter().map(as_line));
+            let state = e.table_state();
+            hits += usize::from(
+                e.pending_min.is_none()
+                    && e.memo.as_ref().is_some_and(|m| {
+                        m.state() == Some(state) && m.holds_keyed(std::sync::Arc::as_ptr(key).cast(), rest())
+                    }),
+            );
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            e.encode_keyed(key, lines(), rest(), &mut x);
+            plain.memo = None;
+            plain.encode(lines(), &mut y);
+            assert_eq!(x, y, "round {round}");
+            let want: Vec<Field> = lines().map(|(n, v, s)| (n.to_vec(), v.to_vec(), s)).collect();
+            assert_eq!(decode_all(&mut d, &x), want);
+        }
+        assert!(hits > 500, "the memo served {hits} of 2,000 lists");
+        // Kept for one Arc: not for another with the same lines, nor for a plain list.
+        let mut e = Encoder::new();
+        let rest = [(&b":status"[..], &b"200"[..], false)];
+        for _ in 0..3 {
+            let lines = rest.into_iter().chain(shared[0].iter().map(as_line));
+            e.encode_keyed(&shared[0], lines, rest.into_iter(), &mut Vec::new());
+        }
+        let memo = e.memo.as_ref().expect("kept");
+        assert!(memo.holds_keyed(std::sync::Arc::as_ptr(&shared[0]).cast(), rest.into_iter()));
+        assert!(!memo.holds_keyed(std::sync::Arc::as_ptr(&shared[1]).cast(), rest.into_iter()));
+        assert!(!memo.holds(rest.into_iter()));
     }
 }

@@ -12,11 +12,16 @@ const MAX_MEMO: usize = 1024;
 /// What a line costs against [`MAX_MEMO`] beside its name and value.
 const LINE_OVERHEAD: usize = 32;
 
+/// A shared part of a list, known by identity: lists that hold the same `Arc` hold the same
+/// lines there (what is behind an `Arc` does not change while the memo holds a clone of it).
+pub type Key = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
 /// A kept list, its block, and the encoder state `S` the block holds for.
-#[derive(Debug)]
 pub struct ListMemo<S> {
     /// `None`: nothing kept.
     state: Option<S>,
+    /// With a key, the kept lines are the list's other lines: the key stands for the rest.
+    key: Option<Key>,
     /// The lines' names and values, back to back.
     src: Vec<u8>,
     /// Per line: name length, value length, never-indexed.
@@ -25,9 +30,20 @@ pub struct ListMemo<S> {
     out: Vec<u8>,
 }
 
+impl<S: std::fmt::Debug> std::fmt::Debug for ListMemo<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListMemo")
+            .field("state", &self.state)
+            .field("keyed", &self.key.is_some())
+            .field("lines", &self.lens.len())
+            .field("block", &self.out.len())
+            .finish()
+    }
+}
+
 impl<S> Default for ListMemo<S> {
     fn default() -> Self {
-        Self { state: None, src: Vec::new(), lens: Vec::new(), out: Vec::new() }
+        Self { state: None, key: None, src: Vec::new(), lens: Vec::new(), out: Vec::new() }
     }
 }
 
@@ -45,10 +61,22 @@ impl<S: Copy + PartialEq> ListMemo<S> {
     /// Keep nothing (the encoder's state moved on).
     pub fn forget(&mut self) {
         self.state = None;
+        self.key = None;
     }
 
     /// Whether a block is kept and `lines` (name, value, never-indexed) are its lines, one by one.
     pub fn holds<'a>(&self, lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>) -> bool {
+        self.key.is_none() && self.holds_lines(lines)
+    }
+
+    /// Whether a block is kept for a list with the shared part `key` (by identity: the address
+    /// of what the key's `Arc` holds) and the other lines `lines`.
+    pub fn holds_keyed<'a>(&self, key: *const (), lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>) -> bool {
+        self.key.as_ref().is_some_and(|k| std::ptr::eq(std::sync::Arc::as_ptr(k).cast::<()>(), key))
+            && self.holds_lines(lines)
+    }
+
+    fn holds_lines<'a>(&self, lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>) -> bool {
         if self.state.is_none() {
             return false;
         }
@@ -70,7 +98,20 @@ impl<S: Copy + PartialEq> ListMemo<S> {
     /// Keep `lines` and their block `out`, for the encoder state `state` (nothing, if the lines
     /// are longer than `MAX_MEMO`).
     pub fn keep<'a>(&mut self, lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>, out: &[u8], state: S) {
+        self.keep_keyed(None, lines, out, state);
+    }
+
+    /// Keep `out`, the block of a list made of the shared part `key` and the other lines
+    /// `lines` (nothing, if those lines or the block are longer than `MAX_MEMO`).
+    pub fn keep_keyed<'a>(
+        &mut self,
+        key: Option<Key>,
+        lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+        out: &[u8],
+        state: S,
+    ) {
         self.state = None;
+        self.key = None;
         self.src.clear();
         self.lens.clear();
         for (name, value, never) in lines {
@@ -82,8 +123,13 @@ impl<S: Copy + PartialEq> ListMemo<S> {
             self.src.extend_from_slice(value);
             self.lens.push((name.len(), value.len(), never));
         }
+        // The shared part's lines are not kept, so the block is bounded on its own.
+        if out.len() > MAX_MEMO {
+            return;
+        }
         self.out.clear();
         self.out.extend_from_slice(out);
+        self.key = key;
         self.state = Some(state);
     }
 }

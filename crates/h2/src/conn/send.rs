@@ -249,10 +249,18 @@ impl Connection {
             // Three digits: `send_response` takes only 100..=999 (and the engine's own 431).
             let n = head.status;
             let status = [b'0' + (n / 100 % 10) as u8, b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
-            let list = std::iter::once((&b":status"[..], &status[..], false))
-                .chain(head.fields.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name))));
+            let status = std::iter::once((&b":status"[..], &status[..], false));
+            let own = head.fields.own.iter().map(line);
             self.out_block.clear();
-            self.encoder.encode(list, &mut self.out_block);
+            match &head.fields.shared {
+                // Shared fields (a file's prebuilt ones) are known to the encoder's memo by
+                // identity: a repeat compares the status and the response's own fields only.
+                Some(shared) => {
+                    let lines = status.clone().chain(shared.iter().map(line)).chain(own.clone());
+                    self.encoder.encode_keyed(shared, lines, status.chain(own), &mut self.out_block);
+                }
+                None => self.encoder.encode(status.chain(own), &mut self.out_block),
+            }
             Headers::encode(id, &self.out_block, head.end_stream, self.peer_max_frame, out);
             if head.status >= 200 {
                 s.final_head = FinalHead::Sent;
@@ -334,6 +342,11 @@ impl Connection {
     pub fn abort(&mut self, detail: &'static str) {
         self.fail(Error::Connection { reason: Reason::INTERNAL_ERROR, initiator: Initiator::Local, detail });
     }
+}
+
+/// A response field as the HPACK encoder takes it.
+fn line(f: &Field) -> (&[u8], &[u8], bool) {
+    (&f.name[..], &f.value[..], is_sensitive(&f.name))
 }
 
 /// Fields an intermediary must not index (RFC 7541 §7.1.3): credentials.

@@ -152,6 +152,37 @@ fn get_request_and_response() {
     assert_eq!(c.conn.open_streams(), 0, "both sides done: stream closed");
 }
 
+#[test]
+fn heads_with_shared_fields_carry_them_first_then_their_own() {
+    let mut c = Client::new(Config::default());
+    let shared = std::sync::Arc::new(vec![Field::new("etag", "\"1-e\""), Field::new("content-type", "text/plain")]);
+    let other = std::sync::Arc::new(vec![Field::new("etag", "\"2-f\"")]);
+    // The same shared list several times (the encoder's memo repeats its block), then another
+    // list, then the first with a field of its own, then the first again.
+    let cases = [
+        (&shared, vec![]),
+        (&shared, vec![]),
+        (&shared, vec![]),
+        (&other, vec![]),
+        (&shared, vec![Field::new("alt-svc", "h3=\":443\"")]),
+        (&shared, vec![]),
+    ];
+    for (i, (list, own)) in cases.into_iter().enumerate() {
+        let id = 1 + 2 * i as u32;
+        c.request(id, "/f", true);
+        c.events();
+        let fields = sluice_http::HeadFields { shared: Some(list.clone()), own: own.clone() };
+        c.conn.send_response(id, 200, fields, true).unwrap();
+        let want: Vec<(String, String)> =
+            std::iter::once((":status".to_owned(), "200".to_owned()))
+                .chain(list.iter().chain(own.iter()).map(|f| {
+                    (String::from_utf8(f.name.to_vec()).unwrap(), String::from_utf8(f.value.to_vec()).unwrap())
+                }))
+                .collect();
+        assert_eq!(c.output(), vec![F::Headers(id, want, true)], "head {i}");
+    }
+}
+
 /// Requests on `ids` at once (no body), each answered with a `server` field and two bytes;
 /// what the server sent.
 fn answer_burst(c: &mut Client, ids: &[u32], path: &str) -> Vec<F> {
