@@ -148,6 +148,13 @@ where
         }
         // Made once, not each turn of the loop: shutdown fires once (then its branch is off).
         let mut shutdown_changed = std::pin::pin!(shutdown.changed());
+        // One timer for every deadline of the loop, registered only when the next deadline
+        // comes earlier than the one it is set for: a deadline that moves later (the idle
+        // timeout, the write deadline, with every turn) is looked at when the timer fires and
+        // set again then. A timer per deadline made anew each turn was a registration and a
+        // removal in tokio's timer wheel, each under its lock, two or three times per turn.
+        let mut timer = std::pin::pin!(tokio::time::sleep_until(tokio::time::Instant::now()));
+        let mut timer_at: Option<tokio::time::Instant> = None;
         loop {
             // Streams answered inline have no handler state: the engine holds what they wait for.
             if !streams.queued() && !conn.has_unframed() {
@@ -227,7 +234,22 @@ where
             } else if rbuf.cur.capacity() < read_size / 4 {
                 rbuf.renew(&mut conn, read_size, true);
             }
-            let timeout = conn.poll_timeout();
+            let timeout = conn.poll_timeout().map(tokio::time::Instant::from_std);
+            let next = [
+                write_deadline,
+                timeout,
+                active.then_some(stall_check),
+                retry_at.filter(|_| spare.is_some()),
+                shrink_at,
+                drain_deadline,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            if let Some(at) = next.filter(|&at| timer_at.is_none_or(|t| at < t)) {
+                timer.as_mut().reset(at);
+                timer_at = Some(at);
+            }
             tokio::select! {
                 r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {
                     Ok(0) | Err(_) => {
@@ -253,33 +275,42 @@ where
                     }
                     _ => break,
                 },
-                _ = sleep_until_tokio(write_deadline) => {
-                    tracing::info!(%peer, "peer stopped reading: write timed out, closing");
-                    stuck = true;
-                    break;
-                }
                 Some(cmd) = cmd_rx.recv() => {
                     streams.apply(&mut conn, cmd);
                     while let Some(cmd) = cmd_rx.try_recv() {
                         streams.apply(&mut conn, cmd);
                     }
                 }
-                _ = sleep_until(timeout) => conn.handle_timeout(Instant::now()),
-                _ = tokio::time::sleep_until(stall_check), if active => {
-                    stall_check = tokio::time::Instant::now() + stall_every;
-                    if (streams.queued() || conn.has_unframed()) && progress_at.elapsed() >= state.cfg.timeouts.idle {
-                        tracing::info!(%peer, "no response byte framed for timeouts.idle: the peer keeps its windows shut; closing");
-                        conn.abort("stalled: the peer's flow-control windows stayed shut for the idle timeout");
+                () = &mut timer, if timer_at.is_some() => {
+                    timer_at = None;
+                    let now = tokio::time::Instant::now();
+                    if write_deadline.is_some_and(|d| d <= now) {
+                        tracing::info!(%peer, "peer stopped reading: write timed out, closing");
+                        stuck = true;
+                        break;
                     }
+                    if drain_deadline.is_some_and(|d| d <= now) {
+                        break;
+                    }
+                    if timeout.is_some_and(|t| t <= now) {
+                        conn.handle_timeout(Instant::now());
+                    }
+                    if active && stall_check <= now {
+                        stall_check = now + stall_every;
+                        if (streams.queued() || conn.has_unframed()) && progress_at.elapsed() >= state.cfg.timeouts.idle {
+                            tracing::info!(%peer, "no response byte framed for timeouts.idle: the peer keeps its windows shut; closing");
+                            conn.abort("stalled: the peer's flow-control windows stayed shut for the idle timeout");
+                        }
+                    }
+                    if retry_at.is_some_and(|d| d <= now) {
+                        retry_at = None;
+                    }
+                    // A due `shrink_at`: the next turn of the loop shrinks the buffers.
                 }
-                _ = sleep_until_tokio(retry_at), if spare.is_some() => retry_at = None,
-                // The next turn of the loop shrinks the buffers.
-                _ = sleep_until_tokio(shrink_at) => {}
                 _ = &mut shutdown_changed, if drain_deadline.is_none() => {
                     conn.go_away();
                     drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
                 }
-                _ = sleep_until_tokio(drain_deadline) => break,
             }
         }
         streams.abort_all();
@@ -395,20 +426,6 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
         "write budget"
     );
     Budget { urgent, other: budget, retry: (budget == 0).then(|| pace.retry_after(&s)) }
-}
-
-async fn sleep_until(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until_tokio(t: Option<tokio::time::Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
-    }
 }
 
 async fn write_loop<W: AsyncWrite>(
