@@ -549,6 +549,8 @@ async fn serve(
     let mut accept_uni = std::pin::pin!(quic.accept_uni());
     let mut shutdown_changed = std::pin::pin!(shutdown.changed());
     let mut closed = std::pin::pin!(quic.closed());
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(tokio::time::Instant::now()));
+    let mut timer_at: Option<tokio::time::Instant> = None;
     loop {
         // Streams answered inline have no handler state: the engine holds what they wait for.
         if !d.streams.queued() && !d.engine.has_unframed() {
@@ -568,6 +570,16 @@ async fn serve(
             break;
         }
         let notify = d.notify.clone();
+        // One timer for every deadline, set again only when the next one comes earlier (as
+        // over HTTP/2: a timer per deadline made anew each turn cost a registration and a
+        // removal in tokio's timer wheel each).
+        let timeout = d.engine.poll_timeout().map(tokio::time::Instant::from_std);
+        let active = !d.streams.is_empty() || d.engine.open_streams() > 0;
+        let next = [timeout, active.then_some(stall_check), drain_deadline].into_iter().flatten().min();
+        if let Some(at) = next.filter(|&at| timer_at.is_none_or(|t| at < t)) {
+            timer.as_mut().reset(at);
+            timer_at = Some(at);
+        }
         tokio::select! {
             Some(input) = in_rx.recv() => {
                 d.input(input);
@@ -591,26 +603,33 @@ async fn serve(
                 }
             }
             _ = notify.notified() => d.on_woken(),
-            // The engine's timers: header timeouts of request streams, the reset budget's window.
-            _ = sleep_until(d.engine.poll_timeout().map(tokio::time::Instant::from_std)) => {
-                d.engine.handle_timeout(Instant::now());
-            }
-            // As over HTTP/2: response bytes waiting and none taken by quinn for the idle
-            // timeout (a peer that keeps its QUIC flow-control credit shut while it keeps the
-            // connection alive) ends the connection and frees what its streams hold.
-            _ = tokio::time::sleep_until(stall_check), if !d.streams.is_empty() || d.engine.open_streams() > 0 => {
-                stall_check = tokio::time::Instant::now() + stall_every;
-                if (d.streams.queued() || d.engine.has_unframed()) && d.progress_at.elapsed() >= state.cfg.timeouts.idle {
-                    tracing::info!(%peer, "no response byte taken for timeouts.idle: the peer keeps its credit shut; closing");
-                    quic.close(VarInt::from_u64(Code::H3_EXCESSIVE_LOAD.0).unwrap_or_default(), b"stalled");
+            () = &mut timer, if timer_at.is_some() => {
+                timer_at = None;
+                let now = tokio::time::Instant::now();
+                if drain_deadline.is_some_and(|d| d <= now) {
                     break;
+                }
+                // The engine's timers: header timeouts of request streams, the reset budget's
+                // window.
+                if timeout.is_some_and(|t| t <= now) {
+                    d.engine.handle_timeout(Instant::now());
+                }
+                // As over HTTP/2: response bytes waiting and none taken by quinn for the idle
+                // timeout (a peer that keeps its QUIC flow-control credit shut while it keeps
+                // the connection alive) ends the connection and frees what its streams hold.
+                if active && stall_check <= now {
+                    stall_check = now + stall_every;
+                    if (d.streams.queued() || d.engine.has_unframed()) && d.progress_at.elapsed() >= state.cfg.timeouts.idle {
+                        tracing::info!(%peer, "no response byte taken for timeouts.idle: the peer keeps its credit shut; closing");
+                        quic.close(VarInt::from_u64(Code::H3_EXCESSIVE_LOAD.0).unwrap_or_default(), b"stalled");
+                        break;
+                    }
                 }
             }
             _ = &mut shutdown_changed, if drain_deadline.is_none() => {
                 d.engine.go_away();
                 drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
             }
-            _ = sleep_until(drain_deadline) => break,
             e = &mut closed => {
                 tracing::debug!(%peer, %e, "QUIC connection closed");
                 break;
@@ -642,13 +661,6 @@ async fn serve(
         })
         .await;
         quic.close(VarInt::from_u64(Code::H3_NO_ERROR.0).unwrap_or_default(), b"");
-    }
-}
-
-async fn sleep_until(t: Option<tokio::time::Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
     }
 }
 
