@@ -40,6 +40,22 @@ struct Table {
     capacity: u64,
 }
 
+/// A decoded name or value: bytes of a table entry, or where a literal lies in the section's
+/// buffer of decoded literals.
+enum Part {
+    Bytes(Bytes),
+    Literal(std::ops::Range<usize>),
+}
+
+impl Part {
+    fn len(&self) -> usize {
+        match self {
+            Self::Bytes(b) => b.len(),
+            Self::Literal(r) => r.len(),
+        }
+    }
+}
+
 fn entry_size(name: &[u8], value: &[u8]) -> u64 {
     name.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD
 }
@@ -465,19 +481,24 @@ impl Decoder {
                 .ok_or(Error::DecompressionFailed(Reason::InvalidStaticIndex(index)))
         };
 
-        let mut fields = Vec::new();
+        // Literal strings are decoded into one buffer, and the fields take slices of it: one
+        // allocation per section, not one per literal (a client without a dynamic table sends
+        // most values as literals).
+        let mut all = Vec::new();
+        let mut parts: Vec<(Part, Part, bool)> = Vec::new();
         // Size of the fields so far; kept <= limit.
         let mut size: u64 = 0;
         let mut pos = 0;
         while pos < buf.len() {
             let first = buf[pos];
             let rest = &buf[pos..];
-            let (name, value, never_indexed, used);
+            let (name, value, never_indexed, used): (Part, Part, bool, usize);
             if first & 0x80 != 0 {
                 // §4.5.2 Indexed Field Line: 1 T Index(6+).
                 let (index, n) = prim::decode_int(rest, 6).map_err(err)?;
-                (name, value) =
+                let (n_, v) =
                     if first & 0x40 != 0 { static_entry(index)? } else { self.dynamic_entry(ric, relative(index))? };
+                (name, value) = (Part::Bytes(n_), Part::Bytes(v));
                 never_indexed = false;
                 used = n;
             } else if first & 0x40 != 0 || first & 0xf0 == 0x00 {
@@ -487,39 +508,50 @@ impl Decoder {
                 //   0000 N NameIndex(3+), Value(8+).
                 let post = first & 0x40 == 0;
                 let (index, n) = prim::decode_int(rest, if post { 3 } else { 4 }).map_err(err)?;
-                name = if post {
+                name = Part::Bytes(if post {
                     self.dynamic_entry(ric, post_base(index))?.0
                 } else if first & 0x10 != 0 {
                     static_entry(index)?.0
                 } else {
                     self.dynamic_entry(ric, relative(index))?.0
-                };
+                });
                 never_indexed = first & if post { 0x08 } else { 0x20 } != 0;
                 let budget = (limit - size).checked_sub(ENTRY_OVERHEAD + name.len() as u64).ok_or(too_large.clone())?;
-                (value, used) = prim::decode_string(rest, n, 7, budget).map_err(err)?;
+                let (v, end) = prim::decode_string_into(rest, n, 7, budget, &mut all).map_err(err)?;
+                (value, used) = (Part::Literal(v), end);
             } else if first & 0x20 != 0 {
                 // §4.5.6 Literal Field Line with Literal Name:
                 //   001 N H NameLen(3+) Name, Value(8+).
                 never_indexed = first & 0x10 != 0;
                 let budget = (limit - size).checked_sub(ENTRY_OVERHEAD).ok_or(too_large.clone())?;
-                let (n, end) = prim::decode_string(rest, 0, 3, budget).map_err(err)?;
-                (value, used) = prim::decode_string(rest, end, 7, budget - n.len() as u64).map_err(err)?;
-                name = n;
+                let (n, end) = prim::decode_string_into(rest, 0, 3, budget, &mut all).map_err(err)?;
+                let n_len = n.len() as u64;
+                let (v, end) = prim::decode_string_into(rest, end, 7, budget - n_len, &mut all).map_err(err)?;
+                (name, value, used) = (Part::Literal(n), Part::Literal(v), end);
             } else {
                 // §4.5.3 Indexed Field Line with Post-Base Index: 0001 Index(4+).
                 let (index, n) = prim::decode_int(rest, 4).map_err(err)?;
-                (name, value) = self.dynamic_entry(ric, post_base(index))?;
+                let (n_, v) = self.dynamic_entry(ric, post_base(index))?;
+                (name, value) = (Part::Bytes(n_), Part::Bytes(v));
                 never_indexed = false;
                 used = n;
             }
-            size = size.saturating_add(entry_size(&name, &value));
+            size = size.saturating_add(name.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD);
             if size > limit {
                 return Err(too_large);
             }
-            fields.push(FieldLine { name, value, never_indexed });
+            parts.push((name, value, never_indexed));
             pos += used;
         }
-        Ok(fields)
+        let all = Bytes::from(all);
+        let bytes = |p: Part| match p {
+            Part::Bytes(b) => b,
+            Part::Literal(r) => all.slice(r),
+        };
+        Ok(parts
+            .into_iter()
+            .map(|(n, v, never_indexed)| FieldLine { name: bytes(n), value: bytes(v), never_indexed })
+            .collect())
     }
 
     /// Abandons `stream_id` (reset, or reading stopped; RFC 9204 §2.2.2.2):

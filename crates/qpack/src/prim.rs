@@ -137,16 +137,41 @@ pub(crate) fn decode_span(buf: &[u8], span: Span, max_len: u64) -> Result<Bytes,
     Ok(Bytes::from(out))
 }
 
+/// Decodes the string literal at `buf[pos]`, appending it to `out`; returns
+/// where it lies in `out` and the position in `buf` right after it.
+pub(crate) fn decode_string_into(
+    buf: &[u8],
+    pos: usize,
+    len_prefix_bits: u8,
+    max_len: u64,
+    out: &mut Vec<u8>,
+) -> Result<(std::ops::Range<usize>, usize), PrimError> {
+    let span = string_span(buf, pos, len_prefix_bits, max_len)?;
+    let data = &buf[span.start..span.end];
+    let start = out.len();
+    if span.huffman {
+        huffman::decode(data, out).map_err(|_| PrimError::Huffman)?;
+        if (out.len() - start) as u64 > max_len {
+            return Err(PrimError::TooLong);
+        }
+    } else {
+        out.extend_from_slice(data);
+    }
+    Ok((start..out.len(), span.end))
+}
+
 /// Decodes the string literal at `buf[pos]`; returns it and the position
-/// right after it.
+/// right after it (the tests' view of [`decode_string_into`]).
+#[cfg(test)]
 pub(crate) fn decode_string(
     buf: &[u8],
     pos: usize,
     len_prefix_bits: u8,
     max_len: u64,
 ) -> Result<(Bytes, usize), PrimError> {
-    let span = string_span(buf, pos, len_prefix_bits, max_len)?;
-    Ok((decode_span(buf, span, max_len)?, span.end))
+    let mut out = Vec::new();
+    let (range, end) = decode_string_into(buf, pos, len_prefix_bits, max_len, &mut out)?;
+    Ok((Bytes::copy_from_slice(&out[range]), end))
 }
 
 #[cfg(test)]
