@@ -612,6 +612,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_inline_body_the_engine_refuses_as_full_is_held_and_sent_after_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, mut rx) = file_streams(dir.path());
+        let mut e = Recorder { bound: Some(1), ..Recorder::default() };
+        s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &[]), true, None);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+        e.queued.insert(1, 0);
+        // Stream 3's queue is full when its answer comes: the head goes, the body waits.
+        e.queued.insert(3, 1);
+        s.start(&mut e, 3, head_with("GET", "localhost", "/a.txt", &[]), true, None);
+        assert_eq!(e.heads.last(), Some(&(3, 200, false)));
+        assert!(e.data.get(&3).is_none_or(Vec::is_empty));
+        assert!(s.contains(3), "the refused body is held");
+        e.queued.insert(3, 0);
+        s.sent(&mut e, 3, 1);
+        assert_eq!(e.data[&3], A_TXT);
+        assert_eq!(e.ended.get(&3), Some(&true));
+        s.sweep(&e);
+        assert!(!s.contains(3), "forgotten once the engine has it all");
+    }
+
+    #[tokio::test]
     async fn requests_the_inline_answer_does_not_cover_take_the_usual_path() {
         let dir = tempfile::tempdir().unwrap();
         let (mut s, mut rx) = file_streams(dir.path());
