@@ -112,6 +112,10 @@ pub struct RequestHead {
     pub path: Option<Bytes>,
     /// `:protocol` (RFC 8441).
     pub protocol: Option<Bytes>,
+    /// Whether a regular field's value holds a control character other than HTAB. RFC 9110
+    /// §5.5 allows none in a valid value, but HTTP/2 (RFC 9113 §8.2.1) and HTTP/3 make only
+    /// NUL, CR and LF malformed: such a request is the application's to refuse.
+    pub controls: bool,
     /// Regular fields in order (cookie crumbs kept separate, §8.2.3).
     pub fields: Vec<Field>,
 }
@@ -140,9 +144,15 @@ pub fn is_token(s: &[u8]) -> bool {
 
 /// RFC 9113 §8.2.1: no NUL, CR or LF anywhere, no leading or trailing space or tab.
 fn valid_value(v: &[u8]) -> bool {
-    !v.iter().any(|&c| CLASS[c as usize] & NOT_IN_VALUE != 0)
-        && !matches!(v.first(), Some(b' ' | b'\t'))
-        && !matches!(v.last(), Some(b' ' | b'\t'))
+    value_classes(v).is_some()
+}
+
+/// The byte classes of a valid value, or-ed ([`CTL`] among them tells a control character
+/// apart), or `None` for a value [`valid_value`] refuses.
+fn value_classes(v: &[u8]) -> Option<u8> {
+    let classes = v.iter().fold(0, |a, &c| a | CLASS[c as usize]);
+    (classes & NOT_IN_VALUE == 0 && !matches!(v.first(), Some(b' ' | b'\t')) && !matches!(v.last(), Some(b' ' | b'\t')))
+        .then_some(classes)
 }
 
 /// Byte classes, one table lookup per byte of every field checked (three comparisons and a
@@ -151,6 +161,8 @@ const TCHAR: u8 = 1;
 /// A `tchar` that is not an upper-case letter: what a field name may hold in HTTP/2 and HTTP/3.
 const NAME: u8 = 2;
 const NOT_IN_VALUE: u8 = 4;
+/// A control character other than HTAB (RFC 9110 §5.5: not in a valid field value).
+const CTL: u8 = 8;
 
 static CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -171,6 +183,9 @@ static CLASS: [u8; 256] = {
         if matches!(b, 0 | b'\r' | b'\n') {
             t[c] |= NOT_IN_VALUE;
         }
+        if b < 0x20 && b != b'\t' || b == 0x7f {
+            t[c] |= CTL;
+        }
         c += 1;
     }
     t
@@ -188,6 +203,7 @@ pub fn request_head<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Resu
         authority: None,
         path: None,
         protocol: None,
+        controls: false,
         // Sized once: at most the list, less the (usually four) pseudo-header fields.
         fields: Vec::with_capacity(list.size_hint().0.saturating_sub(4).max(1)),
     };
@@ -220,9 +236,8 @@ pub fn request_head<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Resu
         if !valid_name(n) {
             return Err("invalid field name (upper case or not a token)");
         }
-        if !valid_value(&value) {
-            return Err("invalid field value");
-        }
+        let Some(classes) = value_classes(&value) else { return Err("invalid field value") };
+        head.controls |= classes & CTL != 0;
         if CONNECTION_SPECIFIC.contains(&n) {
             return Err("connection-specific field");
         }
@@ -383,5 +398,19 @@ mod tests {
         for n in [&b"accep"[..], b"accept-", b"Accept", b"x-other", b""] {
             assert_eq!(static_name(n), None, "{:?}", String::from_utf8_lossy(n));
         }
+    }
+
+    #[test]
+    fn control_characters_other_than_nul_cr_lf_are_marked_not_refused() {
+        let head = |v: &'static [u8]| {
+            let mut l = list(&[(":method", "GET"), (":scheme", "https"), (":path", "/")]);
+            l.push((Bytes::from_static(b"x-a"), Bytes::from_static(v)));
+            request_head(l)
+        };
+        assert!(!head(b"plain text").unwrap().controls);
+        assert!(!head(b"a\tb").unwrap().controls, "HTAB is allowed");
+        assert!(head(b"a\x01b").unwrap().controls);
+        assert!(head(b"a\x7fb").unwrap().controls);
+        assert!(head(b"a\rb").is_err(), "CR is malformed, not marked");
     }
 }

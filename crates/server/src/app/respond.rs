@@ -306,12 +306,16 @@ pub(crate) fn answer_inline(
         {
             return None;
         }
-        // The engines take only lower-case token names (which `http` takes too, up to its
-        // length bound) and values without NUL, CR and LF; `http` refuses other control bytes
-        // as well (its `HeaderValue::from_bytes`).
-        if n.len() > MAX_NAME || !f.value.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t') {
+        // The engines take only lower-case token names, which `http` takes too, up to its
+        // length bound.
+        if n.len() > MAX_NAME {
             return None;
         }
+    }
+    // `http` refuses values with control characters other than HTAB (its
+    // `HeaderValue::from_bytes`); the engines refuse only NUL, CR and LF.
+    if head.controls {
+        return None;
     }
     let target = std::str::from_utf8(head.path.as_deref()?).ok()?;
     let path = target.split_once('?').map_or(target, |(p, _)| p);
