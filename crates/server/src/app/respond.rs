@@ -296,8 +296,10 @@ pub(crate) fn answer_inline(
         b"HEAD" => true,
         _ => return None,
     };
-    let authority = std::str::from_utf8(head.authority.as_deref()?).ok()?;
-    if head.protocol.is_some() || !conn.checked(authority) {
+    // The authority this connection checked, as text (no conversion of the request's bytes).
+    let sent = head.authority.as_deref()?;
+    let authority = conn.checked.get().map(String::as_str).filter(|a| a.as_bytes() == sent)?;
+    if head.protocol.is_some() {
         return None;
     }
     for f in &head.fields {
