@@ -271,23 +271,10 @@ fn w3_w9_response_memory_is_bounded_during_a_burst_and_returned_after() {
 
 #[test]
 fn w3_an_http2_peer_that_keeps_its_windows_shut_while_pinging_is_closed() {
-    // A 4 s idle timeout: no response byte framed for that long while bytes wait closes it.
-    let extra = "header_secs = 2\nidle_secs = 4\n".to_owned();
-    let srv = Server::start_with(&Options { extra, ..Options::default() });
-    let mut s = connect(srv.plain_port);
     // Default windows (64 KiB): the server frames that much and then waits for a
     // WINDOW_UPDATE that never comes; a PING every 500 ms keeps the connection busy.
-    let mut req = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    req.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // empty SETTINGS
-    req.extend_from_slice(&[0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]); // and the ACK of the server's
-    let path = "/__down?bytes=100000000";
-    let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
-    block.extend_from_slice(path.as_bytes());
-    block.extend_from_slice(&[0x01, 9]);
-    block.extend_from_slice(b"localhost");
-    req.extend_from_slice(&(block.len() as u32).to_be_bytes()[1..]);
-    req.extend_from_slice(&[0x1, 0x5, 0, 0, 0, 1]);
-    req.extend_from_slice(&block);
+    let (_srv, mut s, mut req) = stall_setup();
+    req.extend_from_slice(&get(1, "/__down?bytes=100000000"));
     s.write_all(&req).unwrap();
     let (closed, got) = ping_until_closed(&mut s);
     assert!(closed, "the stalled connection was kept open for 30 s");
@@ -300,13 +287,8 @@ fn w3_an_http2_peer_that_keeps_its_windows_shut_while_pinging_is_closed() {
 fn w3_a_stalled_response_answered_without_a_handler_is_closed_too() {
     // A cached small file, asked for a second time on the connection, is answered from the
     // engine's head with no handler state: the stall check must see its bytes in the engine.
-    let extra = "header_secs = 2\nidle_secs = 4\n".to_owned();
-    let srv = Server::start_with(&Options { extra, ..Options::default() });
-    let mut s = connect(srv.plain_port);
-    let mut req = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    req.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // empty SETTINGS
-    req.extend_from_slice(&[0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]); // and the ACK of the server's
-    req.extend_from_slice(&get_hello(1));
+    let (_srv, mut s, mut req) = stall_setup();
+    req.extend_from_slice(&get(1, "/hello.txt"));
     s.write_all(&req).unwrap();
     // The first answer goes through a handler (the connection checks the authority) and
     // ends; then every stream window is shut (SETTINGS_INITIAL_WINDOW_SIZE = 0) and the
@@ -321,16 +303,28 @@ fn w3_a_stalled_response_answered_without_a_handler_is_closed_too() {
         got.extend_from_slice(&buf[..n]);
     }
     let mut req = vec![0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4, 0, 0, 0, 0];
-    req.extend_from_slice(&get_hello(3));
+    req.extend_from_slice(&get(3, "/hello.txt"));
     s.write_all(&req).unwrap();
     let (closed, got) = ping_until_closed(&mut s);
     assert!(closed, "the stalled connection was kept open for 30 s");
     assert!(frame_types(&got).contains(&0x7), "no GOAWAY before the close");
 }
 
-/// A HEADERS frame for `GET /hello.txt` on `stream`, authority localhost, ending the stream.
-fn get_hello(stream: u8) -> Vec<u8> {
-    let path = "/hello.txt";
+/// A server whose idle timeout is 4 s (no response byte framed for that long while bytes wait
+/// closes a connection), a cleartext connection to it, and the client's first bytes: the
+/// preface, an empty SETTINGS and the ACK of the server's.
+fn stall_setup() -> (Server, TcpStream, Vec<u8>) {
+    let extra = "header_secs = 2\nidle_secs = 4\n".to_owned();
+    let srv = Server::start_with(&Options { extra, ..Options::default() });
+    let s = connect(srv.plain_port);
+    let mut req = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    req.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    req.extend_from_slice(&[0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]);
+    (srv, s, req)
+}
+
+/// A HEADERS frame for `GET path` on `stream`, authority localhost, ending the stream.
+fn get(stream: u8, path: &str) -> Vec<u8> {
     let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
     block.extend_from_slice(path.as_bytes());
     block.extend_from_slice(&[0x01, 9]);
