@@ -52,6 +52,25 @@ fn aioquic_fetches_several_resources_on_one_connection() {
 }
 
 #[test]
+fn aioquic_gets_the_same_answer_for_a_cached_file_asked_again_on_one_connection() {
+    if !have_aioquic("aioquic_gets_the_same_answer_for_a_cached_file_asked_again_on_one_connection") {
+        return;
+    }
+    let srv = Server::start();
+    // The first answer comes from the file handler; the next ones on the connection are made
+    // from the request head (`respond::answer_inline`): the same fields, in the same order.
+    let url = srv.https("/hello.txt");
+    let lines = h3get(&[&url, &url, &url]);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for l in &lines {
+        assert_eq!(l["status"], 200, "{l}");
+        assert_eq!(l["body_sha256"], sha256_hex(HELLO), "{l}");
+        assert_eq!(l["headers"], lines[0]["headers"], "a later answer differs");
+    }
+    assert!(header(&lines[0], "etag").is_some(), "{}", lines[0]);
+}
+
+#[test]
 fn aioquic_upload_arrives_intact() {
     if !have_aioquic("aioquic_upload_arrives_intact") {
         return;

@@ -94,6 +94,63 @@ fn if_none_match_gives_304() {
 }
 
 #[test]
+fn a_cached_file_asked_again_on_one_h2_connection_gets_the_same_answer() {
+    require_tool!("curl", "a_cached_file_asked_again_on_one_h2_connection_gets_the_same_answer");
+    let srv = Server::start();
+    // The first answer comes from the file handler; on the same connection the next ones are
+    // made from the request head (`respond::answer_inline`). GET and HEAD over TLS h2 (curl
+    // 7.88 fails a reused `--http2-prior-knowledge` connection itself: curl/curl#10634).
+    for proto in [Proto::H2Tls] {
+        for head in [false, true] {
+            let url = proto.url(&srv, "/hello.txt");
+            let out = run(
+                Command::new("curl")
+                    .args(["-sS", "-k", "--noproxy", "*", "--max-time", "50", proto.flag()])
+                    // The heads on standard output: `-I` writes them there; for GET, `-D -`
+                    // does, with one `-o` per URL (curl pairs them in order) for the bodies.
+                    .args(if head {
+                        &["-I"][..]
+                    } else {
+                        &["-D", "-", "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null"][..]
+                    })
+                    .args([&url, &url, &url]),
+                Duration::from_secs(60),
+            );
+            out.expect_success("curl, three requests on one connection");
+            let blocks: Vec<&str> = out.stdout.split("\r\n\r\n").map(str::trim).filter(|b| !b.is_empty()).collect();
+            assert_eq!(blocks.len(), 3, "{proto:?} head={head}:\n{}", out.stdout);
+            assert!(blocks[0].starts_with("HTTP/2 200"), "{proto:?} head={head}:\n{}", blocks[0]);
+            assert!(blocks[0].contains(&format!("content-length: {}", HELLO.len())), "{}", blocks[0]);
+            for b in &blocks[1..] {
+                assert_eq!(b, &blocks[0], "{proto:?} head={head}: a later answer differs");
+            }
+        }
+        // And the body, three times.
+        let url = proto.url(&srv, "/hello.txt");
+        let out = run(
+            Command::new("curl")
+                .args(["-sS", "-k", "--noproxy", "*", "--max-time", "50", proto.flag()])
+                .args([&url, &url, &url]),
+            Duration::from_secs(60),
+        );
+        out.expect_success("curl, three bodies on one connection");
+        assert_eq!(out.stdout.as_bytes(), HELLO.repeat(3), "{proto:?}");
+    }
+    // Each request has its access-log line (the log is written out every 100 ms).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = srv.log();
+        let lines =
+            log.lines().filter(|l| l.contains(" HTTP/2 ") && l.contains("/hello.txt") && l.ends_with(" ok")).count();
+        if lines >= 9 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{lines} access-log lines for 9 requests:\n{log}");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn path_traversal_is_refused() {
     require_tool!("curl", "path_traversal_is_refused");
     let srv = Server::start();
