@@ -36,16 +36,6 @@ impl HeadFields {
     pub fn iter(&self) -> impl Iterator<Item = &Field> + Clone {
         self.shared.iter().flat_map(|s| s.iter()).chain(self.own.iter())
     }
-
-    /// How many fields there are.
-    pub fn len(&self) -> usize {
-        self.shared.as_ref().map_or(0, |s| s.len()) + self.own.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl From<Vec<Field>> for HeadFields {

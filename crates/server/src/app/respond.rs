@@ -41,8 +41,12 @@ impl ConnInfo {
         alt_svc: Option<http::HeaderValue>,
         served: Option<crate::io::tls::Served>,
     ) -> Self {
-        let alt_svc_field =
-            alt_svc.as_ref().map(|v| Field::new(Bytes::from_static(b"alt-svc"), Bytes::copy_from_slice(v.as_bytes())));
+        // Made as `send` makes a response's own fields, so both paths send the same bytes.
+        let alt_svc_field = alt_svc.as_ref().and_then(|v| {
+            let mut map = HeaderMap::with_capacity(1);
+            map.insert(http::header::ALT_SVC, v.clone());
+            response_fields(&map).pop()
+        });
         Self { peer, tls, alt_svc, alt_svc_field, served, checked: std::sync::OnceLock::new() }
     }
 
@@ -251,9 +255,8 @@ fn access_log(
     }
 }
 
-/// A final response the stream layer sends itself, without a handler ([`answer_inline`]).
+/// A 200 response the stream layer sends itself, without a handler ([`answer_inline`]).
 pub(crate) struct Inline {
-    pub(crate) status: u16,
     pub(crate) fields: HeadFields,
     /// The whole body; empty: none (the head ends the stream).
     pub(crate) body: Bytes,
@@ -283,13 +286,7 @@ pub(crate) struct Inline {
 /// make for stalled streams).
 ///
 /// [`SELECTING`]: crate::handlers::static_files::SELECTING
-pub(crate) fn answer_inline(
-    head: &RequestHead,
-    state: &State,
-    conn: &ConnInfo,
-    proto: Proto,
-    counters: &Arc<Counters>,
-) -> Option<Inline> {
+pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, proto: Proto) -> Option<Inline> {
     use crate::handlers::static_files;
     let head_only = match &head.method[..] {
         b"GET" => false,
@@ -334,10 +331,14 @@ pub(crate) fn answer_inline(
     // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router).
     let fields = HeadFields { shared: Some(wire), own: conn.alt_svc_field.iter().cloned().collect() };
     let method = if head_only { http::Method::HEAD } else { http::Method::GET };
-    let mut log = access_log(state, proto, conn.peer, &method, authority, path, counters.clone());
+    let mut log = access_log(state, proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
     log.status = 200;
-    Some(Inline { status: 200, fields, body, log })
+    Some(Inline { fields, body, log })
 }
+
+/// The access-log counters of requests answered inline: they receive no body and send no
+/// hints, so one all-zero set serves them all.
+static NO_COUNTS: std::sync::LazyLock<Arc<Counters>> = std::sync::LazyLock::new(Arc::default);
 
 /// The longest field name the `http` crate takes.
 const MAX_NAME: usize = (1 << 16) - 1;

@@ -148,11 +148,9 @@ where
         }
         // Made once, not each turn of the loop: shutdown fires once (then its branch is off).
         let mut shutdown_changed = std::pin::pin!(shutdown.changed());
-        // One timer for every deadline of the loop, registered only when the next deadline
-        // comes earlier than the one it is set for: a deadline that moves later (the idle
-        // timeout, the write deadline, with every turn) is looked at when the timer fires and
-        // set again then. A timer per deadline made anew each turn was a registration and a
-        // removal in tokio's timer wheel, each under its lock, two or three times per turn.
+        // One timer for every deadline of the loop (see `io::arm`): a timer per deadline made
+        // anew each turn was a registration and a removal in tokio's timer wheel, each under
+        // its lock, two or three times per turn.
         let mut timer = std::pin::pin!(tokio::time::sleep_until(tokio::time::Instant::now()));
         let mut timer_at: Option<tokio::time::Instant> = None;
         loop {
@@ -246,10 +244,7 @@ where
             .into_iter()
             .flatten()
             .min();
-            if let Some(at) = next.filter(|&at| timer_at.is_none_or(|t| at < t)) {
-                timer.as_mut().reset(at);
-                timer_at = Some(at);
-            }
+            crate::io::arm(timer.as_mut(), &mut timer_at, next);
             tokio::select! {
                 r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {
                     Ok(0) | Err(_) => {

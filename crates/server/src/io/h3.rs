@@ -570,16 +570,11 @@ async fn serve(
             break;
         }
         let notify = d.notify.clone();
-        // One timer for every deadline, set again only when the next one comes earlier (as
-        // over HTTP/2: a timer per deadline made anew each turn cost a registration and a
-        // removal in tokio's timer wheel each).
+        // One timer for every deadline (see `io::arm`), as over HTTP/2.
         let timeout = d.engine.poll_timeout().map(tokio::time::Instant::from_std);
         let active = !d.streams.is_empty() || d.engine.open_streams() > 0;
         let next = [timeout, active.then_some(stall_check), drain_deadline].into_iter().flatten().min();
-        if let Some(at) = next.filter(|&at| timer_at.is_none_or(|t| at < t)) {
-            timer.as_mut().reset(at);
-            timer_at = Some(at);
-        }
+        crate::io::arm(timer.as_mut(), &mut timer_at, next);
         tokio::select! {
             Some(input) = in_rx.recv() => {
                 d.input(input);

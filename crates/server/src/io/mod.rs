@@ -13,3 +13,18 @@ pub(crate) mod progress;
 pub(crate) mod quic_pace;
 pub(crate) mod stream;
 pub(crate) mod tls;
+
+/// Set a connection loop's one timer for `next`, the earliest of the loop's deadlines, unless
+/// it is set for an earlier instant already (`set_for`): then it fires early, finds nothing
+/// due, and is set again. A deadline that moves later every turn (an idle or write timeout)
+/// so costs no registration in tokio's timer wheel per turn.
+pub(crate) fn arm(
+    timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    set_for: &mut Option<tokio::time::Instant>,
+    next: Option<tokio::time::Instant>,
+) {
+    if let Some(at) = next.filter(|&at| set_for.is_none_or(|t| at < t)) {
+        timer.reset(at);
+        *set_for = Some(at);
+    }
+}

@@ -163,9 +163,6 @@ pub(crate) struct Streams {
     state: Arc<State>,
     info: Arc<ConnInfo>,
     proto: Proto,
-    /// The counters of streams answered without a handler: they receive no body and send no
-    /// hints, so one all-zero set serves them all.
-    no_counts: Arc<Counters>,
 }
 
 impl Streams {
@@ -173,8 +170,7 @@ impl Streams {
     pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, CmdReceiver) {
         let (tx, rx) = crate::io::mailbox::mailbox();
         let interims: Arc<dyn Interims> = Arc::new(CmdInterims(tx.clone()));
-        let no_counts = Arc::new(Counters::default());
-        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto, no_counts }, rx)
+        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto }, rx)
     }
 
     /// A sender of commands (HTTP/2's credit release uses it).
@@ -208,7 +204,7 @@ impl Streams {
         on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
     ) {
         if end_stream {
-            if let Some(a) = answer_inline(&head, &self.state, &self.info, self.proto, &self.no_counts) {
+            if let Some(a) = answer_inline(&head, &self.state, &self.info, self.proto) {
                 self.send_inline(engine, id, a);
                 return;
             }
@@ -243,7 +239,7 @@ impl Streams {
     /// handler's would be.
     fn send_inline<E: Engine>(&mut self, engine: &mut E, id: u64, mut a: Inline) {
         let end = a.body.is_empty();
-        if !self.head(engine, id, a.status, std::mem::take(&mut a.fields), end) {
+        if !self.head(engine, id, 200, std::mem::take(&mut a.fields), end) {
             return;
         }
         if end {
@@ -262,7 +258,7 @@ impl Streams {
                     body_tx: None,
                     trailers: None,
                     room,
-                    counters: self.no_counts.clone(),
+                    counters: a.log.counters.clone(),
                     task: None,
                     held,
                     held_trailers: None,
