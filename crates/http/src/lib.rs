@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod forward;
+pub mod h1;
 pub mod priority;
 pub mod request;
 pub mod sched;

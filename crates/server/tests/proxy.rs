@@ -164,6 +164,13 @@ enum Script {
     HintFlood,
     /// Reads a request body at about 4 MB/s before answering.
     SlowSink,
+    /// 100,000 bytes with no length, ended by closing the connection.
+    CloseDelimited,
+    /// The echo as a chunked body in uneven pieces, sent apart, with a trailer; keeps the
+    /// connection.
+    Chunked,
+    /// Answers 413 as soon as it has the head, then reads the body and closes.
+    EarlyAnswer,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -215,6 +222,9 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
             }
         }
         let lower = head.to_ascii_lowercase();
+        if script == Script::EarlyAnswer {
+            let _ = w.write_all(b"HTTP/1.1 413 Content Too Large\r\ncontent-length: 9\r\nconnection: close\r\n\r\ntoo large");
+        }
         let mut body = 0usize;
         if lower.contains("transfer-encoding: chunked") {
             loop {
@@ -307,6 +317,28 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 echo(&mut w).is_ok()
             }
             Script::SlowSink => echo(&mut w).is_ok(),
+            Script::CloseDelimited => {
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n");
+                let _ = w.write_all(&vec![b'c'; 100_000]);
+                false
+            }
+            Script::Chunked => {
+                let text = format!("{head}body-bytes: {body}\n");
+                let (a, b) = text.as_bytes().split_at(text.len() / 3);
+                let pieces = [
+                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-type: text/plain\r\n\r\n".to_vec(),
+                    format!("{:x};ext=1\r\n", a.len()).into_bytes(),
+                    [a, b"\r\n"].concat(),
+                    format!("{:X}\r\n", b.len()).into_bytes(),
+                    [b, b"\r"].concat(),
+                    b"\n0\r\nx-checksum: done\r\n\r\n".to_vec(),
+                ];
+                pieces.iter().all(|p| {
+                    thread::sleep(Duration::from_millis(5));
+                    w.write_all(p).is_ok()
+                })
+            }
+            Script::EarlyAnswer => false,
         };
         if !ok {
             return;
@@ -369,6 +401,46 @@ fn upstream_failures_are_explicit() {
             Duration::from_secs(30),
         );
         assert!(!out.status.success(), "{p:?}: a truncated response must not look complete: {}", out.stderr);
+    }
+}
+
+/// Whatever framing the upstream's responses use, the client gets the whole body: read to
+/// the close (and the connection not reused), chunked in uneven pieces with a trailer (and
+/// the connection reused), or answered before the request body was read (the answer
+/// forwarded, not a 502).
+#[test]
+fn every_response_framing_of_an_http1_upstream_is_read() {
+    require_tool!("curl", "every_response_framing_of_an_http1_upstream_is_read");
+    let up = Scripted::start(Script::CloseDelimited);
+    let px = proxy(&up_at(up.port, ""), "");
+    for p in [Proto::H2Tls, Proto::H1Plain] {
+        let r = curl(&px, p, "/p/x", &[]);
+        assert_eq!((r.status, r.body.len()), (200, 100_000), "{p:?}");
+        assert!(r.body.iter().all(|&b| b == b'c'), "{p:?}");
+    }
+    assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 2, "a body read to the close ends its connection");
+
+    let up = Scripted::start(Script::Chunked);
+    let px = proxy(&up_at(up.port, ""), "");
+    for i in 0..3 {
+        let r = curl(&px, Proto::H2Tls, &format!("/p/chunked-{i}"), &[]);
+        assert_eq!(r.status, 200);
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(body.starts_with(&format!("GET /p/chunked-{i} HTTP/1.1\r\n")) && body.ends_with("body-bytes: 0\n"), "{body}");
+        assert!(r.headers.contains("x-checksum: done"), "the trailer arrives: {}", r.headers);
+    }
+    assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 1, "a chunked body keeps its connection");
+
+    let up = Scripted::start(Script::EarlyAnswer);
+    let px = proxy(&up_at(up.port, ""), "");
+    let file = px.scratch("early.bin");
+    fs::write(&file, vec![b'e'; 2_000_000]).unwrap();
+    let data = format!("@{}", file.display());
+    for p in [Proto::H2Tls, Proto::H1Plain] {
+        let r = curl(&px, p, "/p/upload", &["--data-binary", &data]);
+        assert_eq!(r.status, 413, "{p:?}: {}", r.headers);
+        assert_eq!(r.body, b"too large", "{p:?}");
+        assert!(r.header("proxy-status").is_none(), "{p:?}: {}", r.headers);
     }
 }
 

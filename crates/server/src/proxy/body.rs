@@ -103,9 +103,43 @@ impl http_body::Body for UpBody {
     }
 }
 
-/// What runs when an upstream response has been read to its end (the HTTP/1.1 connection
-/// goes back to the pool).
-pub(crate) type OnEnd = Box<dyn FnOnce() + Send>;
+/// Where an upstream response's body comes from.
+pub(crate) enum Source {
+    /// An HTTP/1.1 exchange of our own client (its connection goes back to the pool at the end).
+    H1(Box<super::h1::Exchange>),
+    /// A stream of hyper's HTTP/2 client.
+    H2(hyper::body::Incoming),
+}
+
+impl Source {
+    /// Whether the body has been read to its end (or there is none).
+    pub(crate) fn is_end_stream(&self) -> bool {
+        match self {
+            Self::H1(x) => x.is_end_stream(),
+            Self::H2(b) => b.is_end_stream(),
+        }
+    }
+
+    fn len(&self) -> Option<u64> {
+        match self {
+            Self::H1(x) => x.len(),
+            Self::H2(b) => b.size_hint().exact(),
+        }
+    }
+
+    /// The next frame: data, or (at the end) trailers.
+    async fn frame(&mut self) -> Option<Result<Frame<Bytes>, String>> {
+        use http_body_util::BodyExt;
+        match self {
+            Self::H1(x) => match std::future::poll_fn(|cx| x.poll_data(cx)).await {
+                Some(Ok(d)) => Some(Ok(Frame::data(d))),
+                Some(Err(e)) => Some(Err(e.to_string())),
+                None => x.take_trailers().map(|t| Ok(Frame::trailers(t))),
+            },
+            Self::H2(b) => b.frame().await.map(|r| r.map_err(|e| e.to_string())),
+        }
+    }
+}
 
 /// Scans an HTML response's `<head>` for hints as it streams by, then stores them.
 pub(crate) struct Learner {
@@ -132,13 +166,12 @@ impl Learner {
 
 /// A response body read from an upstream.
 pub(crate) struct UpstreamBody {
-    body: hyper::body::Incoming,
+    body: Source,
     len: Option<u64>,
     rest: Bytes,
     trailers: Option<HeaderMap>,
     ended: bool,
     idle: Duration,
-    on_end: Option<OnEnd>,
     /// Whether trailers may follow: a body without a declared length, or from an HTTP/2
     /// upstream (which may send trailers after a declared length too).
     may_trail: bool,
@@ -151,14 +184,13 @@ pub(crate) struct UpstreamBody {
 
 impl UpstreamBody {
     pub(crate) fn new(
-        body: hyper::body::Incoming,
+        body: Source,
         idle: Duration,
-        on_end: Option<OnEnd>,
         active: super::Active,
         upstream: std::sync::Arc<str>,
         h2: bool,
     ) -> Self {
-        let len = body.size_hint().exact();
+        let len = body.len();
         let may_trail = len.is_none() || h2;
         Self {
             body,
@@ -167,7 +199,6 @@ impl UpstreamBody {
             trailers: None,
             ended: false,
             idle,
-            on_end,
             may_trail,
             _active: active,
             upstream,
@@ -190,12 +221,10 @@ impl UpstreamBody {
         self.trailers.take()
     }
 
-    /// The body is complete: the connection goes back, what was learned is stored.
+    /// The body is complete: what was learned is stored. (An HTTP/1.1 exchange has already
+    /// given its connection back.)
     fn end(&mut self) {
         self.ended = true;
-        if let Some(f) = self.on_end.take() {
-            f();
-        }
         if let Some(l) = self.learner.take() {
             l.finish();
         }
@@ -204,7 +233,6 @@ impl UpstreamBody {
     /// The next chunk of at most `max` bytes; `None` at a clean end. An upstream that fails or
     /// stalls longer than the idle timeout is an error (the client's stream is reset).
     pub(crate) async fn next(&mut self, max: usize) -> Option<std::io::Result<Bytes>> {
-        use http_body_util::BodyExt;
         loop {
             if !self.rest.is_empty() {
                 let n = self.rest.len().min(max);
@@ -241,7 +269,7 @@ impl UpstreamBody {
                         self.rest = d;
                         // The last bytes of a declared length: the exchange is over now (a
                         // reader that stops at the length never polls for the end).
-                        if http_body::Body::is_end_stream(&self.body) && !self.may_trail {
+                        if self.body.is_end_stream() && !self.may_trail {
                             self.end();
                         }
                     }

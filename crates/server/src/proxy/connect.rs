@@ -1,13 +1,13 @@
 //! Opening a connection to an upstream server: TCP (no Nagle) or a Unix socket, then TLS when
-//! the upstream has it, then the HTTP/1.1 or HTTP/2 handshake through hyper's client
-//! connections (hyper does the message parsing; the pool, the retries and the timeouts around
-//! it are ours, because hyper's pooled client offers no per-server connection limit, ejection
-//! or learned keep-alive deadline).
+//! the upstream has it. HTTP/1.1 then runs on our own client ([`super::h1`]); HTTP/2 on a
+//! hyper client connection (hyper does the HTTP/2 framing; the pool, the retries and the
+//! timeouts around it are ours, because hyper's pooled client offers no per-server connection
+//! limit, ejection or learned keep-alive deadline).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -19,8 +19,8 @@ use crate::config::{ServerAddr, Upstream, UpstreamProto};
 pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
-/// Largest response head accepted from an HTTP/1.1 upstream (hyper's minimum read buffer is
-/// 8 KiB; nginx's `proxy_buffer_size` default is 4–8 KiB, Envoy's header limit 60 KiB).
+/// Largest response head (and trailer section) accepted from an upstream (nginx's
+/// `proxy_buffer_size` default is 4–8 KiB, Envoy's header limit 60 KiB).
 pub(crate) const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
 /// One upstream's TLS client configuration (ALPN by protocol).
@@ -82,26 +82,6 @@ fn connect_error(e: &std::io::Error) -> ProxyError {
         }
         _ => ProxyError::new("destination_unavailable", e.to_string()),
     }
-}
-
-/// An HTTP/1.1 connection over `io`; its connection task runs on its own.
-pub(crate) async fn h1(io: Box<dyn Io>) -> Result<http1::SendRequest<UpBody>, ProxyError> {
-    // At most 100 fields in a response head: hyper's default (HAProxy's and Envoy's too), which
-    // it parses into arrays on the stack. Any other `max_headers` puts two 4 KiB arrays on the
-    // heap for every response (128 cost about 7,000 instructions per proxied request).
-    let (tx, conn) = http1::Builder::new()
-        .max_buf_size(4 * MAX_RESPONSE_HEAD)
-        .max_header_size(MAX_RESPONSE_HEAD)
-        .handshake(TokioIo::new(io))
-        .await
-        .map_err(|e| ProxyError::new("http_protocol_error", e.to_string()))?;
-    tokio::spawn(async move {
-        // With upgrades: after a 101 the connection is handed to the WebSocket tunnel.
-        if let Err(e) = conn.with_upgrades().await {
-            tracing::debug!(%e, "upstream HTTP/1.1 connection ended");
-        }
-    });
-    Ok(tx)
 }
 
 /// An HTTP/2 connection over `io`, within `timeout` for the SETTINGS exchange.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::HeaderValue;
 
 use super::body::UpBody;
-use super::{connect, Upstream};
+use super::{connect, h1, Upstream};
 use crate::config::UpstreamProto;
 
 /// Check server `i` of `up` forever.
@@ -60,11 +60,16 @@ async fn check(up: &Upstream, i: usize) -> Result<u16, String> {
     let mut req = hyper::Request::new(UpBody::empty());
     req.headers_mut().insert("user-agent", HeaderValue::from_static("sluice-health-check"));
     let status = if cfg.protocol == UpstreamProto::Http1 {
-        *req.uri_mut() = h.path.parse().map_err(|_| "bad path")?;
-        req.headers_mut().insert(http::header::HOST, host);
-        req.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-        let mut tx = connect::h1(io).await.map_err(|e| e.detail)?;
-        tx.send_request(req).await.map_err(|e| e.to_string())?.status()
+        let mut fields = std::mem::take(req.headers_mut());
+        fields.insert(http::header::HOST, host);
+        fields.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        let conn = h1::Conn::new(io, None);
+        let mut interim = |_, _: &http::HeaderMap| {};
+        h1::Exchange::start(conn, &http::Method::GET, &h.path, &fields, UpBody::empty(), &mut interim)
+            .await
+            .map_err(|f| f.fail.to_string())?
+            .0
+            .status
     } else {
         let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
         *req.uri_mut() =

@@ -18,6 +18,7 @@
 pub(crate) mod balance;
 pub(crate) mod body;
 mod connect;
+mod h1;
 mod health;
 pub(crate) mod hints;
 
@@ -27,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{HeaderValue, Method, StatusCode};
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 
 use crate::app::accesslog;
 use crate::app::http::{Body, Request, RequestBody, Response};
@@ -113,15 +114,8 @@ pub(crate) struct ServerState {
     healthy: AtomicBool,
 }
 
-/// An HTTP/1.1 connection, busy or idle.
-struct H1Conn {
-    tx: http1::SendRequest<UpBody>,
-    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
-    reused: bool,
-}
-
 struct IdleH1 {
-    conn: H1Conn,
+    conn: h1::Conn,
     until: Instant,
 }
 
@@ -247,19 +241,14 @@ impl Upstream {
         self.servers[i].fails.store(0, Ordering::Relaxed);
     }
 
-    /// An idle HTTP/1.1 connection of server `i` that is ready for a request, if any.
-    async fn take_idle(&self, i: usize) -> Option<H1Conn> {
+    /// An idle HTTP/1.1 connection of server `i` that is ready for a request, if any: within
+    /// its keep-alive time and with nothing (not even a close) arrived on it.
+    fn take_idle(&self, i: usize) -> Option<h1::Conn> {
         let s = &self.servers[i];
         let now = Instant::now();
         loop {
-            let idle = lock(&s.idle).pop()?;
-            if idle.until <= now || idle.conn.tx.is_closed() {
-                continue;
-            }
-            let mut conn = idle.conn;
-            // Ready at once for a connection that finished its last exchange; a closed one
-            // errors.
-            if tokio::time::timeout(Duration::from_millis(100), conn.tx.ready()).await.is_ok_and(|r| r.is_ok()) {
+            let IdleH1 { mut conn, until } = lock(&s.idle).pop()?;
+            if until > now && conn.looks_open() {
                 conn.reused = true;
                 return Some(conn);
             }
@@ -269,12 +258,12 @@ impl Upstream {
     /// An HTTP/1.1 connection to server `i`: an idle one unless `fresh`, else a new one. At
     /// `max_connections`, waits (up to `connect_secs`) for a connection to come back idle or
     /// for one to close.
-    async fn h1(&self, i: usize, fresh: bool) -> Result<H1Conn, ProxyError> {
+    async fn h1(&self, i: usize, fresh: bool) -> Result<h1::Conn, ProxyError> {
         let s = &self.servers[i];
         let deadline = tokio::time::Instant::now() + self.cfg.connect_timeout;
         let slot = loop {
             if !fresh {
-                if let Some(c) = self.take_idle(i).await {
+                if let Some(c) = self.take_idle(i) {
                     return Ok(c);
                 }
             }
@@ -295,8 +284,7 @@ impl Upstream {
             }
         };
         let io = connect::transport(&self.cfg, self.tls.as_ref(), &s.addr, self.cfg.connect_timeout).await?;
-        let tx = connect::h1(io).await?;
-        Ok(H1Conn { tx, _slot: slot, reused: false })
+        Ok(h1::Conn::new(io, slot))
     }
 
     /// The shared HTTP/2 connection to server `i` (opened when there is none or it closed).
@@ -322,14 +310,13 @@ impl Upstream {
     }
 
     /// Put an HTTP/1.1 connection back in server `i`'s idle list, keeping it at most `keep`.
-    fn put_back(&self, i: usize, mut conn: H1Conn, keep: Duration) {
-        if self.cfg.pool_max_idle == 0 || conn.tx.is_closed() {
+    fn put_back(&self, i: usize, conn: h1::Conn, keep: Duration) {
+        if self.cfg.pool_max_idle == 0 {
             return;
         }
-        conn.reused = false;
         let mut idle = lock(&self.servers[i].idle);
         let now = Instant::now();
-        idle.retain(|c| c.until > now && !c.tx_closed());
+        idle.retain(|c| c.until > now);
         if idle.len() >= self.cfg.pool_max_idle {
             idle.remove(0);
         }
@@ -338,12 +325,6 @@ impl Upstream {
         if self.servers[i].slots.is_some() {
             self.servers[i].returned.notify_one();
         }
-    }
-}
-
-impl IdleH1 {
-    fn tx_closed(&self) -> bool {
-        self.conn.tx.is_closed()
     }
 }
 
@@ -367,8 +348,8 @@ fn idempotent(m: &Method) -> bool {
 /// How an attempt failed.
 struct Failed {
     err: ProxyError,
-    /// The request came back unsent (its body untouched).
-    back: Option<hyper::Request<UpBody>>,
+    /// The request came back unsent: its body, untouched.
+    back: Option<UpBody>,
     /// It failed on a reused connection that closed before answering.
     stale: bool,
     /// Counts against the server (passive health).
@@ -438,13 +419,14 @@ pub(crate) async fn serve(
             fields.remove(http::header::CONTENT_LENGTH);
         }
         fields.insert(http::header::HOST, authority.clone());
-        target.parse::<http::Uri>()
+        // The target goes on the request line as it is: visible ASCII only (RFC 9112 §3.2).
+        (target.bytes().all(|b| (0x21..=0x7e).contains(&b))).then_some(None)
     } else {
         fields.remove(http::header::HOST);
         let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
-        format!("{scheme}://{}{target}", authority.to_str().unwrap_or("localhost")).parse::<http::Uri>()
+        format!("{scheme}://{}{target}", authority.to_str().unwrap_or("localhost")).parse::<http::Uri>().ok().map(Some)
     };
-    let Ok(uri) = uri else {
+    let Some(uri) = uri else {
         return Response::text(StatusCode::BAD_REQUEST, "the request target cannot be forwarded\n");
     };
     let declared =
@@ -500,53 +482,64 @@ pub(crate) async fn serve(
             return err.response(&up.name);
         };
         let active = up.begin(i);
-        let mut hreq = hyper::Request::new(body.take().unwrap_or_else(UpBody::empty));
-        *hreq.method_mut() = method.clone();
-        *hreq.uri_mut() = uri.clone();
-        *hreq.headers_mut() = fields.clone();
-        if to_h1 && interim.available() {
-            let interim = interim.clone();
-            let forwarded = AtomicU32::new(0);
-            let (sent, counters) = (sent.clone(), req.counters.clone());
-            hyper::ext::on_informational(&mut hreq, move |res| {
-                // 100 (Continue) answers the upstream's own `Expect` handling; 101 is a switch.
-                // A budget on the rest: an upstream sending endless 1xx heads does not flood
-                // the client (the response-head timeout ends the exchange).
-                let code = res.status().as_u16();
-                if code == 100 || code == 101 || forwarded.fetch_add(1, Ordering::Relaxed) >= MAX_INTERIM {
-                    return;
-                }
-                let mut h = res.headers().clone();
-                headers::strip_hop_by_hop(&mut h);
-                if code == 103 {
-                    // Merged with the hints already sent: each link once.
-                    let mut sent = lock(&sent);
-                    // Link by link: a field may join several (Node's `writeEarlyHints` does).
-                    let links = hints::each_link(h.get_all(http::header::LINK).iter());
-                    h.remove(http::header::LINK);
-                    let fresh: Vec<HeaderValue> = links.iter().filter(|l| !sent.contains(l)).cloned().collect();
-                    if !links.is_empty() && fresh.is_empty() {
+        let out = body.take().unwrap_or_else(UpBody::empty);
+        let attempt = match &uri {
+            None if interim.available() => {
+                let interim = interim.clone();
+                let mut forwarded = 0u32;
+                let (sent, counters) = (sent.clone(), req.counters.clone());
+                let mut on_interim = move |status: StatusCode, fields: &http::HeaderMap| {
+                    // 100 (Continue) answers the upstream's own `Expect` handling. A budget on
+                    // the rest: an upstream sending endless 1xx heads does not flood the client
+                    // (the response-head timeout ends the exchange).
+                    let code = status.as_u16();
+                    if code == 100 {
                         return;
                     }
-                    for l in fresh {
-                        sent.push(l.clone());
-                        h.append(http::header::LINK, l);
+                    forwarded += 1;
+                    if forwarded > MAX_INTERIM {
+                        return;
                     }
-                }
-                if interim.send(res.status(), &h) && code == 103 {
-                    counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
-                }
-            });
-        }
-        let attempt = attempt(up, i, hreq, fresh, &mut done_rx);
-        match attempt.await {
-            Ok((mut resp, on_end)) => {
+                    let mut h = fields.clone();
+                    headers::strip_hop_by_hop(&mut h);
+                    if code == 103 {
+                        // Merged with the hints already sent: each link once.
+                        let mut sent = lock(&sent);
+                        // Link by link: a field may join several (Node's `writeEarlyHints` does).
+                        let links = hints::each_link(h.get_all(http::header::LINK).iter());
+                        h.remove(http::header::LINK);
+                        let fresh: Vec<HeaderValue> = links.iter().filter(|l| !sent.contains(l)).cloned().collect();
+                        if !links.is_empty() && fresh.is_empty() {
+                            return;
+                        }
+                        for l in fresh {
+                            sent.push(l.clone());
+                            h.append(http::header::LINK, l);
+                        }
+                    }
+                    if interim.send(status, &h) && code == 103 {
+                        counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
+                    }
+                };
+                attempt_h1(up, i, (&method, &target, &fields), out, &mut on_interim, fresh, &mut done_rx).await
+            }
+            None => attempt_h1(up, i, (&method, &target, &fields), out, &mut |_, _| {}, fresh, &mut done_rx).await,
+            Some(uri) => {
+                let mut hreq = hyper::Request::new(out);
+                *hreq.method_mut() = method.clone();
+                *hreq.uri_mut() = uri.clone();
+                *hreq.headers_mut() = fields.clone();
+                attempt_h2(up, i, hreq, &mut done_rx).await
+            }
+        };
+        match attempt {
+            Ok(answer) => {
                 up.succeeded(i);
-                if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-                    return switch(up, req, &mut resp, upgrade.is_some());
+                if answer.status == StatusCode::SWITCHING_PROTOCOLS {
+                    return switch(up, req, answer, upgrade.is_some());
                 }
-                let learner = learn_key.as_ref().and_then(|k| learn(up, k, &resp));
-                return response(up, resp, on_end, active, learner);
+                let learner = learn_key.as_ref().and_then(|k| learn(up, k, answer.status, &answer.headers));
+                return response(up, answer, active, learner);
             }
             Err(f) => {
                 if let Some(e) = &f.client {
@@ -556,8 +549,8 @@ pub(crate) async fn serve(
                     up.failed(i, &f.err);
                 }
                 match f.back {
-                    Some(r) => {
-                        body = Some(r.into_body());
+                    Some(b) => {
+                        body = Some(b);
                         if f.stale && !fresh {
                             fresh = true;
                             continue;
@@ -589,148 +582,190 @@ fn log_failure(up: &Upstream, i: usize, err: &ProxyError, why: &str) {
         status = err.status().as_u16(), "{why}");
 }
 
-/// One try on server `i`. On success, the response and what to run at the end of its body.
-async fn attempt(
+/// An upstream's response head and the way to its body.
+struct Answer {
+    status: StatusCode,
+    version: http::Version,
+    headers: http::HeaderMap,
+    body: body::Source,
+}
+
+/// The response-head timer: it runs from the end of the request body.
+async fn head_timer(done: &mut tokio::sync::watch::Receiver<bool>, timeout: Duration) {
+    let _ = done.wait_for(|d| *d).await;
+    tokio::time::sleep(timeout).await;
+}
+
+fn head_timed_out() -> Failed {
+    Failed {
+        err: ProxyError::timeout("http_response_timeout", "no response head in time"),
+        back: None,
+        stale: false,
+        server_fault: true,
+        unprocessed: false,
+        client: None,
+    }
+}
+
+/// One try on server `i` over HTTP/1.1 (our own client, [`h1`]): the request line's method
+/// and target, the fields, the body; 1xx heads go to `interim`.
+async fn attempt_h1(
+    up: &Arc<Upstream>,
+    i: usize,
+    (method, target, fields): (&Method, &str, &http::HeaderMap),
+    body: UpBody,
+    interim: &mut (dyn FnMut(StatusCode, &http::HeaderMap) + Send),
+    fresh: bool,
+    done: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<Answer, Failed> {
+    let cfg = &up.cfg;
+    let conn = match up.h1(i, fresh).await {
+        Ok(c) => c,
+        Err(err) => {
+            return Err(Failed {
+                server_fault: err.kind != "connection_limit_reached",
+                err,
+                back: Some(body),
+                stale: false,
+                unprocessed: false,
+                client: None,
+            })
+        }
+    };
+    let reused = conn.reused;
+    let started = h1::Exchange::start(conn, method, target, fields, body, interim);
+    let result = tokio::select! {
+        r = started => r,
+        () = head_timer(done, cfg.response_head_timeout) => return Err(head_timed_out()),
+    };
+    match result {
+        Ok((head, mut ex)) => {
+            // After a 101 the connection becomes a tunnel; it never goes back to the pool.
+            if head.status != StatusCode::SWITCHING_PROTOCOLS {
+                let keep = if headers::connection_has(&head.fields, "close") {
+                    Duration::ZERO
+                } else {
+                    match headers::keep_alive_timeout(&head.fields) {
+                        // Leave a second's margin before the upstream's own idle close.
+                        Some(t) => cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1))),
+                        None => cfg.pool_idle,
+                    }
+                };
+                ex.set_home(h1::Home { up: up.clone(), server: i, keep });
+            }
+            Ok(Answer {
+                status: head.status,
+                version: head.version,
+                headers: head.fields,
+                body: body::Source::H1(Box::new(ex)),
+            })
+        }
+        Err(f) => {
+            let (kind, client) = match f.fail {
+                h1::Fail::Client(ref e) => ("proxy_internal_response", Some(e.clone())),
+                h1::Fail::Wire(sluice_http::h1::Error::TooLarge) => ("http_response_header_section_size", None),
+                h1::Fail::Wire(_) => ("http_protocol_error", None),
+                h1::Fail::Io(_) | h1::Fail::Closed | h1::Fail::Truncated => ("connection_terminated", None),
+            };
+            // A reused connection that failed before any answer: the upstream closed it while
+            // it sat idle (the request may be sent again on a fresh one).
+            let closed = matches!(f.fail, h1::Fail::Io(_) | h1::Fail::Closed) && !f.answered;
+            Err(Failed {
+                stale: reused && closed && client.is_none(),
+                server_fault: !(reused && closed) && client.is_none(),
+                err: ProxyError::new(kind, f.fail.to_string()),
+                back: f.back,
+                unprocessed: false,
+                client,
+            })
+        }
+    }
+}
+
+/// One try on server `i` over HTTP/2 (hyper's client, one shared connection).
+async fn attempt_h2(
     up: &Arc<Upstream>,
     i: usize,
     hreq: hyper::Request<UpBody>,
-    fresh: bool,
     done: &mut tokio::sync::watch::Receiver<bool>,
-) -> Result<(hyper::Response<hyper::body::Incoming>, Option<body::OnEnd>), Failed> {
+) -> Result<Answer, Failed> {
     let cfg = &up.cfg;
-    let head_timeout = cfg.response_head_timeout;
-    // The response-head timer runs from the end of the request body.
-    let timer = async {
-        let _ = done.wait_for(|d| *d).await;
-        tokio::time::sleep(head_timeout).await;
+    let (mut tx, reused) = match up.h2(i).await {
+        Ok(t) => t,
+        Err(err) => {
+            return Err(Failed {
+                err,
+                back: Some(hreq.into_body()),
+                stale: false,
+                server_fault: true,
+                unprocessed: false,
+                client: None,
+            })
+        }
     };
-    if cfg.protocol == UpstreamProto::Http1 {
-        let mut conn = match up.h1(i, fresh).await {
-            Ok(c) => c,
-            Err(err) => {
-                return Err(Failed {
-                    server_fault: err.kind != "connection_limit_reached",
-                    err,
-                    back: Some(hreq),
-                    stale: false,
-                    unprocessed: false,
-                    client: None,
-                })
-            }
-        };
-        let reused = conn.reused;
-        let sent = conn.tx.try_send_request(hreq);
-        let result = tokio::select! {
-            r = sent => r,
-            () = timer => {
-                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false, client: None });
-            }
-        };
-        match result {
-            Ok(resp) => {
-                let closing = headers::connection_has(resp.headers(), "close");
-                let keep = match headers::keep_alive_timeout(resp.headers()) {
-                    _ if closing => Duration::ZERO,
-                    // Leave a second's margin before the upstream's own idle close.
-                    Some(t) => cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1))),
-                    None => cfg.pool_idle,
-                };
-                let up2 = up.clone();
-                let on_end: body::OnEnd = Box::new(move || {
-                    if !keep.is_zero() {
-                        up2.put_back(i, conn, keep);
-                    }
-                });
-                Ok((resp, Some(on_end)))
-            }
-            Err(mut e) => {
-                let back = e.take_message();
-                let err = e.into_error();
-                let closed = err.is_canceled() || err.is_incomplete_message() || err.is_closed();
-                let kind = classify(&err);
-                let client = client_body_error(&err);
-                Err(Failed {
-                    stale: reused && closed && client.is_none(),
-                    server_fault: !(reused && closed) && client.is_none(),
-                    err: ProxyError::new(kind, err.to_string()),
-                    back,
-                    unprocessed: false,
-                    client,
-                })
-            }
+    // Waits while the upstream's MAX_CONCURRENT_STREAMS are all in use.
+    match tokio::time::timeout(cfg.connect_timeout, tx.ready()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            up.forget_h2(i);
+            let err = ProxyError::new("connection_terminated", e.to_string());
+            return Err(Failed {
+                err,
+                back: Some(hreq.into_body()),
+                stale: reused,
+                server_fault: !reused,
+                unprocessed: false,
+                client: None,
+            });
         }
-    } else {
-        let (mut tx, reused) = match up.h2(i).await {
-            Ok(t) => t,
-            Err(err) => {
-                return Err(Failed {
-                    err,
-                    back: Some(hreq),
-                    stale: false,
-                    server_fault: true,
-                    unprocessed: false,
-                    client: None,
-                })
-            }
-        };
-        // Waits while the upstream's MAX_CONCURRENT_STREAMS are all in use.
-        match tokio::time::timeout(cfg.connect_timeout, tx.ready()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
+        Err(_) => {
+            let err = ProxyError::new("connection_limit_reached", "every stream of the HTTP/2 connection is busy");
+            return Err(Failed {
+                err,
+                back: Some(hreq.into_body()),
+                stale: false,
+                server_fault: false,
+                unprocessed: false,
+                client: None,
+            });
+        }
+    }
+    let sent = tx.try_send_request(hreq);
+    let result = tokio::select! {
+        r = sent => r,
+        () = head_timer(done, cfg.response_head_timeout) => return Err(head_timed_out()),
+    };
+    match result {
+        Ok(resp) => {
+            let (parts, incoming) = resp.into_parts();
+            Ok(Answer {
+                status: parts.status,
+                version: parts.version,
+                headers: parts.headers,
+                body: body::Source::H2(incoming),
+            })
+        }
+        Err(mut e) => {
+            let back = e.take_message().map(hyper::Request::into_body);
+            let err = e.into_error();
+            // RFC 9113 §8.7: a stream refused (REFUSED_STREAM, or above a GOAWAY's last
+            // stream id) was not processed and may be retried.
+            let reason = h2_reason(&err);
+            let refused = reason == Some(h2::Reason::REFUSED_STREAM);
+            // A connection-level failure (no stream reason, or the request never left):
+            // the next request opens a new connection.
+            let client = client_body_error(&err);
+            if (reason.is_none() && client.is_none()) || back.is_some() {
                 up.forget_h2(i);
-                let err = ProxyError::new("connection_terminated", e.to_string());
-                return Err(Failed {
-                    err,
-                    back: Some(hreq),
-                    stale: reused,
-                    server_fault: !reused,
-                    unprocessed: false,
-                    client: None,
-                });
             }
-            Err(_) => {
-                let err = ProxyError::new("connection_limit_reached", "every stream of the HTTP/2 connection is busy");
-                return Err(Failed {
-                    err,
-                    back: Some(hreq),
-                    stale: false,
-                    server_fault: false,
-                    unprocessed: false,
-                    client: None,
-                });
-            }
-        }
-        let sent = tx.try_send_request(hreq);
-        let result = tokio::select! {
-            r = sent => r,
-            () = timer => {
-                return Err(Failed { err: ProxyError::timeout("http_response_timeout", "no response head in time"), back: None, stale: false, server_fault: true, unprocessed: false, client: None });
-            }
-        };
-        match result {
-            Ok(resp) => Ok((resp, None)),
-            Err(mut e) => {
-                let back = e.take_message();
-                let err = e.into_error();
-                // RFC 9113 §8.7: a stream refused (REFUSED_STREAM, or above a GOAWAY's last
-                // stream id) was not processed and may be retried.
-                let reason = h2_reason(&err);
-                let refused = reason == Some(h2::Reason::REFUSED_STREAM);
-                // A connection-level failure (no stream reason, or the request never left):
-                // the next request opens a new connection.
-                let client = client_body_error(&err);
-                if (reason.is_none() && client.is_none()) || back.is_some() {
-                    up.forget_h2(i);
-                }
-                Err(Failed {
-                    stale: back.is_some() && reused,
-                    server_fault: !refused && client.is_none(),
-                    err: ProxyError::new(classify(&err), err.to_string()),
-                    back,
-                    unprocessed: refused,
-                    client,
-                })
-            }
+            Err(Failed {
+                stale: back.is_some() && reused,
+                server_fault: !refused && client.is_none(),
+                err: ProxyError::new(classify(&err), err.to_string()),
+                back,
+                unprocessed: refused,
+                client,
+            })
         }
     }
 }
@@ -785,48 +820,46 @@ fn classify(err: &hyper::Error) -> &'static str {
 }
 
 /// A 101 from the upstream: both connections become one tunnel once the client has the 101.
-fn switch(
-    up: &Arc<Upstream>,
-    req: &mut Request,
-    resp: &mut hyper::Response<hyper::body::Incoming>,
-    asked: bool,
-) -> Response {
-    let Some(down) = req.upgrade.take().filter(|_| asked) else {
+fn switch(up: &Arc<Upstream>, req: &mut Request, answer: Answer, asked: bool) -> Response {
+    let upstream = match answer.body {
+        body::Source::H1(ex) => ex.into_upgraded(),
+        body::Source::H2(_) => None,
+    };
+    let (Some(down), Some((io, pre))) = (req.upgrade.take().filter(|_| asked), upstream) else {
         let err = ProxyError::new("http_protocol_error", "a 101 that was not asked for");
         tracing::warn!(upstream = %up.name, "502: {}", err.detail);
         return err.response(&up.name);
     };
-    let mut fields = std::mem::take(resp.headers_mut());
+    let mut fields = answer.headers;
     let proto = fields.get(http::header::UPGRADE).cloned();
-    headers::response(&mut fields, resp.version());
+    headers::response(&mut fields, answer.version);
     if let Some(p) = proto {
         fields.insert(http::header::UPGRADE, p);
     }
     fields.insert(http::header::CONNECTION, HeaderValue::from_static("upgrade"));
-    let upstream = hyper::upgrade::on(resp);
     let (idle, name) = (up.cfg.idle_timeout, up.name.clone());
     tokio::spawn(async move {
-        match tokio::join!(down, upstream) {
-            (Ok(d), Ok(u)) => {
-                tunnel(hyper_util::rt::TokioIo::new(d), hyper_util::rt::TokioIo::new(u), idle).await;
-            }
-            (d, u) => {
-                tracing::debug!(upstream = %name, client = d.is_ok(), upstream_ok = u.is_ok(), "upgrade did not complete");
-            }
+        match down.await {
+            Ok(d) => tunnel(hyper_util::rt::TokioIo::new(d), io, pre, idle).await,
+            Err(e) => tracing::debug!(upstream = %name, %e, "upgrade did not complete"),
         }
     });
     Response::new(StatusCode::SWITCHING_PROTOCOLS, fields, Body::Empty)
 }
 
 /// Copy bytes both ways until both sides have closed, either fails, or nothing moves for
-/// `idle`. A side's end of stream is passed on as a shutdown of the other side's writes.
-async fn tunnel<A, B>(a: A, b: B, idle: Duration)
+/// `idle`; `pre` (what `b` sent right after its 101) goes to `a` first. A side's end of stream
+/// is passed on as a shutdown of the other side's writes.
+async fn tunnel<A, B>(a: A, b: B, pre: bytes::Bytes, idle: Duration)
 where
     A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut ar, mut aw) = tokio::io::split(a);
+    if !pre.is_empty() && aw.write_all(&pre).await.is_err() {
+        return;
+    }
     let (mut br, mut bw) = tokio::io::split(b);
     let mut abuf = vec![0u8; 16 * 1024];
     let mut bbuf = vec![0u8; 16 * 1024];
@@ -876,11 +909,10 @@ fn navigation(h: &http::HeaderMap) -> bool {
 
 /// Learn from the upstream's answer to a GET: its hintable `Link` values now, or, for HTML
 /// without any `Link`, the `<head>` as it streams by (the returned scanner).
-fn learn(up: &Arc<Upstream>, key: &str, resp: &hyper::Response<hyper::body::Incoming>) -> Option<body::Learner> {
-    if !matches!(resp.status().as_u16(), 200 | 301 | 302) {
+fn learn(up: &Arc<Upstream>, key: &str, status: StatusCode, h: &http::HeaderMap) -> Option<body::Learner> {
+    if !matches!(status.as_u16(), 200 | 301 | 302) {
         return None;
     }
-    let h = resp.headers();
     if h.contains_key(http::header::LINK) {
         up.hints.learn(key, hints::from_link_fields(h.get_all(http::header::LINK).iter()), Instant::now());
         return None;
@@ -889,7 +921,7 @@ fn learn(up: &Arc<Upstream>, key: &str, resp: &hyper::Response<hyper::body::Inco
         h.get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().to_ascii_lowercase().starts_with(b"text/html"));
     // A compressed document is not scanned.
     let plain = h.get(http::header::CONTENT_ENCODING).is_none_or(|v| v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    if resp.status() == StatusCode::OK && html && plain {
+    if status == StatusCode::OK && html && plain {
         return Some(body::Learner::new(up.clone(), key.to_owned()));
     }
     // Nothing to learn any more: what was learned goes.
@@ -898,30 +930,20 @@ fn learn(up: &Arc<Upstream>, key: &str, resp: &hyper::Response<hyper::body::Inco
 }
 
 /// The client's response from the upstream's.
-fn response(
-    up: &Arc<Upstream>,
-    resp: hyper::Response<hyper::body::Incoming>,
-    on_end: Option<body::OnEnd>,
-    active: Active,
-    learner: Option<body::Learner>,
-) -> Response {
-    let (parts, incoming) = resp.into_parts();
-    let mut fields = parts.headers;
-    headers::response(&mut fields, parts.version);
-    use http_body::Body as _;
-    let body = if incoming.is_end_stream() {
-        if let Some(f) = on_end {
-            f();
-        }
+fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<body::Learner>) -> Response {
+    let mut fields = answer.headers;
+    headers::response(&mut fields, answer.version);
+    let body = if answer.body.is_end_stream() {
+        // An HTTP/1.1 connection already went back to the pool (`Exchange::set_home`).
         if let Some(l) = learner {
             l.finish();
         }
         Body::Empty
     } else {
-        let h2 = parts.version == http::Version::HTTP_2;
-        let mut b = UpstreamBody::new(incoming, up.cfg.idle_timeout, on_end, active, up.name.clone(), h2);
+        let h2 = answer.version == http::Version::HTTP_2;
+        let mut b = UpstreamBody::new(answer.body, up.cfg.idle_timeout, active, up.name.clone(), h2);
         b.learner = learner;
         Body::Upstream(Box::new(b))
     };
-    Response::new(parts.status, fields, body)
+    Response::new(answer.status, fields, body)
 }

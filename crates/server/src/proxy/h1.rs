@@ -1,0 +1,440 @@
+//! The proxy's HTTP/1.1 client: one exchange at a time on a connection the pool owns between
+//! exchanges. The messages are written and read by `sluice_http::h1` (sans-IO); this driver
+//! owns the socket and its read buffer.
+//!
+//! An [`Exchange`] is full duplex, as HTTP/1.1 allows: the request body keeps going while the
+//! response head and body are read (an upstream may answer early or stream its answer while
+//! it reads), all polled from the task that reads the response — no connection task and no
+//! channel between the request and the socket. The connection goes back to the pool when the
+//! response has been read to its end, the whole request was sent, the upstream keeps the
+//! connection open and nothing extra was received; otherwise it is closed.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::{HeaderMap, Method, StatusCode};
+use sluice_http::h1::{self as wire, Chunk, ChunkedDecoder, Framing, ResponseHead};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+
+use super::body::UpBody;
+use super::connect::{Io, MAX_RESPONSE_HEAD};
+use crate::app::http::BodyError;
+
+/// Read buffer for heads and small bodies; a body still to come grows reads to [`BIG_READ`].
+const SMALL_READ: usize = 8 * 1024;
+const BIG_READ: usize = 64 * 1024;
+/// Body pieces up to this size are copied out of the read buffer, which then stays unshared
+/// and is reused; larger ones are split off it.
+const COPY_MAX: usize = 4 * 1024;
+
+/// An HTTP/1.1 connection to an upstream server, between exchanges.
+pub(crate) struct Conn {
+    io: Box<dyn Io>,
+    buf: BytesMut,
+    /// It carried an exchange before (a failure before any answer may be a stale close).
+    pub(crate) reused: bool,
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Conn {
+    pub(crate) fn new(io: Box<dyn Io>, slot: Option<tokio::sync::OwnedSemaphorePermit>) -> Self {
+        Self { io, buf: BytesMut::new(), reused: false, _slot: slot }
+    }
+
+    /// Whether an idle connection can take a request: nothing has arrived on it, not even
+    /// the end of the stream (an upstream that closed an idle connection).
+    pub(crate) fn looks_open(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut byte = [0u8; 1];
+        let mut rb = tokio::io::ReadBuf::new(&mut byte);
+        Pin::new(&mut self.io).poll_read(&mut cx, &mut rb).is_pending()
+    }
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// The connection failed (reading, or writing with no answer to read).
+    Io(std::io::Error),
+    /// The upstream closed the connection before a whole response head.
+    Closed,
+    /// The response could not be read.
+    Wire(wire::Error),
+    /// The body was cut short: the connection closed before its declared end.
+    Truncated,
+    /// The client's request body failed.
+    Client(BodyError),
+}
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "upstream connection: {e}"),
+            Self::Closed => f.write_str("the upstream closed the connection before a complete response head"),
+            Self::Wire(e) => write!(f, "{e}"),
+            Self::Truncated => f.write_str("the upstream closed the connection before the end of the body"),
+            Self::Client(e) => write!(f, "request body: {e}"),
+        }
+    }
+}
+
+/// A failed start: why, and the request body when none of it was taken.
+pub(crate) struct StartFail {
+    pub(crate) fail: Fail,
+    pub(crate) back: Option<UpBody>,
+    /// Whether any byte of the response arrived.
+    pub(crate) answered: bool,
+}
+
+/// Where a finished connection goes back to.
+pub(crate) struct Home {
+    pub(crate) up: Arc<super::Upstream>,
+    pub(crate) server: usize,
+    /// How long it may sit idle; zero: it is not kept.
+    pub(crate) keep: Duration,
+}
+
+/// One request and its response on a connection.
+pub(crate) struct Exchange {
+    conn: Option<Conn>,
+    /// The request body still to send (`None`: all of it is in `out` or sent).
+    body: Option<UpBody>,
+    /// Whether the body was ever polled (else it can go back for a retry).
+    body_touched: bool,
+    chunked: bool,
+    out: Vec<u8>,
+    at: usize,
+    wrote_any: bool,
+    unflushed: bool,
+    /// A write failed: the rest of the request is dropped; the answer may still be read.
+    write_failed: Option<std::io::Error>,
+    answered: bool,
+    /// The response body.
+    framing: Framing,
+    left: u64,
+    chunks: ChunkedDecoder,
+    complete: bool,
+    persistent: bool,
+    home: Option<Home>,
+    /// The request's trailer section, once the body has given it.
+    req_trailers: Option<HeaderMap>,
+    /// The response's, once its body has ended.
+    trailers: Option<HeaderMap>,
+}
+
+impl Exchange {
+    /// Sends the request head and, as the upstream takes it, `body` (with `content-length` in
+    /// `fields` its bytes go as they are, else chunked); reads interim responses (each given to
+    /// `interim`) up to the final response head. The body goes on sending after that.
+    pub(crate) async fn start(
+        conn: Conn,
+        method: &Method,
+        target: &str,
+        fields: &HeaderMap,
+        body: UpBody,
+        interim: &mut (dyn FnMut(StatusCode, &HeaderMap) + Send),
+    ) -> Result<(ResponseHead, Self), StartFail> {
+        use http_body::Body as _;
+        let empty = body.is_end_stream();
+        let framing = if empty {
+            wire::RequestBody::Empty
+        } else if fields.contains_key(http::header::CONTENT_LENGTH) {
+            wire::RequestBody::Length
+        } else {
+            wire::RequestBody::Chunked
+        };
+        let mut out = Vec::with_capacity(512);
+        wire::encode_request(method, target, fields, framing, &mut out);
+        let mut ex = Self {
+            conn: Some(conn),
+            body: (!empty).then_some(body),
+            body_touched: false,
+            chunked: framing == wire::RequestBody::Chunked,
+            out,
+            at: 0,
+            wrote_any: false,
+            unflushed: false,
+            write_failed: None,
+            answered: false,
+            framing: Framing::Empty,
+            left: 0,
+            chunks: ChunkedDecoder::new(MAX_RESPONSE_HEAD),
+            complete: false,
+            persistent: false,
+            home: None,
+            req_trailers: None,
+            trailers: None,
+        };
+        let head = std::future::poll_fn(|cx| ex.poll_head(cx, interim)).await;
+        match head {
+            Ok(mut head) => {
+                ex.framing = wire::framing(method, &mut head).map_err(|e| ex.fail(Fail::Wire(e)))?;
+                ex.left = match ex.framing {
+                    Framing::Length(n) => n,
+                    _ => 0,
+                };
+                ex.persistent = wire::persistent(&head) && ex.framing != Framing::Close;
+                if ex.framing == Framing::Empty || ex.framing == Framing::Length(0) {
+                    ex.complete = true;
+                }
+                Ok((head, ex))
+            }
+            Err(f) => Err(ex.fail(f)),
+        }
+    }
+
+    fn fail(&mut self, fail: Fail) -> StartFail {
+        let back = if self.body_touched || self.wrote_any { None } else { self.body.take() };
+        StartFail { fail, back, answered: self.answered }
+    }
+
+    fn conn(&mut self) -> &mut Conn {
+        self.conn.as_mut().expect("an exchange holds its connection until it ends")
+    }
+
+    /// Request progress: writes what is queued and takes the next piece of the body.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Result<(), Fail> {
+        use http_body::Body as _;
+        while self.write_failed.is_none() {
+            if self.at < self.out.len() {
+                let (out, at) = (&self.out, self.at);
+                let io = &mut self.conn.as_mut().expect("connection").io;
+                match Pin::new(io).poll_write(cx, &out[at..]) {
+                    Poll::Ready(Ok(0)) => self.write_failed = Some(std::io::ErrorKind::WriteZero.into()),
+                    Poll::Ready(Ok(n)) => {
+                        self.at += n;
+                        self.wrote_any = true;
+                        self.unflushed = true;
+                    }
+                    Poll::Ready(Err(e)) => self.write_failed = Some(e),
+                    Poll::Pending => return Ok(()),
+                }
+                continue;
+            }
+            self.out.clear();
+            self.at = 0;
+            if self.unflushed {
+                match Pin::new(&mut self.conn().io).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => self.unflushed = false,
+                    Poll::Ready(Err(e)) => self.write_failed = Some(e),
+                    Poll::Pending => return Ok(()),
+                }
+                continue;
+            }
+            let Some(body) = self.body.as_mut() else { return Ok(()) };
+            self.body_touched = true;
+            match Pin::new(body).poll_frame(cx) {
+                Poll::Pending => return Ok(()),
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(d) if self.chunked => wire::encode_chunk(&d, &mut self.out),
+                    Ok(d) => self.out.extend_from_slice(&d),
+                    Err(f) => self.req_trailers = f.into_trailers().ok(),
+                },
+                Poll::Ready(None) => {
+                    if self.chunked {
+                        wire::encode_last_chunk(self.req_trailers.take().as_ref(), &mut self.out);
+                    }
+                    self.body = None;
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    self.body = None;
+                    return Err(Fail::Client(e));
+                }
+            }
+        }
+        // The upstream stopped taking the request: drop the rest, read what it answers.
+        self.body = None;
+        Ok(())
+    }
+
+    /// Whether the whole request went out.
+    fn sent(&self) -> bool {
+        self.body.is_none() && self.out.is_empty() && !self.unflushed && self.write_failed.is_none()
+    }
+
+    /// Reads more of the response into the buffer: the number of bytes, 0 at the end.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, Fail>> {
+        let big = matches!(self.framing, Framing::Chunked | Framing::Close) || self.left > SMALL_READ as u64;
+        let conn = self.conn.as_mut().expect("connection");
+        let want = if big { BIG_READ } else { SMALL_READ };
+        if conn.buf.capacity() - conn.buf.len() < want / 4 {
+            conn.buf.reserve(want);
+        }
+        let read = std::pin::pin!(conn.io.read_buf(&mut conn.buf));
+        match read.poll(cx) {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.answered = true;
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(Fail::Io(e))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        interim: &mut (dyn FnMut(StatusCode, &HeaderMap) + Send),
+    ) -> Poll<Result<ResponseHead, Fail>> {
+        loop {
+            let buf = &mut self.conn().buf;
+            if !buf.is_empty() {
+                match wire::parse_response(buf, MAX_RESPONSE_HEAD) {
+                    // 101 is final: the connection changes protocol.
+                    Ok(Some(head))
+                        if head.status.is_informational() && head.status != StatusCode::SWITCHING_PROTOCOLS =>
+                    {
+                        interim(head.status, &head.fields);
+                        continue;
+                    }
+                    Ok(Some(head)) => return Poll::Ready(Ok(head)),
+                    Ok(None) => {}
+                    Err(e) => return Poll::Ready(Err(Fail::Wire(e))),
+                }
+            }
+            self.poll_send(cx)?;
+            match self.poll_fill(cx) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(match self.write_failed.take() {
+                        Some(e) => Fail::Io(e),
+                        None => Fail::Closed,
+                    }));
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Where the connection goes when the exchange ends well.
+    pub(crate) fn set_home(&mut self, home: Home) {
+        self.home = Some(home);
+        if self.complete {
+            self.finish();
+        }
+    }
+
+    /// Whether the response body has been read to its end.
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.complete
+    }
+
+    /// The declared length of the response body.
+    pub(crate) fn len(&self) -> Option<u64> {
+        match self.framing {
+            Framing::Empty => Some(0),
+            Framing::Length(n) => Some(n),
+            Framing::Chunked | Framing::Close => None,
+        }
+    }
+
+    /// The response's trailer section, once the body has ended.
+    pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
+        self.trailers.take()
+    }
+
+    /// The response is complete: the connection goes back to the pool if it can carry
+    /// another exchange (once the request too has gone out in full), else closes. A request
+    /// body still being sent is given a moment to finish.
+    fn finish(&mut self) {
+        self.complete = true;
+        let Some(home) = self.home.take() else { return };
+        if home.keep.is_zero() || !self.persistent {
+            self.conn = None;
+            return;
+        }
+        // Push out what the request still has ready, without waiting.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let _ = self.poll_send(&mut cx);
+        match self.conn.take() {
+            Some(mut conn) if self.sent() && conn.buf.is_empty() => {
+                conn.reused = false;
+                home.up.put_back(home.server, conn, home.keep);
+            }
+            _ => {}
+        }
+    }
+
+    fn take(buf: &mut BytesMut, n: usize) -> Bytes {
+        if n <= COPY_MAX {
+            let b = Bytes::copy_from_slice(&buf[..n]);
+            buf.advance(n);
+            b
+        } else {
+            buf.split_to(n).freeze()
+        }
+    }
+
+    /// The next piece of the response body; `None` at its end (trailers then in
+    /// [`Exchange::take_trailers`]).
+    pub(crate) fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Fail>>> {
+        loop {
+            if self.complete {
+                return Poll::Ready(None);
+            }
+            let buf = &mut self.conn.as_mut().expect("connection").buf;
+            match self.framing {
+                Framing::Empty => {
+                    self.finish();
+                    return Poll::Ready(None);
+                }
+                Framing::Length(left) if !buf.is_empty() => {
+                    let n = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+                    let data = Self::take(buf, n);
+                    self.left = left - n as u64;
+                    self.framing = Framing::Length(self.left);
+                    if self.left == 0 {
+                        // The last bytes: the exchange is over now (a reader that stops at the
+                        // declared length never asks for the end).
+                        self.finish();
+                    }
+                    return Poll::Ready(Some(Ok(data)));
+                }
+                Framing::Chunked if !buf.is_empty() => match self.chunks.decode(buf) {
+                    Ok(Chunk::Data(n)) => return Poll::Ready(Some(Ok(Self::take(buf, n)))),
+                    Ok(Chunk::End(t)) => {
+                        self.trailers = t;
+                        self.finish();
+                        return Poll::Ready(None);
+                    }
+                    Ok(Chunk::NeedMore) => {}
+                    Err(e) => return Poll::Ready(Some(Err(Fail::Wire(e)))),
+                },
+                Framing::Close if !buf.is_empty() => {
+                    let n = buf.len();
+                    return Poll::Ready(Some(Ok(Self::take(buf, n))));
+                }
+                _ => {}
+            }
+            if let Err(e) = self.poll_send(cx) {
+                return Poll::Ready(Some(Err(e)));
+            }
+            match self.poll_fill(cx) {
+                Poll::Ready(Ok(0)) if self.framing == Framing::Close => {
+                    self.finish();
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Ok(0)) => return Poll::Ready(Some(Err(Fail::Truncated))),
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// After a 101: the connection and what already arrived on it, for a tunnel.
+    pub(crate) fn into_upgraded(mut self) -> Option<(Box<dyn Io>, Bytes)> {
+        let conn = self.conn.take()?;
+        Some((conn.io, conn.buf.freeze()))
+    }
+}
