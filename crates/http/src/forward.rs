@@ -60,18 +60,19 @@ static HOP_BY_HOP: [HeaderName; 6] = [
     header::PROXY_AUTHENTICATE,
 ];
 
-/// The `Connection` field's options (RFC 9110 §7.6.1), lower-cased.
-fn connection_options(h: &HeaderMap) -> impl Iterator<Item = String> + '_ {
+/// The `Connection` field's options (RFC 9110 §7.6.1), as sent (compared without case),
+/// without copying them: this runs for every proxied exchange, twice.
+fn connection_options(h: &HeaderMap) -> impl Iterator<Item = &[u8]> + '_ {
     h.get_all(header::CONNECTION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty())
 }
 
 /// Whether the `Connection` field names `option` (`close`, `upgrade`, ...; case-insensitive).
 pub fn connection_has(h: &HeaderMap, option: &str) -> bool {
-    connection_options(h).any(|t| t.eq_ignore_ascii_case(option))
+    connection_options(h).any(|t| t.eq_ignore_ascii_case(option.as_bytes()))
 }
 
 /// Remove the hop-by-hop fields, the ones `Connection` names included. (`Proxy-Authorization`
@@ -100,8 +101,12 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     }
     // Only a `Connection` field names more (HOP_BY_HOP[0]).
     if present & 1 != 0 {
-        let named: Vec<HeaderName> =
-            connection_options(h).filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok()).collect();
+        // `close` names no field and `keep-alive` goes below anyway: the usual options cost
+        // no lookup. (`HeaderName::from_bytes` lower-cases.)
+        let named: Vec<HeaderName> = connection_options(h)
+            .filter(|t| !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"))
+            .filter_map(|t| HeaderName::from_bytes(t).ok())
+            .collect();
         for n in &named {
             h.remove(n);
         }

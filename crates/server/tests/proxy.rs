@@ -223,7 +223,9 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
         }
         let lower = head.to_ascii_lowercase();
         if script == Script::EarlyAnswer {
-            let _ = w.write_all(b"HTTP/1.1 413 Content Too Large\r\ncontent-length: 9\r\nconnection: close\r\n\r\ntoo large");
+            let _ = w.write_all(
+                b"HTTP/1.1 413 Content Too Large\r\ncontent-length: 9\r\nconnection: close\r\n\r\ntoo large",
+            );
         }
         let mut body = 0usize;
         if lower.contains("transfer-encoding: chunked") {
@@ -426,7 +428,10 @@ fn every_response_framing_of_an_http1_upstream_is_read() {
         let r = curl(&px, Proto::H2Tls, &format!("/p/chunked-{i}"), &[]);
         assert_eq!(r.status, 200);
         let body = String::from_utf8_lossy(&r.body);
-        assert!(body.starts_with(&format!("GET /p/chunked-{i} HTTP/1.1\r\n")) && body.ends_with("body-bytes: 0\n"), "{body}");
+        assert!(
+            body.starts_with(&format!("GET /p/chunked-{i} HTTP/1.1\r\n")) && body.ends_with("body-bytes: 0\n"),
+            "{body}"
+        );
         assert!(r.headers.contains("x-checksum: done"), "the trailer arrives: {}", r.headers);
     }
     assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 1, "a chunked body keeps its connection");

@@ -35,6 +35,8 @@ const COPY_MAX: usize = 4 * 1024;
 pub(crate) struct Conn {
     io: Box<dyn Io>,
     buf: BytesMut,
+    /// The write buffer, kept from exchange to exchange.
+    out: Vec<u8>,
     /// It carried an exchange before (a failure before any answer may be a stale close).
     pub(crate) reused: bool,
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -42,7 +44,7 @@ pub(crate) struct Conn {
 
 impl Conn {
     pub(crate) fn new(io: Box<dyn Io>, slot: Option<tokio::sync::OwnedSemaphorePermit>) -> Self {
-        Self { io, buf: BytesMut::new(), reused: false, _slot: slot }
+        Self { io, buf: BytesMut::new(), out: Vec::new(), reused: false, _slot: slot }
     }
 
     /// Whether an idle connection can take a request: nothing has arrived on it, not even
@@ -134,7 +136,7 @@ impl Exchange {
     /// `fields` its bytes go as they are, else chunked); reads interim responses (each given to
     /// `interim`) up to the final response head. The body goes on sending after that.
     pub(crate) async fn start(
-        conn: Conn,
+        mut conn: Conn,
         method: &Method,
         target: &str,
         fields: &HeaderMap,
@@ -150,7 +152,8 @@ impl Exchange {
         } else {
             wire::RequestBody::Chunked
         };
-        let mut out = Vec::with_capacity(512);
+        let mut out = std::mem::take(&mut conn.out);
+        out.clear();
         wire::encode_request(method, target, fields, framing, &mut out);
         let mut ex = Self {
             conn: Some(conn),
@@ -359,6 +362,7 @@ impl Exchange {
         match self.conn.take() {
             Some(mut conn) if self.sent() && conn.buf.is_empty() => {
                 conn.reused = false;
+                conn.out = std::mem::take(&mut self.out);
                 home.up.put_back(home.server, conn, home.keep);
             }
             _ => {}

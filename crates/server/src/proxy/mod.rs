@@ -196,6 +196,12 @@ impl Upstream {
     }
 
     fn pick(&self, req: &Request, peer: IpAddr, avoid: &[usize]) -> Option<usize> {
+        if self.servers.len() == 1 {
+            let s = &self.servers[0];
+            let up =
+                s.healthy.load(Ordering::Relaxed) && lock(&s.ejected_until).is_none_or(|until| Instant::now() >= until);
+            return up.then_some(0);
+        }
         let usable = self.usable(avoid);
         let weights: Vec<u32> = self.servers.iter().map(|s| s.weight).collect();
         match &self.cfg.balance {
@@ -389,9 +395,9 @@ pub(crate) async fn serve(
             Err(_) => return Response::text(StatusCode::BAD_REQUEST, "a request to proxy needs an authority\n"),
         },
     };
-    let target = match &req.query {
-        Some(q) => format!("{}?{q}", req.path),
-        None => req.path.clone(),
+    let target: std::borrow::Cow<'_, str> = match &req.query {
+        Some(q) => format!("{}?{q}", req.path).into(),
+        None => req.path.as_str().into(),
     };
     // An HTTP/1.1 `Upgrade` (a WebSocket handshake, RFC 6455 §4.1) to an HTTP/1.1 upstream
     // passes on, and a 101 turns both connections into a tunnel.
@@ -431,12 +437,15 @@ pub(crate) async fn serve(
     };
     let declared =
         fields.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let (done_tx, mut done_rx) = tokio::sync::watch::channel(false);
     let streamed = !req.body.is_end_stream() && declared != Some(0);
+    // Told when a streamed body has gone upstream in full: the response-head timer starts then
+    // (without a body, at once).
+    let mut done_rx = None;
     let mut body = if streamed {
+        let (done_tx, rx) = tokio::sync::watch::channel(false);
+        done_rx = Some(rx);
         Some(UpBody::stream(std::mem::replace(&mut req.body, RequestBody::empty()), declared, done_tx))
     } else {
-        let _ = done_tx.send(true);
         Some(UpBody::empty())
     };
     let method = req.method.clone();
@@ -471,7 +480,7 @@ pub(crate) async fn serve(
             }
         }
     }
-    let sent = Arc::new(Mutex::new(sent));
+    let sent = Mutex::new(sent);
     let mut budget = cfg.retries;
     let mut tried: Vec<usize> = Vec::new();
     let mut fresh = false;
@@ -487,7 +496,7 @@ pub(crate) async fn serve(
             None if interim.available() => {
                 let interim = interim.clone();
                 let mut forwarded = 0u32;
-                let (sent, counters) = (sent.clone(), req.counters.clone());
+                let (sent, counters) = (&sent, &req.counters);
                 let mut on_interim = move |status: StatusCode, fields: &http::HeaderMap| {
                     // 100 (Continue) answers the upstream's own `Expect` handling. A budget on
                     // the rest: an upstream sending endless 1xx heads does not flood the client
@@ -504,7 +513,7 @@ pub(crate) async fn serve(
                     headers::strip_hop_by_hop(&mut h);
                     if code == 103 {
                         // Merged with the hints already sent: each link once.
-                        let mut sent = lock(&sent);
+                        let mut sent = lock(sent);
                         // Link by link: a field may join several (Node's `writeEarlyHints` does).
                         let links = hints::each_link(h.get_all(http::header::LINK).iter());
                         h.remove(http::header::LINK);
@@ -590,9 +599,12 @@ struct Answer {
     body: body::Source,
 }
 
-/// The response-head timer: it runs from the end of the request body.
-async fn head_timer(done: &mut tokio::sync::watch::Receiver<bool>, timeout: Duration) {
-    let _ = done.wait_for(|d| *d).await;
+/// The response-head timer: it runs from the end of the request body (`done`; none: there
+/// is no body).
+async fn head_timer(done: &mut Option<tokio::sync::watch::Receiver<bool>>, timeout: Duration) {
+    if let Some(done) = done {
+        let _ = done.wait_for(|d| *d).await;
+    }
     tokio::time::sleep(timeout).await;
 }
 
@@ -616,7 +628,7 @@ async fn attempt_h1(
     body: UpBody,
     interim: &mut (dyn FnMut(StatusCode, &http::HeaderMap) + Send),
     fresh: bool,
-    done: &mut tokio::sync::watch::Receiver<bool>,
+    done: &mut Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Result<Answer, Failed> {
     let cfg = &up.cfg;
     let conn = match up.h1(i, fresh).await {
@@ -687,7 +699,7 @@ async fn attempt_h2(
     up: &Arc<Upstream>,
     i: usize,
     hreq: hyper::Request<UpBody>,
-    done: &mut tokio::sync::watch::Receiver<bool>,
+    done: &mut Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Result<Answer, Failed> {
     let cfg = &up.cfg;
     let (mut tx, reused) = match up.h2(i).await {
