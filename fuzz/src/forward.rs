@@ -44,7 +44,7 @@ pub fn run(data: &[u8]) {
     let join = flags & 2 != 0;
     let mut response = h.clone();
     let tls = f.tls;
-    let out = forward::request(h, &f, join);
+    let out = forward::request(&h, &f, join);
     check_hop_by_hop(&out, &named);
     // A field the proxy sets for the next hop may be named in Connection too: the client's
     // values go, the proxy's own stand alone.

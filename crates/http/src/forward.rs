@@ -140,15 +140,6 @@ pub struct Forwarding<'a> {
     pub trusted: &'a [Cidr],
 }
 
-/// The `Via` received-protocol of a request or response (RFC 9110 §7.6.3).
-fn via(proto: Received) -> HeaderValue {
-    HeaderValue::from_static(match proto {
-        Received::Http1 => "1.1 sluice",
-        Received::Http2 => "2 sluice",
-        Received::Http3 => "3 sluice",
-    })
-}
-
 /// Write a `Forwarded` node for `ip` (RFC 7239 §6: IPv6 in brackets, quoted).
 fn write_node(out: &mut Vec<u8>, ip: IpAddr) {
     match ip {
@@ -180,11 +171,6 @@ fn push_v4(out: &mut Vec<u8>, v4: std::net::Ipv4Addr) {
     }
 }
 
-/// A field value from bytes built here, without copying them again.
-fn value(v: Vec<u8>) -> Option<HeaderValue> {
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(v)).ok()
-}
-
 /// `prior` (a trusted proxy's values) with `, ` after it, to append an element to; else an
 /// empty buffer.
 fn list(prior: Option<Vec<u8>>) -> Vec<u8> {
@@ -197,75 +183,189 @@ fn list(prior: Option<Vec<u8>>) -> Vec<u8> {
     }
 }
 
-/// The fields of the request sent upstream, from the client's: hop-by-hop fields removed,
-/// `Via` and the forwarding fields set, cookies joined into one field when `join_cookies`
-/// (HTTP/1.1 upstreams). `host` is not touched here (the proxy sets it per upstream protocol).
-pub fn request(mut h: HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> HeaderMap {
-    // Room for the fields added here and the proxy's own (`te`, `connection`, `host`) at once:
-    // grown one insert at a time, the map reallocated and rehashed up to three times per request.
-    // (`try_`: a map already near its size limit grows as before instead of panicking here.)
-    let _ = h.try_reserve(8);
-    strip_hop_by_hop(&mut h);
-    let ip = match f.peer.ip() {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(f.peer.ip(), IpAddr::V4),
-        v4 => v4,
-    };
-    let trusted = f.trusted.iter().any(|c| c.contains(ip));
-    let scheme = if f.tls { "https" } else { "http" };
-    // Constants: `from_static` called here would parse the names again on every request.
-    const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
-    const XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
-    const XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
-    // From a client that is not a trusted proxy these fields are whatever it claims: replaced.
-    let prior_xff = if trusted { joined(&h, &XFF) } else { None };
-    let prior_fwd = if trusted { joined(&h, &header::FORWARDED) } else { None };
-    let keep_xfp = trusted && h.contains_key(&XFP);
-    let keep_xfh = trusted && h.contains_key(&XFH);
-    h.remove(&XFF);
-    h.remove(header::FORWARDED);
-    // Values are joined as bytes: a trusted proxy's obs-text passes unchanged.
-    let mut xff = list(prior_xff);
-    match ip {
-        IpAddr::V4(v4) => push_v4(&mut xff, v4),
-        IpAddr::V6(v6) => {
-            let _ = write!(xff, "{v6}");
+/// A value of a field that crosses the proxy: the client's, or one this hop made.
+#[derive(Debug, Clone, Copy)]
+pub enum FieldValue<'a> {
+    /// The client's value, as it came.
+    Client(&'a HeaderValue),
+    /// A value made here (valid field-value bytes).
+    Own(&'a [u8]),
+}
+
+impl FieldValue<'_> {
+    /// The value's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Client(v) => v.as_bytes(),
+            Self::Own(b) => b,
         }
     }
-    if let Some(v) = value(xff) {
-        h.insert(XFF, v);
-    }
-    if !keep_xfp {
-        h.insert(XFP, HeaderValue::from_static(if f.tls { "https" } else { "http" }));
-    }
-    if !keep_xfh {
-        if let Ok(v) = HeaderValue::from_str(f.authority) {
-            h.insert(XFH, v);
-        }
-    }
-    let mut fwd = list(prior_fwd);
-    fwd.extend_from_slice(b"for=");
-    write_node(&mut fwd, ip);
-    fwd.extend_from_slice(b";proto=");
-    fwd.extend_from_slice(scheme.as_bytes());
-    if quotable(f.authority) {
-        // RFC 7239 §4: a value that is not a token is quoted; an authority with `:` is not one.
-        fwd.extend_from_slice(b";host=\"");
-        fwd.extend_from_slice(f.authority.as_bytes());
-        fwd.push(b'"');
-    }
-    if let Some(v) = value(fwd) {
-        h.insert(header::FORWARDED, v);
-    }
-    h.append(header::VIA, via(f.proto));
-    if join_cookies {
-        if let Some(c) = joined_with(&h, &header::COOKIE, b"; ") {
-            h.remove(header::COOKIE);
-            if let Ok(v) = HeaderValue::from_bytes(&c) {
-                h.insert(header::COOKIE, v);
+}
+
+const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+const XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// The fields of a request sent upstream, worked out once from the client's without copying
+/// them: hop-by-hop fields go (the fixed ones, `te` but for `te: trailers`, and the ones
+/// `Connection` names), `Via` and the forwarding fields are set, cookies are joined into one
+/// field when `join_cookies` (HTTP/1.1 upstreams). `host` is not touched here (the proxy sets
+/// it per upstream protocol). [`RequestPlan::each`] gives the fields in order; [`request`]
+/// collects them into a map, the HTTP/1.1 client writes them straight onto the wire.
+pub struct RequestPlan<'h> {
+    h: &'h HeaderMap,
+    /// The options of `Connection`: the client's fields of these names go.
+    named: Vec<&'h [u8]>,
+    te_trailers: bool,
+    keep_xfp: bool,
+    keep_xfh: bool,
+    xfh_valid: bool,
+    authority: &'h str,
+    tls: bool,
+    xff: Vec<u8>,
+    fwd: Vec<u8>,
+    via: &'static str,
+    /// The joined `Cookie` value (HTTP/1.1 upstreams).
+    cookie: Option<Vec<u8>>,
+    join_cookies: bool,
+}
+
+impl<'h> RequestPlan<'h> {
+    /// The plan for the client's fields `h`.
+    pub fn new(h: &'h HeaderMap, f: &Forwarding<'h>, join_cookies: bool) -> Self {
+        let named: Vec<&[u8]> = connection_options(h).collect();
+        let is_named = |n: &HeaderName| named.iter().any(|o| o.eq_ignore_ascii_case(n.as_str().as_bytes()));
+        let te_trailers = !is_named(&header::TE)
+            && h.get_all(header::TE)
+                .iter()
+                .any(|v| v.as_bytes().split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers")));
+        let ip = match f.peer.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(f.peer.ip(), IpAddr::V4),
+            v4 => v4,
+        };
+        let trusted = f.trusted.iter().any(|c| c.contains(ip));
+        // From a client that is not a trusted proxy these fields are whatever it claims:
+        // replaced. A trusted proxy's are extended (unless its `Connection` names them).
+        let from_trusted = |n: &HeaderName| trusted && !is_named(n);
+        let prior_xff = if from_trusted(&XFF) { joined(h, &XFF) } else { None };
+        let prior_fwd = if from_trusted(&header::FORWARDED) { joined(h, &header::FORWARDED) } else { None };
+        let keep_xfp = from_trusted(&XFP) && h.contains_key(&XFP);
+        let keep_xfh = from_trusted(&XFH) && h.contains_key(&XFH);
+        let scheme = if f.tls { "https" } else { "http" };
+        // Values are joined as bytes: a trusted proxy's obs-text passes unchanged.
+        let mut xff = list(prior_xff);
+        match ip {
+            IpAddr::V4(v4) => push_v4(&mut xff, v4),
+            IpAddr::V6(v6) => {
+                let _ = write!(xff, "{v6}");
             }
         }
+        let mut fwd = list(prior_fwd);
+        fwd.extend_from_slice(b"for=");
+        write_node(&mut fwd, ip);
+        fwd.extend_from_slice(b";proto=");
+        fwd.extend_from_slice(scheme.as_bytes());
+        if quotable(f.authority) {
+            // RFC 7239 §4: a value that is not a token is quoted; an authority with `:` is not one.
+            fwd.extend_from_slice(b";host=\"");
+            fwd.extend_from_slice(f.authority.as_bytes());
+            fwd.push(b'"');
+        }
+        let cookie =
+            if join_cookies && !is_named(&header::COOKIE) { joined_with(h, &header::COOKIE, b"; ") } else { None };
+        let xfh_valid = HeaderValue::from_str(f.authority).is_ok();
+        let via = match f.proto {
+            Received::Http1 => "1.1 sluice",
+            Received::Http2 => "2 sluice",
+            Received::Http3 => "3 sluice",
+        };
+        Self {
+            h,
+            named,
+            te_trailers,
+            keep_xfp,
+            keep_xfh,
+            xfh_valid,
+            authority: f.authority,
+            tls: f.tls,
+            xff,
+            fwd,
+            via,
+            cookie,
+            join_cookies,
+        }
     }
-    h
+
+    /// Whether the client's fields named `n` cross as they are.
+    pub fn kept(&self, n: &HeaderName) -> bool {
+        if HOP_BY_HOP.contains(n) || *n == header::TE || *n == XFF || *n == header::FORWARDED {
+            return false;
+        }
+        if (*n == XFP && !self.keep_xfp) || (*n == XFH && !self.keep_xfh) || (*n == header::COOKIE && self.join_cookies)
+        {
+            return false;
+        }
+        !self.named.iter().any(|o| o.eq_ignore_ascii_case(n.as_str().as_bytes()))
+    }
+
+    /// Every field that crosses, in order: the client's that are kept, then those this hop
+    /// sets (`te: trailers` when the client asked for trailers, the forwarding fields, `Via`,
+    /// the joined `Cookie`).
+    pub fn each(&self, mut emit: impl FnMut(&HeaderName, FieldValue<'_>)) {
+        // Most fields are kept: the name checks run once per name, not per value.
+        let mut last: Option<(&HeaderName, bool)> = None;
+        for (n, v) in self.h {
+            let keep = match last {
+                Some((l, k)) if l == n => k,
+                _ => self.kept(n),
+            };
+            last = Some((n, keep));
+            if keep {
+                emit(n, FieldValue::Client(v));
+            }
+        }
+        if self.te_trailers {
+            emit(&header::TE, FieldValue::Own(b"trailers"));
+        }
+        emit(&XFF, FieldValue::Own(&self.xff));
+        if !self.keep_xfp {
+            emit(&XFP, FieldValue::Own(if self.tls { b"https" } else { b"http" }));
+        }
+        if !self.keep_xfh && self.xfh_valid {
+            emit(&XFH, FieldValue::Own(self.authority.as_bytes()));
+        }
+        emit(&header::FORWARDED, FieldValue::Own(&self.fwd));
+        emit(&header::VIA, FieldValue::Own(self.via.as_bytes()));
+        if let Some(c) = &self.cookie {
+            emit(&header::COOKIE, FieldValue::Own(c));
+        }
+    }
+}
+
+/// The fields of the request sent upstream, from the client's, as a map ([`RequestPlan`]).
+pub fn request(h: &HeaderMap, f: &Forwarding<'_>, join_cookies: bool) -> HeaderMap {
+    RequestPlan::new(h, f, join_cookies).to_map()
+}
+
+impl RequestPlan<'_> {
+    /// The fields, collected into a map (the client's values shared, not copied).
+    pub fn to_map(&self) -> HeaderMap {
+        // Room for the fields added here and the proxy's own (`te`, `host`) at once. (`try_`:
+        // a map near its size limit grows as it goes instead of panicking here.)
+        let mut out = HeaderMap::new();
+        let _ = out.try_reserve(self.h.len() + 8);
+        self.each(|n, v| match v {
+            FieldValue::Client(v) => {
+                out.append(n.clone(), v.clone());
+            }
+            FieldValue::Own(b) => {
+                if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(b)) {
+                    out.append(n.clone(), v);
+                }
+            }
+        });
+        out
+    }
 }
 
 /// The upstream's `Keep-Alive: timeout=N` (seconds), when it gave one (RFC 2068 §19.7.1.1; an
@@ -377,7 +477,7 @@ mod tests {
             ("cookie", "a=1"),
             ("cookie", "b=2"),
         ]);
-        let out = request(h, &fwd("192.0.2.7:5555", &[]), true);
+        let out = request(&h, &fwd("192.0.2.7:5555", &[]), true);
         assert_eq!(out["x-forwarded-for"], "192.0.2.7");
         assert_eq!(out["x-forwarded-proto"], "https");
         assert_eq!(out["x-forwarded-host"], "app.example");
@@ -398,7 +498,7 @@ mod tests {
             ("cookie", "a=1"),
             ("cookie", "b=2"),
         ]);
-        let out = request(h, &fwd("[::ffff:10.1.1.1]:1", &trusted), false);
+        let out = request(&h, &fwd("[::ffff:10.1.1.1]:1", &trusted), false);
         assert_eq!(out["x-forwarded-for"], "203.0.113.9, 10.1.1.1");
         assert_eq!(out["x-forwarded-proto"], "http");
         assert_eq!(out["forwarded"], "for=203.0.113.9, for=10.1.1.1;proto=https;host=\"app.example\"");
@@ -407,9 +507,43 @@ mod tests {
         // Not joined for an HTTP/2 upstream.
         assert_eq!(out.get_all("cookie").iter().count(), 2);
         // IPv6 clients are quoted in `Forwarded`.
-        let out = request(HeaderMap::new(), &fwd("[2001:db8::1]:1", &[]), true);
+        let out = request(&HeaderMap::new(), &fwd("[2001:db8::1]:1", &[]), true);
         assert_eq!(out["forwarded"], "for=\"[2001:db8::1]\";proto=https;host=\"app.example\"");
         assert_eq!(out["x-forwarded-for"], "2001:db8::1");
+    }
+
+    #[test]
+    fn fields_a_trusted_proxys_connection_names_are_replaced_not_extended() {
+        let trusted = [Cidr { net: "10.0.0.0".parse().unwrap(), len: 8 }];
+        let h = map(&[
+            ("connection", "X-Forwarded-Proto, via, te, cookie"),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-for", "203.0.113.9"),
+            ("via", "1.1 edge"),
+            ("te", "trailers"),
+            ("cookie", "a=1"),
+            ("x-kept", "1"),
+            ("x-kept", "2"),
+        ]);
+        let plan = RequestPlan::new(&h, &fwd("10.1.1.1:1", &trusted), true);
+        assert!(plan.kept(&HeaderName::from_static("x-kept")) && !plan.kept(&header::VIA));
+        let mut seen = Vec::new();
+        plan.each(|n, v| seen.push(format!("{n}: {}", String::from_utf8_lossy(v.as_bytes()))));
+        assert_eq!(
+            seen,
+            [
+                "x-kept: 1",
+                "x-kept: 2",
+                "x-forwarded-for: 203.0.113.9, 10.1.1.1",
+                "x-forwarded-proto: https",
+                "x-forwarded-host: app.example",
+                "forwarded: for=10.1.1.1;proto=https;host=\"app.example\"",
+                "via: 2 sluice",
+            ]
+        );
+        // The map holds the same.
+        let out = request(&h, &fwd("10.1.1.1:1", &trusted), true);
+        assert_eq!(out.len(), seen.len());
     }
 
     #[test]

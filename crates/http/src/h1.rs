@@ -179,21 +179,29 @@ pub enum RequestBody {
 /// Appends a request head to `out`. `fields` must not hold hop-by-hop framing fields (the
 /// forwarding rules removed them); the framing field `body` needs is added.
 pub fn encode_request(method: &Method, target: &str, fields: &HeaderMap, body: RequestBody, out: &mut Vec<u8>) {
+    request_line(method, target, out);
+    for (name, value) in fields {
+        field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    end_head(method, body, fields.contains_key(header::CONTENT_LENGTH), out);
+}
+
+/// Appends a request line. `target` must be visible ASCII (RFC 9112 §3.2; the caller checks).
+pub fn request_line(method: &Method, target: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(method.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    for (name, value) in fields {
-        field(out, name.as_str().as_bytes(), value.as_bytes());
-    }
+}
+
+/// Ends a request head whose fields are written: the framing field `body` needs (`length`:
+/// the fields hold `Content-Length`), then the empty line.
+pub fn end_head(method: &Method, body: RequestBody, length: bool, out: &mut Vec<u8>) {
     match body {
         RequestBody::Chunked => field(out, b"transfer-encoding", b"chunked"),
         // RFC 9110 §8.6: a user agent sends Content-Length when the method defines a meaning
         // for content.
-        RequestBody::Empty
-            if matches!(*method, Method::POST | Method::PUT | Method::PATCH)
-                && !fields.contains_key(header::CONTENT_LENGTH) =>
-        {
+        RequestBody::Empty if matches!(*method, Method::POST | Method::PUT | Method::PATCH) && !length => {
             field(out, b"content-length", b"0");
         }
         _ => {}
@@ -201,7 +209,8 @@ pub fn encode_request(method: &Method, target: &str, fields: &HeaderMap, body: R
     out.extend_from_slice(b"\r\n");
 }
 
-fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+/// Appends one field line.
+pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
@@ -214,7 +223,8 @@ pub fn encode_chunk(data: &[u8], out: &mut Vec<u8>) {
     if data.is_empty() {
         return;
     }
-    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    use std::io::Write as _;
+    let _ = write!(out, "{:x}\r\n", data.len());
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }

@@ -95,6 +95,10 @@ pub(crate) struct StartFail {
     pub(crate) answered: bool,
 }
 
+/// Writes a request's line and fields into the write buffer (the framing field and the empty
+/// line are the exchange's).
+pub(crate) type WriteHead<'a> = &'a (dyn Fn(&mut Vec<u8>) + Sync);
+
 /// Where a finished connection goes back to.
 pub(crate) struct Home {
     pub(crate) up: Arc<super::Upstream>,
@@ -132,14 +136,15 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    /// Sends the request head and, as the upstream takes it, `body` (with `content-length` in
-    /// `fields` its bytes go as they are, else chunked); reads interim responses (each given to
-    /// `interim`) up to the final response head. The body goes on sending after that.
+    /// Sends the request head (`head` writes its request line and fields; `length`: they hold
+    /// `Content-Length`) and, as the upstream takes it, `body` (with a length its bytes go as
+    /// they are, else chunked); reads interim responses (each given to `interim`) up to the
+    /// final response head. The body goes on sending after that.
     pub(crate) async fn start(
         mut conn: Conn,
         method: &Method,
-        target: &str,
-        fields: &HeaderMap,
+        head: WriteHead<'_>,
+        length: bool,
         body: UpBody,
         interim: &mut (dyn FnMut(StatusCode, &HeaderMap) + Send),
     ) -> Result<(ResponseHead, Self), StartFail> {
@@ -147,14 +152,15 @@ impl Exchange {
         let empty = body.is_end_stream();
         let framing = if empty {
             wire::RequestBody::Empty
-        } else if fields.contains_key(http::header::CONTENT_LENGTH) {
+        } else if length {
             wire::RequestBody::Length
         } else {
             wire::RequestBody::Chunked
         };
         let mut out = std::mem::take(&mut conn.out);
         out.clear();
-        wire::encode_request(method, target, fields, framing, &mut out);
+        head(&mut out);
+        wire::end_head(method, framing, length, &mut out);
         let mut ex = Self {
             conn: Some(conn),
             body: (!empty).then_some(body),
@@ -363,6 +369,13 @@ impl Exchange {
             Some(mut conn) if self.sent() && conn.buf.is_empty() => {
                 conn.reused = false;
                 conn.out = std::mem::take(&mut self.out);
+                // An idle connection keeps small buffers only (a large body grew them).
+                if conn.buf.capacity() > 2 * SMALL_READ {
+                    conn.buf = BytesMut::new();
+                }
+                if conn.out.capacity() > 2 * SMALL_READ {
+                    conn.out = Vec::new();
+                }
                 home.up.put_back(home.server, conn, home.keep);
             }
             _ => {}

@@ -63,9 +63,18 @@ async fn check(up: &Upstream, i: usize) -> Result<u16, String> {
         let mut fields = std::mem::take(req.headers_mut());
         fields.insert(http::header::HOST, host);
         fields.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        if !h.path.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            return Err("bad path".into());
+        }
+        let head = |out: &mut Vec<u8>| {
+            sluice_http::h1::request_line(&http::Method::GET, &h.path, out);
+            for (n, v) in &fields {
+                sluice_http::h1::field(out, n.as_str().as_bytes(), v.as_bytes());
+            }
+        };
         let conn = h1::Conn::new(io, None);
         let mut interim = |_, _: &http::HeaderMap| {};
-        h1::Exchange::start(conn, &http::Method::GET, &h.path, &fields, UpBody::empty(), &mut interim)
+        h1::Exchange::start(conn, &http::Method::GET, &head, false, UpBody::empty(), &mut interim)
             .await
             .map_err(|f| f.fail.to_string())?
             .0

@@ -387,7 +387,7 @@ pub(crate) async fn serve(
         authority: &req.authority,
         trusted: &settings.trusted,
     };
-    let mut fields = headers::request(req.headers.clone(), &fwd, to_h1);
+    let plan = headers::RequestPlan::new(&req.headers, &fwd, to_h1);
     let authority = match &cfg.host {
         Some(h) => h.clone(),
         None => match HeaderValue::from_str(&req.authority) {
@@ -406,37 +406,56 @@ pub(crate) async fn serve(
         .get(http::header::UPGRADE)
         .cloned()
         .filter(|_| to_h1 && req.upgrade.is_some() && headers::connection_has(&req.headers, "upgrade"));
-    // Sluice forwards trailers to every client, so it asks for them (RFC 9110 §10.1.4: with the
-    // `TE` connection option over HTTP/1.1); gRPC servers require `te: trailers` over HTTP/2.
-    fields.insert(http::header::TE, HeaderValue::from_static("trailers"));
-    let uri = if to_h1 {
+    // Request trailers need chunked framing over HTTP/1.1 (RFC 9112 §7.1.2).
+    let trailer = to_h1 && plan.kept(&http::header::TRAILER) && req.headers.contains_key(http::header::TRAILER);
+    let length =
+        req.headers.get(http::header::CONTENT_LENGTH).filter(|_| !trailer && plan.kept(&http::header::CONTENT_LENGTH));
+    let declared = length.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let method = req.method.clone();
+    // HTTP/2 upstreams get a request for hyper's client: its URI and fields as a map.
+    let h2_request = if to_h1 {
+        // The target goes on the request line as it is: visible ASCII only (RFC 9112 §3.2).
+        if !target.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            return Response::text(StatusCode::BAD_REQUEST, "the request target cannot be forwarded\n");
+        }
+        None
+    } else {
+        let mut fields = plan.to_map();
+        fields.remove(http::header::HOST);
+        // Sluice forwards trailers to every client, so it asks for them; gRPC servers require
+        // `te: trailers` over HTTP/2.
+        fields.insert(http::header::TE, HeaderValue::from_static("trailers"));
+        let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
+        match format!("{scheme}://{}{target}", authority.to_str().unwrap_or("localhost")).parse::<http::Uri>() {
+            Ok(uri) => Some((uri, fields)),
+            Err(_) => return Response::text(StatusCode::BAD_REQUEST, "the request target cannot be forwarded\n"),
+        }
+    };
+    // An HTTP/1.1 upstream's request head is written straight from the plan, no map between.
+    let head = |out: &mut Vec<u8>| {
+        use sluice_http::h1::field;
+        sluice_http::h1::request_line(&method, &target, out);
+        plan.each(|n, v| {
+            // The proxy's own `te`, `host` and framing replace the client's.
+            if *n == http::header::TE || *n == http::header::HOST || (trailer && *n == http::header::CONTENT_LENGTH) {
+                return;
+            }
+            field(out, n.as_str().as_bytes(), v.as_bytes());
+        });
         match &upgrade {
             Some(u) => {
-                fields.insert(http::header::UPGRADE, u.clone());
-                fields.insert(http::header::CONNECTION, HeaderValue::from_static("upgrade"));
-                fields.remove(http::header::TE);
+                field(out, b"upgrade", u.as_bytes());
+                field(out, b"connection", b"upgrade");
             }
+            // Sluice forwards trailers to every client, so it asks for them (RFC 9110 §10.1.4:
+            // with the `TE` connection option over HTTP/1.1).
             None => {
-                fields.insert(http::header::CONNECTION, HeaderValue::from_static("te"));
+                field(out, b"te", b"trailers");
+                field(out, b"connection", b"te");
             }
         }
-        // Request trailers need chunked framing over HTTP/1.1 (RFC 9112 §7.1.2).
-        if fields.contains_key(http::header::TRAILER) {
-            fields.remove(http::header::CONTENT_LENGTH);
-        }
-        fields.insert(http::header::HOST, authority.clone());
-        // The target goes on the request line as it is: visible ASCII only (RFC 9112 §3.2).
-        (target.bytes().all(|b| (0x21..=0x7e).contains(&b))).then_some(None)
-    } else {
-        fields.remove(http::header::HOST);
-        let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
-        format!("{scheme}://{}{target}", authority.to_str().unwrap_or("localhost")).parse::<http::Uri>().ok().map(Some)
+        field(out, b"host", authority.as_bytes());
     };
-    let Some(uri) = uri else {
-        return Response::text(StatusCode::BAD_REQUEST, "the request target cannot be forwarded\n");
-    };
-    let declared =
-        fields.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let streamed = !req.body.is_end_stream() && declared != Some(0);
     // Told when a streamed body has gone upstream in full: the response-head timer starts then
     // (without a body, at once).
@@ -448,7 +467,6 @@ pub(crate) async fn serve(
     } else {
         Some(UpBody::empty())
     };
-    let method = req.method.clone();
     let interim = req.interim.clone();
     // 103 Early Hints (RFC 8297): the route's configured ones and, for a navigation, what the
     // upstream's earlier responses to this URL carried, at once, before asking the upstream.
@@ -492,7 +510,7 @@ pub(crate) async fn serve(
         };
         let active = up.begin(i);
         let out = body.take().unwrap_or_else(UpBody::empty);
-        let attempt = match &uri {
+        let attempt = match &h2_request {
             None if interim.available() => {
                 let interim = interim.clone();
                 let mut forwarded = 0u32;
@@ -530,10 +548,12 @@ pub(crate) async fn serve(
                         counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
                     }
                 };
-                attempt_h1(up, i, (&method, &target, &fields), out, &mut on_interim, fresh, &mut done_rx).await
+                attempt_h1(up, i, (&method, &head, length.is_some()), out, &mut on_interim, fresh, &mut done_rx).await
             }
-            None => attempt_h1(up, i, (&method, &target, &fields), out, &mut |_, _| {}, fresh, &mut done_rx).await,
-            Some(uri) => {
+            None => {
+                attempt_h1(up, i, (&method, &head, length.is_some()), out, &mut |_, _| {}, fresh, &mut done_rx).await
+            }
+            Some((uri, fields)) => {
                 let mut hreq = hyper::Request::new(out);
                 *hreq.method_mut() = method.clone();
                 *hreq.uri_mut() = uri.clone();
@@ -619,12 +639,13 @@ fn head_timed_out() -> Failed {
     }
 }
 
-/// One try on server `i` over HTTP/1.1 (our own client, [`h1`]): the request line's method
-/// and target, the fields, the body; 1xx heads go to `interim`.
+/// One try on server `i` over HTTP/1.1 (our own client, [`h1`]): the method, what writes the
+/// request line and fields, whether they hold `Content-Length`, the body; 1xx heads go to
+/// `interim`.
 async fn attempt_h1(
     up: &Arc<Upstream>,
     i: usize,
-    (method, target, fields): (&Method, &str, &http::HeaderMap),
+    (method, head, length): (&Method, h1::WriteHead<'_>, bool),
     body: UpBody,
     interim: &mut (dyn FnMut(StatusCode, &http::HeaderMap) + Send),
     fresh: bool,
@@ -645,7 +666,7 @@ async fn attempt_h1(
         }
     };
     let reused = conn.reused;
-    let started = h1::Exchange::start(conn, method, target, fields, body, interim);
+    let started = h1::Exchange::start(conn, method, head, length, body, interim);
     let result = tokio::select! {
         r = started => r,
         () = head_timer(done, cfg.response_head_timeout) => return Err(head_timed_out()),
