@@ -387,6 +387,36 @@ pub fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
     );
 }
 
+/// [`response`] for a response head held as [`Field`](crate::Field)s (lower-case names, as
+/// the HTTP/1.1 client parses them): the same fields go, `Via` is appended.
+pub fn response_fields(fields: &mut Vec<crate::Field>, upstream_proto: http::Version) {
+    const FIXED: [&[u8]; 7] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-authenticate",
+        b"te",
+    ];
+    // The options `Connection` names besides the usual two (which name no other field or one
+    // that goes anyway): most responses have none, and then nothing is collected.
+    let options = |fields: &[crate::Field]| -> Vec<Vec<u8>> {
+        fields
+            .iter()
+            .filter(|f| f.name == "connection")
+            .flat_map(|f| f.value.split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
+            .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"))
+            .map(<[u8]>::to_ascii_lowercase)
+            .collect()
+    };
+    let named = options(fields);
+    fields.retain(|f| !FIXED.contains(&&f.name[..]) && !named.iter().any(|n| *n == f.name));
+    let via: &'static [u8] = if upstream_proto == http::Version::HTTP_2 { b"2 sluice" } else { b"1.1 sluice" };
+    fields.push(crate::Field::new(bytes::Bytes::from_static(b"via"), bytes::Bytes::from_static(via)));
+}
+
 /// Whether `a` can go inside a quoted string as it is (RFC 7230 qdtext: visible ASCII but `"`
 /// and `\`).
 fn quotable(a: &str) -> bool {
@@ -544,6 +574,49 @@ mod tests {
         // The map holds the same.
         let out = request(&h, &fwd("10.1.1.1:1", &trusted), true);
         assert_eq!(out.len(), seen.len());
+    }
+
+    #[test]
+    fn a_response_as_fields_loses_what_the_map_loses() {
+        let pairs = [
+            ("connection", "Keep-Alive, X-Hop"),
+            ("keep-alive", "timeout=5"),
+            ("x-hop", "1"),
+            ("transfer-encoding", "chunked"),
+            ("te", "trailers"),
+            ("upgrade", "h2c"),
+            ("proxy-authenticate", "Basic"),
+            ("via", "1.1 origin"),
+            ("content-type", "text/plain"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ];
+        let mut map = map(&pairs);
+        response(&mut map, http::Version::HTTP_11);
+        let mut fields: Vec<crate::Field> = pairs.iter().map(|(n, v)| crate::Field::new(*n, *v)).collect();
+        response_fields(&mut fields, http::Version::HTTP_11);
+        let from_map: Vec<(String, String)> =
+            map.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned())).collect();
+        let from_fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|f| (String::from_utf8_lossy(&f.name).into_owned(), String::from_utf8_lossy(&f.value).into_owned()))
+            .collect();
+        assert_eq!(
+            from_fields,
+            [
+                ("via", "1.1 origin"),
+                ("content-type", "text/plain"),
+                ("set-cookie", "a=1"),
+                ("set-cookie", "b=2"),
+                ("via", "1.1 sluice")
+            ]
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        );
+        let mut sorted_map = from_map;
+        let mut sorted_fields = from_fields;
+        sorted_map.sort();
+        sorted_fields.sort();
+        assert_eq!(sorted_map, sorted_fields);
     }
 
     #[test]

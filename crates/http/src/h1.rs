@@ -13,6 +13,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
+use crate::Field;
+
 /// At most this many fields in a response head or trailer section (hyper's, HAProxy's and
 /// Envoy's limit too).
 pub const MAX_FIELDS: usize = 100;
@@ -49,8 +51,49 @@ pub struct ResponseHead {
     pub status: StatusCode,
     /// HTTP/1.0 or HTTP/1.1.
     pub version: Version,
-    /// The fields, in order; values share one copy of the head.
-    pub fields: HeaderMap,
+    /// The fields in order, names lower-cased, connection-specific ones included; common
+    /// names are static, the rest and the values share one copy of the head.
+    pub fields: Vec<Field>,
+}
+
+impl ResponseHead {
+    /// The values of the fields named `name` (lower-case).
+    pub fn values<'a>(&'a self, name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.fields.iter().filter(move |f| f.name == name).map(|f| &f.value[..])
+    }
+
+    /// Whether a field named `name` (lower-case) is there.
+    pub fn has(&self, name: &[u8]) -> bool {
+        self.fields.iter().any(|f| f.name == name)
+    }
+
+    /// Whether `Connection` names `option` (case-insensitive).
+    pub fn connection_has(&self, option: &str) -> bool {
+        self.values(b"connection")
+            .flat_map(|v| v.split(|&b| b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(option.as_bytes()))
+    }
+
+    /// The upstream's `Keep-Alive: timeout=N` (seconds), when it gave one (RFC 2068 §19.7.1.1).
+    pub fn keep_alive_timeout(&self) -> Option<u64> {
+        self.values(b"keep-alive").flat_map(|v| v.split(|&b| b == b',')).find_map(|p| {
+            let p = p.trim_ascii();
+            let n = p.get(..8).filter(|k| k.eq_ignore_ascii_case(b"timeout="))?;
+            parse_decimal(p[n.len()..].trim_ascii())
+        })
+    }
+
+    /// The fields as a map (for interim responses, upgrades and other rare paths).
+    pub fn to_map(&self) -> HeaderMap {
+        let mut map = HeaderMap::with_capacity(self.fields.len());
+        for f in &self.fields {
+            // Parsed and checked as the map checks: they convert.
+            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(&f.name), HeaderValue::from_maybe_shared(f.value.clone())) {
+                map.append(n, v);
+            }
+        }
+        map
+    }
 }
 
 /// Reads a response head from the start of `buf`. `Ok(None)`: not complete yet (the caller
@@ -72,22 +115,52 @@ pub fn parse_response(buf: &mut BytesMut, max: usize) -> Result<Option<ResponseH
     }
     let status = r.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(Error::Invalid("bad status code"))?;
     let version = if r.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
-    // One copy of the head that every value slices: one allocation per response, and the
-    // read buffer stays unshared (reused for the next read instead of reallocated).
-    let fields = to_map(r.headers, &buf[..len])?;
+    let fields = to_fields(r.headers, &buf[..len])?;
     buf.advance(len);
     Ok(Some(ResponseHead { status, version, fields }))
 }
 
-/// The fields `parsed` from `base`, their values slices of one copy of `base`.
+/// Where `part` (a slice of `base`) lies in it.
+fn span(base: &[u8], part: &[u8]) -> std::ops::Range<usize> {
+    let at = part.as_ptr() as usize - base.as_ptr() as usize;
+    at..at + part.len()
+}
+
+/// A field value as `http` accepts one: no control character but HTAB (RFC 9110 §5.5).
+fn valid_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
+}
+
+/// The fields `parsed` from `base` as [`Field`]s: one copy of `base`, the names lower-cased in
+/// it, common names static.
+fn to_fields(parsed: &[httparse::Header<'_>], base: &[u8]) -> Result<Vec<Field>, Error> {
+    let mut copy = BytesMut::from(base);
+    for h in parsed {
+        copy[span(base, h.name.as_bytes())].make_ascii_lowercase();
+    }
+    let head = copy.freeze();
+    let mut fields = Vec::with_capacity(parsed.len() + 1);
+    for h in parsed {
+        if !valid_value(h.value) {
+            return Err(Error::Invalid("bad field value"));
+        }
+        let name_at = span(base, h.name.as_bytes());
+        let name = match crate::static_response_name(&head[name_at.clone()]) {
+            Some(n) => Bytes::from_static(n),
+            None => head.slice(name_at),
+        };
+        fields.push(Field { name, value: head.slice(span(base, h.value)) });
+    }
+    Ok(fields)
+}
+
+/// The fields `parsed` from `base` as a map, their values slices of one copy of `base`.
 fn to_map(parsed: &[httparse::Header<'_>], base: &[u8]) -> Result<HeaderMap, Error> {
     let head = Bytes::copy_from_slice(base);
-    let start = base.as_ptr() as usize;
     let mut fields = HeaderMap::with_capacity(parsed.len());
     for h in parsed {
         let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| Error::Invalid("bad field name"))?;
-        let at = h.value.as_ptr() as usize - start;
-        let value = HeaderValue::from_maybe_shared(head.slice(at..at + h.value.len()))
+        let value = HeaderValue::from_maybe_shared(head.slice(span(base, h.value)))
             .map_err(|_| Error::Invalid("bad field value"))?;
         fields.append(name, value);
     }
@@ -117,17 +190,16 @@ pub fn framing(method: &Method, head: &mut ResponseHead) -> Result<Framing, Erro
     if *method == Method::HEAD || code < 200 || code == 204 || code == 304 {
         return Ok(Framing::Empty);
     }
-    if head.fields.contains_key(header::TRANSFER_ENCODING) {
-        head.fields.remove(header::CONTENT_LENGTH);
+    if head.has(b"transfer-encoding") {
+        head.fields.retain(|f| f.name != "content-length");
         if head.version == Version::HTTP_10 {
             return Err(Error::Invalid("transfer-encoding in an HTTP/1.0 response"));
         }
         let last = head
-            .fields
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-            .rfind(|c| !c.trim_ascii().is_empty())
+            .values(b"transfer-encoding")
+            .flat_map(|v| v.split(|&b| b == b','))
+            .filter(|c| !c.trim_ascii().is_empty())
+            .last()
             .map(<[u8]>::trim_ascii);
         return Ok(if last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked")) {
             Framing::Chunked
@@ -136,9 +208,9 @@ pub fn framing(method: &Method, head: &mut ResponseHead) -> Result<Framing, Erro
         });
     }
     let mut len: Option<u64> = None;
-    for v in head.fields.get_all(header::CONTENT_LENGTH) {
+    for v in head.values(b"content-length") {
         // A list of identical values is one length (RFC 9110 §8.6).
-        for part in v.as_bytes().split(|&b| b == b',') {
+        for part in v.split(|&b| b == b',') {
             let n = parse_decimal(part.trim_ascii()).ok_or(Error::Invalid("bad content-length"))?;
             if len.is_some_and(|l| l != n) {
                 return Err(Error::Invalid("conflicting content-length values"));
@@ -162,7 +234,7 @@ fn parse_decimal(s: &[u8]) -> Option<u64> {
 /// Whether the connection may carry another exchange after this response: HTTP/1.1 without
 /// `Connection: close` (RFC 9112 §9.3). HTTP/1.0 connections are not reused.
 pub fn persistent(head: &ResponseHead) -> bool {
-    head.version == Version::HTTP_11 && !crate::forward::connection_has(&head.fields, "close")
+    head.version == Version::HTTP_11 && !head.connection_has("close")
 }
 
 /// How a request's body is framed on the wire.
@@ -366,7 +438,10 @@ mod tests {
         let h = parse_response(&mut buf, 1024).unwrap().unwrap();
         assert_eq!(h.status, 200);
         assert_eq!(h.version, Version::HTTP_11);
-        assert_eq!(h.fields.get_all("x-a").iter().collect::<Vec<_>>(), ["1", "2"]);
+        assert_eq!(h.values(b"x-a").collect::<Vec<_>>(), [b"1", b"2"]);
+        // Names are lower-cased, common ones static.
+        assert_eq!(h.fields[0].name, "content-length");
+        assert_eq!(h.fields[1].name, "x-a");
         assert_eq!(&buf[..], b"hello");
         let mut h = h;
         assert_eq!(framing(&Method::GET, &mut h), Ok(Framing::Length(5)));
@@ -394,7 +469,7 @@ mod tests {
         let f = |m: Method, text: &str| {
             let mut h = head(text).unwrap().unwrap();
             let r = framing(&m, &mut h);
-            (r, h.fields.contains_key(header::CONTENT_LENGTH))
+            (r, h.has(b"content-length"))
         };
         assert_eq!(f(Method::GET, "HTTP/1.1 204 No Content\r\ncontent-length: 9\r\n\r\n").0, Ok(Framing::Empty));
         assert_eq!(f(Method::GET, "HTTP/1.1 304 Not Modified\r\n\r\n").0, Ok(Framing::Empty));
@@ -420,6 +495,10 @@ mod tests {
         assert!(f(Method::GET, "HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n").0.is_err());
         let h = head("HTTP/1.1 200 OK\r\nconnection: keep-alive, Close\r\n\r\n").unwrap().unwrap();
         assert!(!persistent(&h));
+        let h = head("HTTP/1.1 200 OK\r\nKeep-Alive: max=100, Timeout=5\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.keep_alive_timeout(), Some(5));
+        assert!(persistent(&h));
+        assert!(matches!(head("HTTP/1.1 200 OK\r\nx: a\x7fb\r\n\r\n"), Err(Error::Invalid(_))));
         let h = head("HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\n").unwrap().unwrap();
         assert!(!persistent(&h));
     }

@@ -15,5 +15,5 @@ pub mod sched;
 
 pub use budget::Budget;
 pub use priority::Priority;
-pub use request::{content_length, request_head, trailers, Field, HeadFields, RequestHead};
+pub use request::{content_length, request_head, static_response_name, trailers, Field, HeadFields, RequestHead};
 pub use sched::Scheduler;

@@ -89,6 +89,40 @@ pub fn static_name(name: &[u8]) -> Option<&'static [u8]> {
     NAMES.iter().find(|n| **n == name).copied()
 }
 
+/// `name` as static bytes when it is one of the response field names that Sluice's own
+/// handlers send or that origins commonly do (most frequent first: a match on strings tests
+/// the arms in order). A field with such a name costs no copy and no reference count.
+pub fn static_response_name(name: &[u8]) -> Option<&'static [u8]> {
+    Some(match name {
+        b"content-type" => b"content-type",
+        b"content-length" => b"content-length",
+        b"etag" => b"etag",
+        b"last-modified" => b"last-modified",
+        b"accept-ranges" => b"accept-ranges",
+        b"x-content-type-options" => b"x-content-type-options",
+        b"alt-svc" => b"alt-svc",
+        b"date" => b"date",
+        b"server" => b"server",
+        b"cache-control" => b"cache-control",
+        b"vary" => b"vary",
+        b"content-encoding" => b"content-encoding",
+        b"content-range" => b"content-range",
+        b"location" => b"location",
+        b"set-cookie" => b"set-cookie",
+        b"expires" => b"expires",
+        b"link" => b"link",
+        b"via" => b"via",
+        b"strict-transport-security" => b"strict-transport-security",
+        b"access-control-allow-origin" => b"access-control-allow-origin",
+        b"allow" => b"allow",
+        b"retry-after" => b"retry-after",
+        b"www-authenticate" => b"www-authenticate",
+        b"content-digest" => b"content-digest",
+        b"priority" => b"priority",
+        _ => return None,
+    })
+}
+
 /// A request's pseudo-header fields and its regular fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestHead {

@@ -171,6 +171,8 @@ enum Script {
     Chunked,
     /// Answers 413 as soon as it has the head, then reads the body and closes.
     EarlyAnswer,
+    /// 200 with field names in mixed case, a field its `Connection` names, and `Keep-Alive`.
+    MixedCase,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -341,6 +343,12 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 })
             }
             Script::EarlyAnswer => false,
+            Script::MixedCase => w
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Custom-Name: Value\r\nConnection: Keep-Alive, X-Secret\r\n\
+                      Keep-Alive: timeout=30\r\nX-Secret: s\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\nContent-Length: 2\r\n\r\nok",
+                )
+                .is_ok(),
         };
         if !ok {
             return;
@@ -447,6 +455,35 @@ fn every_response_framing_of_an_http1_upstream_is_read() {
         assert_eq!(r.body, b"too large", "{p:?}");
         assert!(r.header("proxy-status").is_none(), "{p:?}: {}", r.headers);
     }
+}
+
+/// An upstream's response fields reach every client protocol lower-cased (HTTP/2 and HTTP/3
+/// refuse upper-case names), in order, without the connection-specific ones and the ones its
+/// `Connection` names, with `Via` added.
+#[test]
+fn response_fields_cross_lower_cased_without_connection_specific_ones() {
+    require_tool!("curl", "response_fields_cross_lower_cased_without_connection_specific_ones");
+    let up = Scripted::start(Script::MixedCase);
+    let px = proxy(&up_at(up.port, ""), "");
+    for p in [Proto::H2Tls, Proto::H1Plain, Proto::H2c] {
+        let r = curl(&px, p, "/p/x", &[]);
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]), "{p:?}");
+        let h = r.headers.to_ascii_lowercase();
+        assert!(h.contains("x-custom-name: value\r\n"), "{p:?}: {}", r.headers);
+        assert!(h.contains("set-cookie: a=1\r\nset-cookie: b=2\r\n"), "{p:?}: {}", r.headers);
+        assert!(h.contains("via: 1.1 sluice\r\n"), "{p:?}: {}", r.headers);
+        assert!(!h.contains("x-secret") && !h.contains("keep-alive: timeout"), "{p:?}: {}", r.headers);
+        if !matches!(p, Proto::H1Plain) {
+            assert!(!r.headers.contains("X-Custom-Name"), "{p:?}: names are lower-cased: {}", r.headers);
+        }
+    }
+    if have_aioquic("response_fields_cross_lower_cased_without_connection_specific_ones (h3)") {
+        let r = h3(&[&px.https("/p/x")]);
+        assert_eq!(r["status"], 200, "{r}");
+        let text = r.to_string().to_ascii_lowercase();
+        assert!(text.contains("x-custom-name") && !text.contains("x-secret"), "{r}");
+    }
+    assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 1, "one kept-alive upstream connection");
 }
 
 /// The fields the upstream sees: hop-by-hop ones gone (also those `Connection` names), `Via`

@@ -374,11 +374,12 @@ pub(crate) struct Response {
     /// Status code.
     pub(crate) status: StatusCode,
     /// Header fields already in the HTTP/2 and HTTP/3 engines' form (lower-case names, none
-    /// connection-specific), sent before `headers`. A handler sets it only for fields that are
-    /// fixed and shared between responses (a cached file's, built once per file version), and
-    /// only on HTTP/2 and HTTP/3: converting a map of them per request cost about 2,150
-    /// instructions of a small file's 22,600 (a clone of the map, its drop, and a copy of every
-    /// value into the engine's form). A step that changes fields after the handler, or reads
+    /// connection-specific), sent before `headers`. A handler sets it for fields that are
+    /// fixed and shared between responses (a cached file's, built once per file version):
+    /// converting a map of them per request cost about 2,150 instructions of a small file's
+    /// 22,600 (a clone of the map, its drop, and a copy of every value into the engine's form).
+    /// The proxy sets it for an HTTP/1.1 upstream's response, parsed straight into this form (a
+    /// list no other response holds goes to the engine as the response's own fields). A step that changes fields after the handler, or reads
     /// them from the map alone, calls [`Response::materialize`] first, which moves them into
     /// `headers` (the HTTP/2 and HTTP/3 sender reads both).
     pub(crate) head: Option<Head>,

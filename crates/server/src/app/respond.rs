@@ -408,7 +408,16 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
         } else if let Some(f) = p.head.as_ref().and_then(|h| h.iter().find(|f| f.name == "priority")) {
             sink.priority(f.value.clone());
         }
-        let fields = HeadFields { shared: p.head.take(), own: response_fields(&p.headers) };
+        let fields = match p.head.take().map(Arc::try_unwrap) {
+            // Fields no other response holds (a proxied response's) are this one's own: the
+            // HPACK memo then compares their lines, as a fresh `Arc` would never repeat.
+            Some(Ok(mut own)) => {
+                append_response_fields(&p.headers, &mut own);
+                HeadFields { shared: None, own }
+            }
+            Some(Err(shared)) => HeadFields { shared: Some(shared), own: response_fields(&p.headers) },
+            None => HeadFields { shared: None, own: response_fields(&p.headers) },
+        };
         if !sink.head(p.status.as_u16(), fields, p.no_body) || p.no_body {
             return;
         }
@@ -567,14 +576,14 @@ fn append_response_fields(headers: &HeaderMap, fields: &mut Vec<Field>) {
     let hop = |n: &http::HeaderName| {
         matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
     };
-    // One buffer for every value and every name not in `static_name`, each split off it as it
+    // One buffer for every value and every name not in `static_response_name`, each split off it as it
     // is written: one allocation per response head for the bytes (and one for the list), not
     // two per field, and one pass over the map. 512 bytes hold a typical head; a larger one
     // grows it. A name in the list costs no copy and no reference count (as its drop).
     let mut all = bytes::BytesMut::with_capacity(512);
     for (n, v) in headers.iter().filter(|(n, _)| !hop(n)) {
-        let name = match static_name(n.as_str()) {
-            Some(s) => Bytes::from_static(s.as_bytes()),
+        let name = match sluice_http::static_response_name(n.as_str().as_bytes()) {
+            Some(s) => Bytes::from_static(s),
             None => {
                 all.extend_from_slice(n.as_str().as_bytes());
                 all.split_to(n.as_str().len()).freeze()
@@ -585,40 +594,6 @@ fn append_response_fields(headers: &HeaderMap, fields: &mut Vec<Field>) {
     }
 }
 
-/// `name` as a static string when it is one of the response field names that Sluice's own
-/// handlers send or that origins commonly do (most frequent first: a match on strings tests
-/// the arms in order).
-fn static_name(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "content-type" => "content-type",
-        "content-length" => "content-length",
-        "etag" => "etag",
-        "last-modified" => "last-modified",
-        "accept-ranges" => "accept-ranges",
-        "x-content-type-options" => "x-content-type-options",
-        "alt-svc" => "alt-svc",
-        "date" => "date",
-        "server" => "server",
-        "cache-control" => "cache-control",
-        "vary" => "vary",
-        "content-encoding" => "content-encoding",
-        "content-range" => "content-range",
-        "location" => "location",
-        "set-cookie" => "set-cookie",
-        "expires" => "expires",
-        "link" => "link",
-        "via" => "via",
-        "strict-transport-security" => "strict-transport-security",
-        "access-control-allow-origin" => "access-control-allow-origin",
-        "allow" => "allow",
-        "retry-after" => "retry-after",
-        "www-authenticate" => "www-authenticate",
-        "content-digest" => "content-digest",
-        "priority" => "priority",
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,10 +601,10 @@ mod tests {
     #[test]
     fn static_names_are_the_names_asked_for() {
         for n in ["content-type", "etag", "x-content-type-options", "alt-svc", "set-cookie", "priority", "via"] {
-            assert_eq!(static_name(n), Some(n));
+            assert_eq!(sluice_http::static_response_name(n.as_bytes()), Some(n.as_bytes()));
         }
-        assert_eq!(static_name("x-unknown"), None);
-        assert_eq!(static_name("etags"), None);
+        assert_eq!(sluice_http::static_response_name(b"x-unknown"), None);
+        assert_eq!(sluice_http::static_response_name(b"etags"), None);
     }
 
     #[test]

@@ -302,7 +302,7 @@ impl Exchange {
                     Ok(Some(head))
                         if head.status.is_informational() && head.status != StatusCode::SWITCHING_PROTOCOLS =>
                     {
-                        interim(head.status, &head.fields);
+                        interim(head.status, &head.to_map());
                         continue;
                     }
                     Ok(Some(head)) => return Poll::Ready(Ok(head)),

@@ -567,7 +567,7 @@ pub(crate) async fn serve(
                 if answer.status == StatusCode::SWITCHING_PROTOCOLS {
                     return switch(up, req, answer, upgrade.is_some());
                 }
-                let learner = learn_key.as_ref().and_then(|k| learn(up, k, answer.status, &answer.headers));
+                let learner = learn_key.as_ref().and_then(|k| learn(up, k, answer.status, &answer.fields));
                 return response(up, answer, active, learner);
             }
             Err(f) => {
@@ -615,8 +615,43 @@ fn log_failure(up: &Upstream, i: usize, err: &ProxyError, why: &str) {
 struct Answer {
     status: StatusCode,
     version: http::Version,
-    headers: http::HeaderMap,
+    fields: Fields,
     body: body::Source,
+}
+
+/// A response head's fields: a map from hyper's HTTP/2 client, a list from our HTTP/1.1 one
+/// (which goes to HTTP/2 and HTTP/3 clients as it is, without a map between).
+enum Fields {
+    Map(http::HeaderMap),
+    List(Vec<sluice_http::Field>),
+}
+
+impl Fields {
+    /// The values of the fields named `name`.
+    fn values<'a>(&'a self, name: &'a http::HeaderName) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
+        match self {
+            Self::Map(m) => Box::new(m.get_all(name).iter().map(HeaderValue::as_bytes)),
+            Self::List(l) => Box::new(l.iter().filter(move |f| f.name == name.as_str()).map(|f| &f.value[..])),
+        }
+    }
+
+    fn into_map(self) -> http::HeaderMap {
+        match self {
+            Self::Map(m) => m,
+            Self::List(l) => {
+                let mut m = http::HeaderMap::with_capacity(l.len());
+                for f in l {
+                    // Parsed and checked as the map checks: they convert.
+                    if let (Ok(n), Ok(v)) =
+                        (http::HeaderName::from_bytes(&f.name), HeaderValue::from_maybe_shared(f.value))
+                    {
+                        m.append(n, v);
+                    }
+                }
+                m
+            }
+        }
+    }
 }
 
 /// The response-head timer: it runs from the end of the request body (`done`; none: there
@@ -675,10 +710,10 @@ async fn attempt_h1(
         Ok((head, mut ex)) => {
             // After a 101 the connection becomes a tunnel; it never goes back to the pool.
             if head.status != StatusCode::SWITCHING_PROTOCOLS {
-                let keep = if headers::connection_has(&head.fields, "close") {
+                let keep = if head.connection_has("close") {
                     Duration::ZERO
                 } else {
-                    match headers::keep_alive_timeout(&head.fields) {
+                    match head.keep_alive_timeout() {
                         // Leave a second's margin before the upstream's own idle close.
                         Some(t) => cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1))),
                         None => cfg.pool_idle,
@@ -689,7 +724,7 @@ async fn attempt_h1(
             Ok(Answer {
                 status: head.status,
                 version: head.version,
-                headers: head.fields,
+                fields: Fields::List(head.fields),
                 body: body::Source::H1(Box::new(ex)),
             })
         }
@@ -774,7 +809,7 @@ async fn attempt_h2(
             Ok(Answer {
                 status: parts.status,
                 version: parts.version,
-                headers: parts.headers,
+                fields: Fields::Map(parts.headers),
                 body: body::Source::H2(incoming),
             })
         }
@@ -863,7 +898,7 @@ fn switch(up: &Arc<Upstream>, req: &mut Request, answer: Answer, asked: bool) ->
         tracing::warn!(upstream = %up.name, "502: {}", err.detail);
         return err.response(&up.name);
     };
-    let mut fields = answer.headers;
+    let mut fields = answer.fields.into_map();
     let proto = fields.get(http::header::UPGRADE).cloned();
     headers::response(&mut fields, answer.version);
     if let Some(p) = proto {
@@ -942,18 +977,22 @@ fn navigation(h: &http::HeaderMap) -> bool {
 
 /// Learn from the upstream's answer to a GET: its hintable `Link` values now, or, for HTML
 /// without any `Link`, the `<head>` as it streams by (the returned scanner).
-fn learn(up: &Arc<Upstream>, key: &str, status: StatusCode, h: &http::HeaderMap) -> Option<body::Learner> {
+fn learn(up: &Arc<Upstream>, key: &str, status: StatusCode, h: &Fields) -> Option<body::Learner> {
     if !matches!(status.as_u16(), 200 | 301 | 302) {
         return None;
     }
-    if h.contains_key(http::header::LINK) {
-        up.hints.learn(key, hints::from_link_fields(h.get_all(http::header::LINK).iter()), Instant::now());
+    let links: Vec<HeaderValue> =
+        h.values(&http::header::LINK).filter_map(|v| HeaderValue::from_bytes(v).ok()).collect();
+    if !links.is_empty() {
+        up.hints.learn(key, hints::from_link_fields(links.iter()), Instant::now());
         return None;
     }
-    let html =
-        h.get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().to_ascii_lowercase().starts_with(b"text/html"));
+    let html = h
+        .values(&http::header::CONTENT_TYPE)
+        .next()
+        .is_some_and(|v| v.get(..9).is_some_and(|p| p.eq_ignore_ascii_case(b"text/html")));
     // A compressed document is not scanned.
-    let plain = h.get(http::header::CONTENT_ENCODING).is_none_or(|v| v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let plain = h.values(&http::header::CONTENT_ENCODING).next().is_none_or(|v| v.eq_ignore_ascii_case(b"identity"));
     if status == StatusCode::OK && html && plain {
         return Some(body::Learner::new(up.clone(), key.to_owned()));
     }
@@ -964,8 +1003,6 @@ fn learn(up: &Arc<Upstream>, key: &str, status: StatusCode, h: &http::HeaderMap)
 
 /// The client's response from the upstream's.
 fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<body::Learner>) -> Response {
-    let mut fields = answer.headers;
-    headers::response(&mut fields, answer.version);
     let body = if answer.body.is_end_stream() {
         // An HTTP/1.1 connection already went back to the pool (`Exchange::set_home`).
         if let Some(l) = learner {
@@ -978,5 +1015,16 @@ fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<
         b.learner = learner;
         Body::Upstream(Box::new(b))
     };
-    Response::new(answer.status, fields, body)
+    match answer.fields {
+        Fields::Map(mut fields) => {
+            headers::response(&mut fields, answer.version);
+            Response::new(answer.status, fields, body)
+        }
+        // The list goes to the engines as it is (`Response::head`; an HTTP/1.1 client's
+        // response, header rules or an upstream `alt-svc` make it a map first).
+        Fields::List(mut fields) => {
+            headers::response_fields(&mut fields, answer.version);
+            Response { status: answer.status, head: Some(Arc::new(fields)), headers: http::HeaderMap::new(), body }
+        }
+    }
 }
