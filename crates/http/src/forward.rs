@@ -171,15 +171,12 @@ fn push_v4(out: &mut Vec<u8>, v4: std::net::Ipv4Addr) {
     }
 }
 
-/// `prior` (a trusted proxy's values) with `, ` after it, to append an element to; else an
-/// empty buffer.
-fn list(prior: Option<Vec<u8>>) -> Vec<u8> {
-    match prior {
-        Some(mut p) => {
-            p.extend_from_slice(b", ");
-            p
-        }
-        None => Vec::with_capacity(64),
+/// `prior` (a trusted proxy's values) with `, ` after it, appended to `out`, to append an
+/// element to.
+fn list(out: &mut Vec<u8>, prior: Option<Vec<u8>>) {
+    if let Some(p) = prior {
+        out.extend_from_slice(&p);
+        out.extend_from_slice(b", ");
     }
 }
 
@@ -222,8 +219,10 @@ pub struct RequestPlan<'h> {
     xfh_valid: bool,
     authority: &'h str,
     tls: bool,
-    xff: Vec<u8>,
-    fwd: Vec<u8>,
+    /// The new `X-Forwarded-For` value (up to `xff_end`), then the new `Forwarded` value: one
+    /// buffer for both.
+    own: Vec<u8>,
+    xff_end: usize,
     via: &'static str,
     /// The joined `Cookie` value (HTTP/1.1 upstreams).
     cookie: Option<Vec<u8>>,
@@ -253,16 +252,21 @@ impl<'h> RequestPlan<'h> {
         let keep_xfh = from_trusted(&XFH) && h.contains_key(&XFH);
         let scheme = if f.tls { "https" } else { "http" };
         // Values are joined as bytes: a trusted proxy's obs-text passes unchanged.
-        let mut xff = list(prior_xff);
+        let mut own = Vec::with_capacity(
+            128 + f.authority.len() + prior_xff.as_ref().map_or(0, Vec::len) + prior_fwd.as_ref().map_or(0, Vec::len),
+        );
+        list(&mut own, prior_xff);
         match ip {
-            IpAddr::V4(v4) => push_v4(&mut xff, v4),
+            IpAddr::V4(v4) => push_v4(&mut own, v4),
             IpAddr::V6(v6) => {
-                let _ = write!(xff, "{v6}");
+                let _ = write!(own, "{v6}");
             }
         }
-        let mut fwd = list(prior_fwd);
+        let xff_end = own.len();
+        let fwd = &mut own;
+        list(fwd, prior_fwd);
         fwd.extend_from_slice(b"for=");
-        write_node(&mut fwd, ip);
+        write_node(fwd, ip);
         fwd.extend_from_slice(b";proto=");
         fwd.extend_from_slice(scheme.as_bytes());
         if quotable(f.authority) {
@@ -288,8 +292,8 @@ impl<'h> RequestPlan<'h> {
             xfh_valid,
             authority: f.authority,
             tls: f.tls,
-            xff,
-            fwd,
+            own,
+            xff_end,
             via,
             cookie,
             join_cookies,
@@ -327,14 +331,14 @@ impl<'h> RequestPlan<'h> {
         if self.te_trailers {
             emit(&header::TE, FieldValue::Own(b"trailers"));
         }
-        emit(&XFF, FieldValue::Own(&self.xff));
+        emit(&XFF, FieldValue::Own(&self.own[..self.xff_end]));
         if !self.keep_xfp {
             emit(&XFP, FieldValue::Own(if self.tls { b"https" } else { b"http" }));
         }
         if !self.keep_xfh && self.xfh_valid {
             emit(&XFH, FieldValue::Own(self.authority.as_bytes()));
         }
-        emit(&header::FORWARDED, FieldValue::Own(&self.fwd));
+        emit(&header::FORWARDED, FieldValue::Own(&self.own[self.xff_end..]));
         emit(&header::VIA, FieldValue::Own(self.via.as_bytes()));
         if let Some(c) = &self.cookie {
             emit(&header::COOKIE, FieldValue::Own(c));

@@ -77,6 +77,11 @@ impl HintCache {
         key
     }
 
+    /// Whether nothing is learned (then a response with nothing to learn changes nothing).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().map.is_empty()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }

@@ -470,8 +470,9 @@ pub(crate) async fn serve(
     let interim = req.interim.clone();
     // 103 Early Hints (RFC 8297): the route's configured ones and, for a navigation, what the
     // upstream's earlier responses to this URL carried, at once, before asking the upstream.
-    let learn_key = (cfg.early_hints_learn && method == Method::GET)
-        .then(|| hints::HintCache::key(req.tls, &req.authority, &req.path));
+    // The key is made only when it is used: most responses have nothing to learn.
+    let learning = cfg.early_hints_learn && method == Method::GET;
+    let learn_key = || hints::HintCache::key(req.tls, &req.authority, &req.path);
     let mut sent: Vec<HeaderValue> = Vec::new();
     if method == Method::GET && interim.available() {
         let mut flags = 0;
@@ -479,8 +480,8 @@ pub(crate) async fn serve(
         if !links.is_empty() {
             flags |= accesslog::HINTS_CONFIGURED;
         }
-        if let Some(key) = learn_key.as_ref().filter(|_| navigation(&req.headers)) {
-            for v in up.hints.get(key, Instant::now()).unwrap_or_default() {
+        if learning && navigation(&req.headers) {
+            for v in up.hints.get(&learn_key(), Instant::now()).unwrap_or_default() {
                 if !links.contains(&v) {
                     links.push(v);
                     flags |= accesslog::HINTS_LEARNED;
@@ -567,7 +568,7 @@ pub(crate) async fn serve(
                 if answer.status == StatusCode::SWITCHING_PROTOCOLS {
                     return switch(up, req, answer, upgrade.is_some());
                 }
-                let learner = learn_key.as_ref().and_then(|k| learn(up, k, answer.status, &answer.fields));
+                let learner = if learning { learn(up, &learn_key, answer.status, &answer.fields) } else { None };
                 return response(up, answer, active, learner);
             }
             Err(f) => {
@@ -627,11 +628,23 @@ enum Fields {
 }
 
 impl Fields {
-    /// The values of the fields named `name`.
-    fn values<'a>(&'a self, name: &'a http::HeaderName) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
+    /// The first value of the fields named `name`.
+    fn first(&self, name: &http::HeaderName) -> Option<&[u8]> {
         match self {
-            Self::Map(m) => Box::new(m.get_all(name).iter().map(HeaderValue::as_bytes)),
-            Self::List(l) => Box::new(l.iter().filter(move |f| f.name == name.as_str()).map(|f| &f.value[..])),
+            Self::Map(m) => m.get(name).map(HeaderValue::as_bytes),
+            Self::List(l) => l.iter().find(|f| f.name == name.as_str()).map(|f| &f.value[..]),
+        }
+    }
+
+    /// Every value of the fields named `name`, as values of a map.
+    fn values(&self, name: &http::HeaderName) -> Vec<HeaderValue> {
+        match self {
+            Self::Map(m) => m.get_all(name).iter().cloned().collect(),
+            Self::List(l) => l
+                .iter()
+                .filter(|f| f.name == name.as_str())
+                .filter_map(|f| HeaderValue::from_maybe_shared(f.value.clone()).ok())
+                .collect(),
         }
     }
 
@@ -977,27 +990,26 @@ fn navigation(h: &http::HeaderMap) -> bool {
 
 /// Learn from the upstream's answer to a GET: its hintable `Link` values now, or, for HTML
 /// without any `Link`, the `<head>` as it streams by (the returned scanner).
-fn learn(up: &Arc<Upstream>, key: &str, status: StatusCode, h: &Fields) -> Option<body::Learner> {
+fn learn(up: &Arc<Upstream>, key: &dyn Fn() -> String, status: StatusCode, h: &Fields) -> Option<body::Learner> {
     if !matches!(status.as_u16(), 200 | 301 | 302) {
         return None;
     }
-    let links: Vec<HeaderValue> =
-        h.values(&http::header::LINK).filter_map(|v| HeaderValue::from_bytes(v).ok()).collect();
-    if !links.is_empty() {
-        up.hints.learn(key, hints::from_link_fields(links.iter()), Instant::now());
+    if h.first(&http::header::LINK).is_some() {
+        up.hints.learn(&key(), hints::from_link_fields(h.values(&http::header::LINK).iter()), Instant::now());
         return None;
     }
     let html = h
-        .values(&http::header::CONTENT_TYPE)
-        .next()
+        .first(&http::header::CONTENT_TYPE)
         .is_some_and(|v| v.get(..9).is_some_and(|p| p.eq_ignore_ascii_case(b"text/html")));
     // A compressed document is not scanned.
-    let plain = h.values(&http::header::CONTENT_ENCODING).next().is_none_or(|v| v.eq_ignore_ascii_case(b"identity"));
+    let plain = h.first(&http::header::CONTENT_ENCODING).is_none_or(|v| v.eq_ignore_ascii_case(b"identity"));
     if status == StatusCode::OK && html && plain {
-        return Some(body::Learner::new(up.clone(), key.to_owned()));
+        return Some(body::Learner::new(up.clone(), key()));
     }
-    // Nothing to learn any more: what was learned goes.
-    up.hints.learn(key, Vec::new(), Instant::now());
+    // Nothing to learn any more: what was learned goes (nothing to do when nothing is).
+    if !up.hints.is_empty() {
+        up.hints.learn(&key(), Vec::new(), Instant::now());
+    }
     None
 }
 
