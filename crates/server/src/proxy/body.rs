@@ -154,7 +154,7 @@ impl Learner {
     }
 
     /// Take body bytes; true when done.
-    fn feed(&mut self, chunk: &[u8]) -> bool {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> bool {
         self.scanner.feed(chunk)
     }
 

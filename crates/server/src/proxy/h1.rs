@@ -449,6 +449,23 @@ impl Exchange {
         }
     }
 
+    /// The whole body at once, when it has a declared length of at most `max` bytes and all
+    /// of it has already arrived (a small response usually comes in one read with its head):
+    /// the exchange ends here and the connection goes back to the pool before the client has
+    /// taken a byte.
+    pub(crate) fn take_whole(&mut self, max: u64) -> Option<Bytes> {
+        let Framing::Length(n) = self.framing else { return None };
+        let buf = &mut self.conn.as_mut()?.buf;
+        if self.complete || n > max || (buf.len() as u64) < n {
+            return None;
+        }
+        let data = Self::take(buf, n as usize);
+        self.left = 0;
+        self.framing = Framing::Length(0);
+        self.finish();
+        Some(data)
+    }
+
     /// After a 101: the connection and what already arrived on it, for a tunnel.
     pub(crate) fn into_upgraded(mut self) -> Option<(Box<dyn Io>, Bytes)> {
         let conn = self.conn.take()?;

@@ -37,6 +37,11 @@ use body::{UpBody, UpstreamBody};
 pub(crate) use connect::client_config;
 use sluice_http::forward as headers;
 
+/// A response body of at most this many bytes that arrived with its head is sent as one
+/// piece, without streaming it from the upstream connection (which goes back to the pool at
+/// once). The read buffer holds that much after a head anyway.
+const WHOLE_MAX: u64 = 16 * 1024;
+
 /// Interim (1xx) responses of one request passed on to the client; more are dropped.
 const MAX_INTERIM: u32 = 16;
 
@@ -1015,7 +1020,19 @@ fn learn(up: &Arc<Upstream>, key: &dyn Fn() -> String, status: StatusCode, h: &F
 
 /// The client's response from the upstream's.
 fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<body::Learner>) -> Response {
-    let body = if answer.body.is_end_stream() {
+    let mut source = answer.body;
+    let whole = match &mut source {
+        body::Source::H1(ex) => ex.take_whole(WHOLE_MAX),
+        body::Source::H2(_) => None,
+    };
+    let body = if let Some(data) = whole {
+        // Already here in full: sent as it is, the exchange over and its connection pooled.
+        if let Some(mut l) = learner {
+            l.feed(&data);
+            l.finish();
+        }
+        Body::Full(data)
+    } else if source.is_end_stream() {
         // An HTTP/1.1 connection already went back to the pool (`Exchange::set_home`).
         if let Some(l) = learner {
             l.finish();
@@ -1023,7 +1040,7 @@ fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<
         Body::Empty
     } else {
         let h2 = answer.version == http::Version::HTTP_2;
-        let mut b = UpstreamBody::new(answer.body, up.cfg.idle_timeout, active, up.name.clone(), h2);
+        let mut b = UpstreamBody::new(source, up.cfg.idle_timeout, active, up.name.clone(), h2);
         b.learner = learner;
         Body::Upstream(Box::new(b))
     };
