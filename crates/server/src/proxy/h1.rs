@@ -115,6 +115,9 @@ pub(crate) struct Exchange {
     /// Whether the body was ever polled (else it can go back for a retry).
     body_touched: bool,
     chunked: bool,
+    /// With a declared length, the body bytes still owed: the upstream gets exactly that many
+    /// (more would be read as another request on the connection).
+    req_left: u64,
     out: Vec<u8>,
     at: usize,
     wrote_any: bool,
@@ -136,23 +139,24 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    /// Sends the request head (`head` writes its request line and fields; `length`: they hold
-    /// `Content-Length`) and, as the upstream takes it, `body` (with a length its bytes go as
-    /// they are, else chunked); reads interim responses (each given to `interim`) up to the
-    /// final response head. The body goes on sending after that.
+    /// Sends the request head (`head` writes its request line and fields; `length`: the
+    /// `Content-Length` they hold) and, as the upstream takes it, `body` (with a length its
+    /// bytes go as they are, exactly that many, else chunked); reads interim responses (each
+    /// given to `interim`) up to the final response head. The body goes on sending after that.
     pub(crate) async fn start(
         mut conn: Conn,
         method: &Method,
         head: WriteHead<'_>,
-        length: bool,
+        length: Option<u64>,
         body: UpBody,
         interim: &mut (dyn FnMut(StatusCode, &HeaderMap) + Send),
     ) -> Result<(ResponseHead, Self), StartFail> {
         use http_body::Body as _;
-        let empty = body.is_end_stream();
+        // A body that declared bytes is read even if it says it has none: its end is checked.
+        let empty = body.is_end_stream() && length.unwrap_or(0) == 0;
         let framing = if empty {
             wire::RequestBody::Empty
-        } else if length {
+        } else if length.is_some() {
             wire::RequestBody::Length
         } else {
             wire::RequestBody::Chunked
@@ -160,12 +164,13 @@ impl Exchange {
         let mut out = std::mem::take(&mut conn.out);
         out.clear();
         head(&mut out);
-        wire::end_head(method, framing, length, &mut out);
+        wire::end_head(method, framing, length.is_some(), &mut out);
         let mut ex = Self {
             conn: Some(conn),
             body: (!empty).then_some(body),
             body_touched: false,
             chunked: framing == wire::RequestBody::Chunked,
+            req_left: length.unwrap_or(0),
             out,
             at: 0,
             wrote_any: false,
@@ -243,14 +248,27 @@ impl Exchange {
                 Poll::Pending => return Ok(()),
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(d) if self.chunked => wire::encode_chunk(&d, &mut self.out),
-                    Ok(d) => self.out.extend_from_slice(&d),
+                    Ok(d) if d.len() as u64 <= self.req_left => {
+                        self.req_left -= d.len() as u64;
+                        self.out.extend_from_slice(&d);
+                    }
+                    Ok(_) => {
+                        self.body = None;
+                        return Err(Fail::Client(BodyError::Other(
+                            "request body longer than its content-length".into(),
+                        )));
+                    }
                     Err(f) => self.req_trailers = f.into_trailers().ok(),
                 },
                 Poll::Ready(None) => {
+                    self.body = None;
                     if self.chunked {
                         wire::encode_last_chunk(self.req_trailers.take().as_ref(), &mut self.out);
+                    } else if self.req_left > 0 {
+                        return Err(Fail::Client(BodyError::Other(
+                            "request body shorter than its content-length".into(),
+                        )));
                     }
-                    self.body = None;
                 }
                 Poll::Ready(Some(Err(e))) => {
                     self.body = None;
@@ -470,5 +488,122 @@ impl Exchange {
     pub(crate) fn into_upgraded(mut self) -> Option<(Box<dyn Io>, Bytes)> {
         let conn = self.conn.take()?;
         Some((conn.io, conn.buf.freeze()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::http::RequestBody;
+    use tokio::io::AsyncWriteExt;
+
+    /// A body that yields `chunks` and ends.
+    fn body(chunks: &[&'static [u8]], len: Option<u64>) -> UpBody {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for c in chunks {
+            tx.send(Ok(Bytes::from_static(c))).unwrap();
+        }
+        drop(tx);
+        let (done, _) = tokio::sync::watch::channel(false);
+        UpBody::stream(RequestBody::channel(rx, None), len, done)
+    }
+
+    /// Runs one exchange against an upstream that reads for a moment, then answers `answer`;
+    /// what the exchange gave and every byte the upstream received.
+    async fn run(
+        chunks: &[&'static [u8]],
+        length: Option<u64>,
+        answer: &'static [u8],
+    ) -> (Result<(u16, Vec<u8>), String>, Vec<u8>) {
+        let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+        let upstream = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(Ok(n)) =
+                tokio::time::timeout(Duration::from_millis(200), tokio::io::AsyncReadExt::read(&mut theirs, &mut buf))
+                    .await
+            {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            let _ = theirs.write_all(answer).await;
+            // Held open a moment: the exchange reads the answer, not an early close.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            got
+        });
+        let conn = Conn::new(Box::new(ours), None);
+        let head = |out: &mut Vec<u8>| {
+            wire::request_line(&Method::POST, "/up", out);
+            if let Some(n) = length {
+                wire::field(out, b"content-length", n.to_string().as_bytes());
+            }
+        };
+        let mut interim = |_, _: &HeaderMap| {};
+        let started = Exchange::start(conn, &Method::POST, &head, length, body(chunks, length), &mut interim).await;
+        let result = match started {
+            Ok((h, mut ex)) => {
+                let mut data = Vec::new();
+                while let Some(d) = std::future::poll_fn(|cx| ex.poll_data(cx)).await {
+                    data.extend_from_slice(&d.map_err(|e| e.to_string()).unwrap());
+                }
+                Ok((h.status.as_u16(), data))
+            }
+            Err(f) => Err(f.fail.to_string()),
+        };
+        (result, upstream.await.unwrap())
+    }
+
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+    #[tokio::test]
+    async fn a_declared_length_goes_as_it_is_and_exactly() {
+        let (r, got) = run(&[b"hel", b"lo"], Some(5), OK).await;
+        assert_eq!(r, Ok((200, b"ok".to_vec())));
+        assert_eq!(got, b"POST /up HTTP/1.1\r\ncontent-length: 5\r\n\r\nhello");
+        // More bytes than declared never reach the upstream (they would be a second request).
+        let (r, got) = run(&[b"hello", b"GET /smuggled HTTP/1.1\r\n\r\n"], Some(5), OK).await;
+        assert!(r.as_ref().is_err_and(|e| e.contains("longer than its content-length")), "{r:?}");
+        assert_eq!(got, b"POST /up HTTP/1.1\r\ncontent-length: 5\r\n\r\nhello");
+        // Fewer: an error, not an upstream left waiting.
+        let (r, _) = run(&[b"hel"], Some(5), OK).await;
+        assert!(r.as_ref().is_err_and(|e| e.contains("shorter than its content-length")), "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn a_body_without_a_length_goes_chunked() {
+        let (r, got) = run(&[b"hello", b"", b"world!"], None, OK).await;
+        assert_eq!(r, Ok((200, b"ok".to_vec())));
+        assert_eq!(
+            got,
+            b"POST /up HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunked_answer_is_read_whole_and_one_cut_short_is_an_error() {
+        let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        let (r, _) = run(&[], None, chunked).await;
+        assert_eq!(r, Ok((200, b"abcde".to_vec())));
+        // Cut short: the body is an error, never a clean end.
+        let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            let _ = theirs.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc").await;
+            let mut sink = [0u8; 1024];
+            let _ = tokio::io::AsyncReadExt::read(&mut theirs, &mut sink).await;
+        });
+        let head = |out: &mut Vec<u8>| wire::request_line(&Method::GET, "/", out);
+        let mut interim = |_, _: &HeaderMap| {};
+        let (h, mut ex) =
+            Exchange::start(Conn::new(Box::new(ours), None), &Method::GET, &head, None, UpBody::empty(), &mut interim)
+                .await
+                .map_err(|f| f.fail.to_string())
+                .unwrap();
+        assert_eq!(h.status, 200);
+        let first = std::future::poll_fn(|cx| ex.poll_data(cx)).await;
+        assert_eq!(first.unwrap().unwrap(), Bytes::from_static(b"abc"));
+        let next = std::future::poll_fn(|cx| ex.poll_data(cx)).await;
+        assert!(matches!(next, Some(Err(Fail::Truncated))), "{next:?}");
     }
 }

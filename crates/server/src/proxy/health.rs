@@ -74,7 +74,7 @@ async fn check(up: &Upstream, i: usize) -> Result<u16, String> {
         };
         let conn = h1::Conn::new(io, None);
         let mut interim = |_, _: &http::HeaderMap| {};
-        h1::Exchange::start(conn, &http::Method::GET, &head, false, UpBody::empty(), &mut interim)
+        h1::Exchange::start(conn, &http::Method::GET, &head, None, UpBody::empty(), &mut interim)
             .await
             .map_err(|f| f.fail.to_string())?
             .0

@@ -415,7 +415,13 @@ pub(crate) async fn serve(
     let trailer = to_h1 && plan.kept(&http::header::TRAILER) && req.headers.contains_key(http::header::TRAILER);
     let length =
         req.headers.get(http::header::CONTENT_LENGTH).filter(|_| !trailer && plan.kept(&http::header::CONTENT_LENGTH));
-    let declared = length.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    // The engines checked it; a length that does not parse would go upstream as a field
+    // while the body went chunked (two framings for one message: RFC 9112 §6.3 point 3).
+    let declared = match length.map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
+        Some(Some(n)) => Some(n),
+        Some(None) => return Response::text(StatusCode::BAD_REQUEST, "an invalid content-length\n"),
+        None => None,
+    };
     let method = req.method.clone();
     // HTTP/2 upstreams get a request for hyper's client: its URI and fields as a map.
     let h2_request = if to_h1 {
@@ -554,11 +560,9 @@ pub(crate) async fn serve(
                         counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
                     }
                 };
-                attempt_h1(up, i, (&method, &head, length.is_some()), out, &mut on_interim, fresh, &mut done_rx).await
+                attempt_h1(up, i, (&method, &head, declared), out, &mut on_interim, fresh, &mut done_rx).await
             }
-            None => {
-                attempt_h1(up, i, (&method, &head, length.is_some()), out, &mut |_, _| {}, fresh, &mut done_rx).await
-            }
+            None => attempt_h1(up, i, (&method, &head, declared), out, &mut |_, _| {}, fresh, &mut done_rx).await,
             Some((uri, fields)) => {
                 let mut hreq = hyper::Request::new(out);
                 *hreq.method_mut() = method.clone();
@@ -698,7 +702,7 @@ fn head_timed_out() -> Failed {
 async fn attempt_h1(
     up: &Arc<Upstream>,
     i: usize,
-    (method, head, length): (&Method, h1::WriteHead<'_>, bool),
+    (method, head, length): (&Method, h1::WriteHead<'_>, Option<u64>),
     body: UpBody,
     interim: &mut (dyn FnMut(StatusCode, &http::HeaderMap) + Send),
     fresh: bool,
