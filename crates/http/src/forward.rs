@@ -277,7 +277,8 @@ impl<'h> RequestPlan<'h> {
         }
         let cookie =
             if join_cookies && !is_named(&header::COOKIE) { joined_with(h, &header::COOKIE, b"; ") } else { None };
-        let xfh_valid = HeaderValue::from_str(f.authority).is_ok();
+        // As `HeaderValue::from_str` would judge it, without making one.
+        let xfh_valid = f.authority.bytes().all(|b| b >= 0x20 && b != 0x7f || b == b'\t');
         let via = match f.proto {
             Received::Http1 => "1.1 sluice",
             Received::Http2 => "2 sluice",

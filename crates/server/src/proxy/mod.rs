@@ -351,6 +351,12 @@ fn cookie(h: &http::HeaderMap, name: &str) -> Option<String> {
     })
 }
 
+/// Whether `v` can be a field value as `http` accepts one: no control character but HTAB (an
+/// empty one can: RFC 9112 §3.2 sends `Host` empty for a target without an authority).
+fn field_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
+}
+
 /// RFC 9110 §9.2.2.
 fn idempotent(m: &Method) -> bool {
     matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE)
@@ -393,12 +399,12 @@ pub(crate) async fn serve(
         trusted: &settings.trusted,
     };
     let plan = headers::RequestPlan::new(&req.headers, &fwd, to_h1);
-    let authority = match &cfg.host {
-        Some(h) => h.clone(),
-        None => match HeaderValue::from_str(&req.authority) {
-            Ok(v) => v,
-            Err(_) => return Response::text(StatusCode::BAD_REQUEST, "a request to proxy needs an authority\n"),
-        },
+    // What goes upstream as `host` (`:authority`): the upstream's `host`, else the client's, if
+    // it can be a field value (checked in place, not copied into one).
+    let authority: &[u8] = match &cfg.host {
+        Some(h) => h.as_bytes(),
+        None if field_value(req.authority.as_bytes()) => req.authority.as_bytes(),
+        None => return Response::text(StatusCode::BAD_REQUEST, "a request to proxy needs an authority\n"),
     };
     let target: std::borrow::Cow<'_, str> = match &req.query {
         Some(q) => format!("{}?{q}", req.path).into(),
@@ -437,7 +443,9 @@ pub(crate) async fn serve(
         // `te: trailers` over HTTP/2.
         fields.insert(http::header::TE, HeaderValue::from_static("trailers"));
         let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
-        match format!("{scheme}://{}{target}", authority.to_str().unwrap_or("localhost")).parse::<http::Uri>() {
+        match format!("{scheme}://{}{target}", std::str::from_utf8(authority).unwrap_or("localhost"))
+            .parse::<http::Uri>()
+        {
             Ok(uri) => Some((uri, fields)),
             Err(_) => return Response::text(StatusCode::BAD_REQUEST, "the request target cannot be forwarded\n"),
         }
@@ -465,7 +473,7 @@ pub(crate) async fn serve(
                 field(out, b"connection", b"te");
             }
         }
-        field(out, b"host", authority.as_bytes());
+        field(out, b"host", authority);
     };
     let streamed = !req.body.is_end_stream() && declared != Some(0);
     // Told when a streamed body has gone upstream in full: the response-head timer starts then
