@@ -576,10 +576,11 @@ fn append_response_fields(headers: &HeaderMap, fields: &mut Vec<Field>) {
     let hop = |n: &http::HeaderName| {
         matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
     };
-    // One buffer for every value and every name not in `static_response_name`, each split off it as it
-    // is written: one allocation per response head for the bytes (and one for the list), not
-    // two per field, and one pass over the map. 512 bytes hold a typical head; a larger one
-    // grows it. A name in the list costs no copy and no reference count (as its drop).
+    // One buffer for every value and every name not in `static_response_name`, each split off
+    // it as it is written: one allocation per response head for the bytes (and one for the
+    // list), not two per field, and one pass over the map. 512 bytes hold a typical head; a
+    // larger one grows it. A name in the list costs no copy and no reference count (as its
+    // drop).
     let mut all = bytes::BytesMut::with_capacity(512);
     for (n, v) in headers.iter().filter(|(n, _)| !hop(n)) {
         let name = match sluice_http::static_response_name(n.as_str().as_bytes()) {
