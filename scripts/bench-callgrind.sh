@@ -13,10 +13,11 @@
 #
 # Usage: scripts/bench-callgrind.sh [--servers sluice,h2o,nginx] [--proto h2|h1] [-n N]
 #                                    [--no-build] [--keep]
-#   --servers L   comma-separated subset (default sluice,h2o,nginx); also sluice-proxy: Sluice
-#                 as a reverse proxy (scripts/bench/proxy/sluice.toml.in) to an nginx origin
-#                 (scripts/bench/proxy/origin-nginx.conf.in, cleartext HTTP/1.1 keep-alive, run
-#                 outside valgrind so that only the proxy is counted)
+#   --servers L   comma-separated subset (default sluice,h2o,nginx); also sluice-proxy,
+#                 h2o-proxy and haproxy-proxy: that server as a reverse proxy (the
+#                 configurations of scripts/bench-proxy.sh, scripts/bench/proxy/*.in) to an nginx
+#                 origin (scripts/bench/proxy/origin-nginx.conf.in, cleartext HTTP/1.1
+#                 keep-alive, run outside valgrind so that only the proxy is counted)
 #   --proto P     h2 (TLS, h2load -m 10; default) or h1 (TLS HTTP/1.1 keep-alive, h2load --h1)
 #   -n N          requests counted (default 20000; N0 = 2000)
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
@@ -96,6 +97,8 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
   -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
   -keyout "$KEY" -out "$CERT" 2>"$TMP/openssl.log" || { cat "$TMP/openssl.log" >&2; die "openssl failed"; }
 chmod 644 "$KEY" "$CERT"
+# HAProxy takes the certificate and its key in one file.
+cat "$CERT" "$KEY" >"$TMP/combined.pem"
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -115,17 +118,31 @@ start() {
       printf '\n[quic]\nenabled = false\n' >>"$TMP/sluice/sluice.toml"
       "${vg[@]}" "$SLUICE" serve --config "$TMP/sluice/sluice.toml" >"$logf" 2>&1 &
       ;;
-    sluice-proxy)
-      local op
+    sluice-proxy | h2o-proxy | haproxy-proxy)
+      local op dir=$TMP/$name conf
       op=$(free_port)
-      mkdir -p "$TMP/origin"/{body,proxy,fastcgi,uwsgi,scgi} "$TMP/sluice-proxy/data"
+      mkdir -p "$TMP/origin"/{body,proxy,fastcgi,uwsgi,scgi} "$dir/data"
       sed -e "s|@DIR@|$TMP/origin|g" -e "s|@ORIGIN@|127.0.0.1:$op|g" -e "s|@ROOT@|$ROOT|g" \
         "$BENCH/proxy/origin-nginx.conf.in" >"$TMP/origin/nginx.conf"
       "$NGINX" -p "$TMP/origin/" -e "$TMP/origin/error.log" -c "$TMP/origin/nginx.conf" >"$out/origin.log" 2>&1 &
       ORIGIN_PID=$!
-      sed -e "s|@DIR@|$TMP/sluice-proxy|g" -e "s|@LISTEN@|127.0.0.1:$port|g" -e "s|@CERT@|$CERT|g" \
-        -e "s|@KEY@|$KEY|g" -e "s|@ORIGIN@|127.0.0.1:$op|g" "$BENCH/proxy/sluice.toml.in" >"$TMP/sluice-proxy/sluice.toml"
-      "${vg[@]}" "$SLUICE" serve --config "$TMP/sluice-proxy/sluice.toml" >"$logf" 2>&1 &
+      case "$name" in
+        sluice-proxy) conf=sluice.toml ;;
+        h2o-proxy) conf=h2o.conf ;;
+        haproxy-proxy) conf=haproxy.cfg ;;
+      esac
+      sed -e "s|@DIR@|$dir|g" -e "s|@HOST@|127.0.0.1|g" -e "s|@PORT@|$port|g" -e "s|@LISTEN@|127.0.0.1:$port|g" \
+        -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" -e "s|@COMBINED@|$TMP/combined.pem|g" \
+        -e "s|@ORIGIN@|127.0.0.1:$op|g" "$BENCH/proxy/$conf.in" >"$dir/$conf"
+      case "$name" in
+        sluice-proxy) "${vg[@]}" "$SLUICE" serve --config "$dir/$conf" >"$logf" 2>&1 & ;;
+        h2o-proxy)
+          # No privilege drop, as for h2o above.
+          [ "$(id -u)" -eq 0 ] && printf 'user: root\n' >>"$dir/$conf"
+          "${vg[@]}" h2o -c "$dir/$conf" >"$logf" 2>&1 &
+          ;;
+        haproxy-proxy) "${vg[@]}" haproxy -db -f "$dir/$conf" >"$logf" 2>&1 & ;;
+      esac
       ;;
     h2o)
       fill "$BENCH/h2o.conf.in" "$port" >"$TMP/h2o/h2o.conf"
@@ -187,7 +204,8 @@ IFS=, read -r -a WANTED <<<"$SERVERS"
 for s in "${WANTED[@]}"; do
   case "$s" in
     sluice | sluice-proxy) [ -x "$SLUICE" ] || { log "SKIP $s: $SLUICE not found"; continue; } ;;
-    h2o) command -v h2o >/dev/null 2>&1 || { log "SKIP h2o: not installed"; continue; } ;;
+    h2o | h2o-proxy) command -v h2o >/dev/null 2>&1 || { log "SKIP $s: h2o not installed"; continue; } ;;
+    haproxy-proxy) command -v haproxy >/dev/null 2>&1 || { log "SKIP $s: haproxy not installed"; continue; } ;;
     nginx) [ -x "$NGINX" ] || { log "SKIP nginx: not installed"; continue; } ;;
     *) die "unknown server '$s'" ;;
   esac
