@@ -278,7 +278,7 @@ impl<'h> RequestPlan<'h> {
         let cookie =
             if join_cookies && !is_named(&header::COOKIE) { joined_with(h, &header::COOKIE, b"; ") } else { None };
         // As `HeaderValue::from_str` would judge it, without making one.
-        let xfh_valid = f.authority.bytes().all(|b| b >= 0x20 && b != 0x7f || b == b'\t');
+        let xfh_valid = crate::map_value(f.authority.as_bytes());
         let via = match f.proto {
             Received::Http1 => "1.1 sluice",
             Received::Http2 => "2 sluice",
@@ -371,14 +371,6 @@ impl RequestPlan<'_> {
         });
         out
     }
-}
-
-/// The upstream's `Keep-Alive: timeout=N` (seconds), when it gave one (RFC 2068 §19.7.1.1; an
-/// HTTP/1.1 server announces how long it keeps an idle connection).
-pub fn keep_alive_timeout(h: &HeaderMap) -> Option<u64> {
-    h.get("keep-alive")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').find_map(|p| p.trim().strip_prefix("timeout=")?.trim().parse::<u64>().ok()))
 }
 
 /// The fields of an upstream's response as sent to the client: hop-by-hop fields removed and
@@ -625,15 +617,13 @@ mod tests {
     }
 
     #[test]
-    fn responses_lose_hop_by_hop_fields_and_report_keep_alive() {
+    fn responses_lose_hop_by_hop_fields() {
         let mut h = map(&[("connection", "keep-alive"), ("keep-alive", "timeout=5, max=100"), ("content-length", "3")]);
-        assert_eq!(keep_alive_timeout(&h), Some(5));
         response(&mut h, http::Version::HTTP_11);
         assert!(!h.contains_key("keep-alive") && !h.contains_key("connection"));
         assert_eq!(h["content-length"], "3");
         assert_eq!(h["via"], "1.1 sluice");
         let mut h = map(&[("x", "y")]);
-        assert_eq!(keep_alive_timeout(&h), None);
         response(&mut h, http::Version::HTTP_2);
         assert_eq!(h["via"], "2 sluice");
     }

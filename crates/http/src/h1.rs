@@ -11,7 +11,7 @@
 //! after; `scripts/bench-callgrind.sh --servers sluice-proxy`).
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use crate::Field;
@@ -87,12 +87,7 @@ impl ResponseHead {
     /// The fields as a map (for interim responses, upgrades and other rare paths).
     pub fn to_map(&self) -> HeaderMap {
         let mut map = HeaderMap::with_capacity(self.fields.len());
-        for f in &self.fields {
-            // Parsed and checked as the map checks: they convert.
-            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(&f.name), HeaderValue::from_maybe_shared(f.value.clone())) {
-                map.append(n, v);
-            }
-        }
+        crate::append_to_map(&self.fields, &mut map);
         map
     }
 }
@@ -127,11 +122,6 @@ fn span(base: &[u8], part: &[u8]) -> std::ops::Range<usize> {
     at..at + part.len()
 }
 
-/// A field value as `http` accepts one: no control character but HTAB (RFC 9110 §5.5).
-fn valid_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
-}
-
 /// The fields `parsed` from `base` as [`Field`]s: one copy of `base`, the names lower-cased in
 /// it, common names static.
 fn to_fields(parsed: &[httparse::Header<'_>], base: &[u8]) -> Result<Vec<Field>, Error> {
@@ -142,7 +132,7 @@ fn to_fields(parsed: &[httparse::Header<'_>], base: &[u8]) -> Result<Vec<Field>,
     let head = copy.freeze();
     let mut fields = Vec::with_capacity(parsed.len() + 1);
     for h in parsed {
-        if !valid_value(h.value) {
+        if !crate::map_value(h.value) {
             return Err(Error::Invalid("bad field value"));
         }
         let name_at = span(base, h.name.as_bytes());
@@ -247,16 +237,6 @@ pub enum RequestBody {
     Length,
     /// Chunked transfer coding (`transfer-encoding: chunked` is added).
     Chunked,
-}
-
-/// Appends a request head to `out`. `fields` must not hold hop-by-hop framing fields (the
-/// forwarding rules removed them); the framing field `body` needs is added.
-pub fn encode_request(method: &Method, target: &str, fields: &HeaderMap, body: RequestBody, out: &mut Vec<u8>) {
-    request_line(method, target, out);
-    for (name, value) in fields {
-        field(out, name.as_str().as_bytes(), value.as_bytes());
-    }
-    end_head(method, body, fields.contains_key(header::CONTENT_LENGTH), out);
 }
 
 /// Appends a request line. `target` must be visible ASCII (RFC 9112 §3.2; the caller checks).
@@ -428,6 +408,7 @@ impl ChunkedDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header;
 
     fn head(text: &str) -> Result<Option<ResponseHead>, Error> {
         parse_response(&mut BytesMut::from(text.as_bytes()), 64 * 1024)
@@ -499,9 +480,21 @@ mod tests {
         let h = head("HTTP/1.1 200 OK\r\nKeep-Alive: max=100, Timeout=5\r\n\r\n").unwrap().unwrap();
         assert_eq!(h.keep_alive_timeout(), Some(5));
         assert!(persistent(&h));
+        let h = head("HTTP/1.1 200 OK\r\nkeep-alive: timeout=5, max=100\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.keep_alive_timeout(), Some(5));
+        assert_eq!(head("HTTP/1.1 200 OK\r\nx: y\r\n\r\n").unwrap().unwrap().keep_alive_timeout(), None);
         assert!(matches!(head("HTTP/1.1 200 OK\r\nx: a\x7fb\r\n\r\n"), Err(Error::Invalid(_))));
         let h = head("HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\n").unwrap().unwrap();
         assert!(!persistent(&h));
+    }
+
+    /// A request head: its line, `fields`, and the framing field `body` needs.
+    fn encode_request(method: &Method, target: &str, fields: &HeaderMap, body: RequestBody, out: &mut Vec<u8>) {
+        request_line(method, target, out);
+        for (name, value) in fields {
+            field(out, name.as_str().as_bytes(), value.as_bytes());
+        }
+        end_head(method, body, fields.contains_key(header::CONTENT_LENGTH), out);
     }
 
     #[test]

@@ -16,5 +16,8 @@ pub mod sched;
 
 pub use budget::Budget;
 pub use priority::Priority;
-pub use request::{content_length, request_head, static_response_name, trailers, Field, HeadFields, RequestHead};
+pub use request::{
+    append_to_map, content_length, map_value, request_head, static_response_name, trailers, Field, HeadFields,
+    RequestHead,
+};
 pub use sched::Scheduler;

@@ -123,6 +123,24 @@ pub fn static_response_name(name: &[u8]) -> Option<&'static [u8]> {
     })
 }
 
+/// Whether `v` is a field value the `http` crate's `HeaderValue` accepts: no control character
+/// but HTAB (RFC 9110 §5.5; obs-text passes). Empty values pass.
+pub fn map_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
+}
+
+/// Appends `fields` to `map`, in order. A field the map cannot hold is skipped; fields made by
+/// Sluice's parsers and checks always convert.
+pub fn append_to_map<'a>(fields: impl IntoIterator<Item = &'a Field>, map: &mut http::HeaderMap) {
+    for f in fields {
+        if let (Ok(n), Ok(v)) =
+            (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value.clone()))
+        {
+            map.append(n, v);
+        }
+    }
+}
+
 /// A request's pseudo-header fields and its regular fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestHead {

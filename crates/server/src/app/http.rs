@@ -408,15 +408,9 @@ impl Response {
     pub(crate) fn materialize(&mut self) {
         let Some(fields) = self.head.take() else { return };
         let mut map = HeaderMap::with_capacity(fields.len() + self.headers.len());
-        for f in fields.iter() {
-            // Invariant: prebuilt fields come from a map (`respond::response_fields`), so they
-            // parse back.
-            if let (Ok(n), Ok(v)) =
-                (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value.clone()))
-            {
-                map.append(n, v);
-            }
-        }
+        // Prebuilt fields come from a map (`respond::response_fields`) or the proxy's checked
+        // parse, so they convert back.
+        sluice_http::append_to_map(fields.iter(), &mut map);
         // Appended, not inserted: on the wire both lists go out whole, so a name in both is sent
         // twice either way.
         let mut last: Option<http::HeaderName> = None;

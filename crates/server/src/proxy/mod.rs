@@ -351,12 +351,6 @@ fn cookie(h: &http::HeaderMap, name: &str) -> Option<String> {
     })
 }
 
-/// Whether `v` can be a field value as `http` accepts one: no control character but HTAB (an
-/// empty one can: RFC 9112 §3.2 sends `Host` empty for a target without an authority).
-fn field_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
-}
-
 /// RFC 9110 §9.2.2.
 fn idempotent(m: &Method) -> bool {
     matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE)
@@ -400,10 +394,11 @@ pub(crate) async fn serve(
     };
     let plan = headers::RequestPlan::new(&req.headers, &fwd, to_h1);
     // What goes upstream as `host` (`:authority`): the upstream's `host`, else the client's, if
-    // it can be a field value (checked in place, not copied into one).
+    // it can be a field value (checked in place, not copied into one; an empty one can: RFC
+    // 9112 §3.2 sends `Host` empty for a target without an authority).
     let authority: &[u8] = match &cfg.host {
         Some(h) => h.as_bytes(),
-        None if field_value(req.authority.as_bytes()) => req.authority.as_bytes(),
+        None if sluice_http::map_value(req.authority.as_bytes()) => req.authority.as_bytes(),
         None => return Response::text(StatusCode::BAD_REQUEST, "a request to proxy needs an authority\n"),
     };
     let target: std::borrow::Cow<'_, str> = match &req.query {
@@ -670,14 +665,7 @@ impl Fields {
             Self::Map(m) => m,
             Self::List(l) => {
                 let mut m = http::HeaderMap::with_capacity(l.len());
-                for f in l {
-                    // Parsed and checked as the map checks: they convert.
-                    if let (Ok(n), Ok(v)) =
-                        (http::HeaderName::from_bytes(&f.name), HeaderValue::from_maybe_shared(f.value))
-                    {
-                        m.append(n, v);
-                    }
-                }
+                sluice_http::append_to_map(&l, &mut m);
                 m
             }
         }
