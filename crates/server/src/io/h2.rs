@@ -162,6 +162,13 @@ where
             while let Some(cmd) = cmd_rx.try_recv() {
                 streams.apply(&mut conn, cmd);
             }
+            // Woken handlers run now; what they answer is applied before the write below.
+            if streams.has_ready() {
+                streams.poll_ready(&mut conn);
+                while let Some(cmd) = cmd_rx.try_recv() {
+                    streams.apply(&mut conn, cmd);
+                }
+            }
             // With nothing to frame there is nothing to budget: the in-flight bound needs a reading
             // now and then to see the connection application-limited, not one per turn of the loop
             // (a bulk upload turns it once per DATA frame consumed: 48,000 TCP_INFO calls per GB).
@@ -244,6 +251,12 @@ where
             .into_iter()
             .flatten()
             .min();
+            // A handler woken while the handlers ran (one that woke itself) is polled after a
+            // trip through the scheduler, not in a loop that never yields.
+            if streams.has_ready() {
+                tokio::task::yield_now().await;
+                continue;
+            }
             crate::io::arm(timer.as_mut(), &mut timer_at, next);
             tokio::select! {
                 r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {

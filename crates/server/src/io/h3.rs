@@ -560,6 +560,13 @@ async fn serve(
         while let Some(cmd) = cmd_rx.try_recv() {
             d.streams.apply(&mut d.engine, cmd);
         }
+        // Woken handlers run now (see the HTTP/2 driver).
+        if d.streams.has_ready() {
+            d.streams.poll_ready(&mut d.engine);
+            while let Some(cmd) = cmd_rx.try_recv() {
+                d.streams.apply(&mut d.engine, cmd);
+            }
+        }
         if tuned.elapsed() >= TUNE_EVERY {
             tuned = Instant::now();
             d.tune_windows(tuned);
@@ -574,6 +581,11 @@ async fn serve(
         let timeout = d.engine.poll_timeout().map(tokio::time::Instant::from_std);
         let active = !d.streams.is_empty() || d.engine.open_streams() > 0;
         let next = [timeout, active.then_some(stall_check), drain_deadline].into_iter().flatten().min();
+        // A handler that woke itself is polled after a trip through the scheduler.
+        if d.streams.has_ready() {
+            tokio::task::yield_now().await;
+            continue;
+        }
         crate::io::arm(timer.as_mut(), &mut timer_at, next);
         tokio::select! {
             Some(input) = in_rx.recv() => {

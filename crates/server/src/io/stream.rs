@@ -13,24 +13,30 @@
 //!   runs as the handler takes each chunk (HTTP/2: a release command, so WINDOW_UPDATE follows
 //!   consumption; HTTP/3: the stream's reader resumes).
 //! - **Reset cleanup**: a reset stream's body reader gets an error, its room is released
-//!   (waking a blocked handler, returning its share of the global budget) and its task is
-//!   aborted.
+//!   (waking a blocked handler, returning its share of the global budget) and its handler is
+//!   dropped.
 //!
-//! A first poll of each handler runs inline (most answers are ready at once: speed test,
-//! built-in site, cached files, errors) and needs no task of its own. A plain GET or HEAD for a
-//! cached small file needs no handler at all: [`answer_inline`] makes its answer from the
-//! engine's head, and it goes to the engine at once, with no command and no stream state.
+//! Handlers are futures the connection task polls itself, not tasks of their own: the first
+//! poll runs as the request arrives (most answers are ready at once: speed test, built-in site,
+//! cached files, errors), and a handler that waits is woken through the command channel
+//! ([`Cmd::Poll`]) and polled again at most once per trip of the connection task through the
+//! scheduler ([`Streams::poll_ready`]). A task per waiting handler (a proxied request) cost its
+//! spawn, a second poll right after it, and a scheduler trip for each wake-up on top of the
+//! connection task's own: about a tenth of a proxied request's instructions. A plain GET or
+//! HEAD for a cached small file needs no handler at all: [`answer_inline`] makes its answer
+//! from the engine's head, and it goes to the engine at once, with no command and no stream
+//! state.
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 
 use bytes::Bytes;
 use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use crate::app::accesslog::Counters;
 use crate::app::http::{BodyError, Interim, Proto, RequestBody, TrailerSlot, CHUNK};
@@ -57,6 +63,8 @@ pub(crate) enum Cmd {
     Fail { id: u64 },
     /// The handler set the response's priority (RFC 9218 §5).
     Priority { id: u64, value: Bytes },
+    /// The handler was woken: poll it again.
+    Poll { id: u64 },
 }
 
 /// Where a connection's handlers send their commands, and where its task takes them.
@@ -139,13 +147,40 @@ pub(crate) enum BodyVerdict {
     Unwanted,
 }
 
+/// A handler's waker: it asks the connection task to poll the handler again, once until it has.
+struct HandlerWaker {
+    id: u64,
+    /// A [`Cmd::Poll`] is on its way and the handler has not been polled since.
+    queued: AtomicBool,
+    tx: CmdSender,
+}
+
+impl Wake for HandlerWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            let _ = self.tx.send(Cmd::Poll { id: self.id });
+        }
+    }
+}
+
+/// A handler that did not finish on its first poll.
+struct Handler {
+    fut: Pin<Box<dyn Future<Output = ()> + Send>>,
+    flag: Arc<HandlerWaker>,
+    waker: Waker,
+}
+
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     trailers: Option<TrailerSlot>,
     room: Arc<SendRoom>,
     counters: Arc<Counters>,
-    /// The handler's task; `None` when it finished on its first poll.
-    task: Option<JoinHandle<()>>,
+    /// The handler; `None` once it finished.
+    handler: Option<Handler>,
     /// Data the engine refused as [`Refused::Full`], offered again after progress.
     held: VecDeque<(Bytes, bool)>,
     /// Trailers waiting behind `held`.
@@ -163,6 +198,8 @@ pub(crate) struct Streams {
     state: Arc<State>,
     info: Arc<ConnInfo>,
     proto: Proto,
+    /// Streams whose handler was woken, to poll on the next [`Streams::poll_ready`].
+    ready: Vec<u64>,
 }
 
 impl Streams {
@@ -170,7 +207,7 @@ impl Streams {
     pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, CmdReceiver) {
         let (tx, rx) = crate::io::mailbox::mailbox();
         let interims: Arc<dyn Interims> = Arc::new(CmdInterims(tx.clone()));
-        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto }, rx)
+        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto, ready: Vec::new() }, rx)
     }
 
     /// A sender of commands (HTTP/2's credit release uses it).
@@ -182,6 +219,9 @@ impl Streams {
     pub(crate) fn shrink(&mut self) {
         if self.map.is_empty() {
             self.map.shrink_to_fit();
+        }
+        if self.ready.is_empty() {
+            self.ready = Vec::new();
         }
     }
 
@@ -222,16 +262,68 @@ impl Streams {
         let sink = StreamSink { id, tx: self.tx.clone() };
         let interim = Interim::to(id, self.interims.clone());
         let req = Box::new(to_request(head, body, interim, &self.info, self.proto, counters.clone()));
-        let mut handler = Box::pin(run_handler(sink, req, room.clone(), self.state.clone(), self.info.clone()));
-        // Poll once right here: most answers are ready at once. The rest continue in a task,
-        // which polls again with a real waker.
-        let mut cx = Context::from_waker(Waker::noop());
-        let task = match handler.as_mut().poll(&mut cx) {
-            Poll::Ready(()) => None,
-            Poll::Pending => Some(tokio::spawn(handler)),
-        };
-        let ctx = StreamCtx { body_tx, trailers, room, counters, task, held: VecDeque::new(), held_trailers: None };
+        let fut = Box::pin(run_handler(sink, req, room.clone(), self.state.clone(), self.info.clone()));
+        let ctx =
+            StreamCtx { body_tx, trailers, room, counters, handler: None, held: VecDeque::new(), held_trailers: None };
+        self.run(engine, id, ctx, fut);
+    }
+
+    /// Keep `ctx` for stream `id` with `fut` as its handler, and poll it once right here: most
+    /// answers are ready at once.
+    fn run<E: Engine>(
+        &mut self,
+        engine: &mut E,
+        id: u64,
+        mut ctx: StreamCtx,
+        fut: Pin<Box<dyn Future<Output = ()> + Send>>,
+    ) {
+        let flag = Arc::new(HandlerWaker { id, queued: AtomicBool::new(false), tx: self.tx.clone() });
+        ctx.handler = Some(Handler { fut, waker: Waker::from(flag.clone()), flag });
         self.map.insert(id, ctx);
+        self.poll_handler(engine, id);
+    }
+
+    /// Poll the handler of `id`, if it has one still running. A handler that panics fails its
+    /// stream only (as a task of its own would have), not the connection.
+    fn poll_handler<E: Engine>(&mut self, engine: &mut E, id: u64) {
+        let Some(h) = self.map.get_mut(&id).and_then(|s| s.handler.as_mut()) else { return };
+        // Cleared before the poll: a wake-up during it asks for another.
+        h.flag.queued.store(false, Ordering::Release);
+        let mut cx = Context::from_waker(&h.waker);
+        let fut = &mut h.fut;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+            Ok(Poll::Pending) => {}
+            Ok(Poll::Ready(())) => {
+                if let Some(s) = self.map.get_mut(&id) {
+                    s.handler = None;
+                }
+            }
+            Err(_) => {
+                tracing::error!(peer = %self.info.peer, stream = id, "request handler panicked: stream reset");
+                engine.fail(id);
+                self.reset(id);
+            }
+        }
+    }
+
+    /// Poll each handler woken since the last call, once. Wake-ups during these polls (a
+    /// handler that woke itself: tokio's cooperative budget does that once a task has used
+    /// it up) are polled on the next call: the driver calls this once per trip through the
+    /// scheduler, so that a handler cannot keep the connection task from yielding.
+    pub(crate) fn poll_ready<E: Engine>(&mut self, engine: &mut E) {
+        let mut ready = std::mem::take(&mut self.ready);
+        for id in ready.drain(..) {
+            self.poll_handler(engine, id);
+        }
+        // Polls queue their wake-ups as commands, not here: the list is still empty.
+        if self.ready.is_empty() {
+            self.ready = ready;
+        }
+    }
+
+    /// Whether a woken handler waits for [`Streams::poll_ready`].
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
     }
 
     /// Send a response made without a handler: what [`apply`](Self::apply) does with its
@@ -259,7 +351,7 @@ impl Streams {
                     trailers: None,
                     room,
                     counters: a.log.counters.clone(),
-                    task: None,
+                    handler: None,
                     held,
                     held_trailers: None,
                 };
@@ -355,9 +447,7 @@ impl Streams {
                 let _ = tx.send(Err(BodyError::Reset));
             }
             s.room.release();
-            if let Some(t) = s.task {
-                t.abort();
-            }
+            // The handler (if still running) is dropped with `s`.
         }
     }
 
@@ -401,6 +491,7 @@ impl Streams {
                 engine.fail(id);
                 self.reset(id);
             }
+            Cmd::Poll { id } => self.ready.push(id),
         }
     }
 
@@ -433,9 +524,7 @@ impl Streams {
     /// Forget streams whose handler finished and whose engine stream is gone.
     pub(crate) fn sweep<E: Engine>(&mut self, engine: &E) {
         self.map.retain(|&id, s| {
-            let done = s.task.as_ref().is_none_or(JoinHandle::is_finished)
-                && s.held.is_empty()
-                && engine.buffered(id).is_none();
+            let done = s.handler.is_none() && s.held.is_empty() && engine.buffered(id).is_none();
             if done {
                 // Whatever the engine dropped unframed goes back to the global budget.
                 s.room.release();
@@ -453,10 +542,8 @@ impl Streams {
     pub(crate) fn abort_all(&mut self) {
         for (_, s) in self.map.drain() {
             s.room.release();
-            if let Some(t) = s.task {
-                t.abort();
-            }
         }
+        self.ready.clear();
     }
 }
 
@@ -667,6 +754,7 @@ mod tests {
     async fn pump(s: &mut Streams, rx: &mut CmdReceiver, e: &mut Recorder, wait: Duration) {
         while let Ok(Some(cmd)) = tokio::time::timeout(wait, rx.recv()).await {
             s.apply(e, cmd);
+            s.poll_ready(e);
         }
     }
 
@@ -685,6 +773,78 @@ mod tests {
         let fut = run_handler(sink, req, room, s.state.clone(), s.info.clone());
         let size = std::mem::size_of_val(&fut);
         assert!(size <= 1024, "the handler future is {size} bytes");
+    }
+
+    /// Stream state for a handler made by a test.
+    fn bare_ctx(s: &Streams) -> StreamCtx {
+        StreamCtx {
+            body_tx: None,
+            trailers: None,
+            room: Arc::new(SendRoom::new(STREAM_SEND_BUFFER, s.state.send_budget.clone())),
+            counters: Arc::new(Counters::default()),
+            handler: None,
+            held: VecDeque::new(),
+            held_trailers: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_woken_handler_is_polled_once_per_round_even_if_it_wakes_itself() {
+        let (mut s, mut rx, _dir) = streams();
+        let mut e = Recorder::default();
+        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let p = polls.clone();
+        // What tokio's cooperative budget does to a task that used it up: wake and pend.
+        let spinner = std::future::poll_fn(move |cx| {
+            p.fetch_add(1, Ordering::SeqCst);
+            cx.waker().wake_by_ref();
+            cx.waker().wake_by_ref();
+            Poll::<()>::Pending
+        });
+        s.run(&mut e, 1, bare_ctx(&s), Box::pin(spinner));
+        assert_eq!(polls.load(Ordering::SeqCst), 1, "polled once as it starts");
+        for round in 2..5 {
+            // Two wake-ups, one command.
+            let Some(Cmd::Poll { id: 1 }) = rx.try_recv() else { panic!("no poll command") };
+            assert!(rx.try_recv().is_none());
+            s.apply(&mut e, Cmd::Poll { id: 1 });
+            assert!(s.has_ready());
+            s.poll_ready(&mut e);
+            // Its new wake-up waits in the channel for the next round: no loop here.
+            assert_eq!(polls.load(Ordering::SeqCst), round);
+            assert!(!s.has_ready());
+        }
+        // A reset drops the handler; a late wake-up finds nothing to poll.
+        s.reset(1);
+        let Some(cmd) = rx.try_recv() else { panic!("no poll command") };
+        s.apply(&mut e, cmd);
+        s.poll_ready(&mut e);
+        assert_eq!(polls.load(Ordering::SeqCst), 4);
+        assert_eq!(Arc::strong_count(&polls), 1, "the handler was dropped");
+    }
+
+    #[tokio::test]
+    async fn a_handler_that_panics_fails_its_stream_only() {
+        let (mut s, mut rx, _dir) = streams();
+        let mut e = Recorder::default();
+        let (tx, wait) = tokio::sync::oneshot::channel::<()>();
+        s.run(
+            &mut e,
+            1,
+            bare_ctx(&s),
+            Box::pin(async move {
+                let _ = wait.await;
+                panic!("a handler bug");
+            }),
+        );
+        s.start(&mut e, 3, head("GET", "/__down?bytes=10"), true, None);
+        assert!(s.contains(1));
+        tx.send(()).unwrap();
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+        assert_eq!(e.failed, vec![1]);
+        assert!(!s.contains(1));
+        assert_eq!(e.heads, vec![(3, 200, false)], "the other stream is answered");
+        assert_eq!(e.data[&3].len(), 10);
     }
 
     #[tokio::test]
@@ -827,10 +987,9 @@ mod tests {
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
         let others: usize = e.data.iter().filter(|(id, _)| !holders.contains(id)).map(|(_, d)| d.len()).sum();
         assert_eq!(others, 3 * CHUNK, "the waiting streams got the room back");
+        // The handlers are dropped at once, and with them their pending acquisitions (which
+        // return what was assigned).
         s.abort_all();
-        // Aborted tasks drop their pending acquisitions (returning what was assigned) when the
-        // runtime next runs them.
-        tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(state.send_budget.available_permits(), 3 * CHUNK, "everything returned at the end");
     }
 }
