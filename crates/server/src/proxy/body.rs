@@ -16,10 +16,12 @@ use http_body::{Body as _, Frame, SizeHint};
 
 use crate::app::http::{BodyError, RequestBody};
 
-type Next = Pin<Box<dyn Future<Output = (RequestBody, Option<Result<Bytes, BodyError>>)> + Send>>;
+type Next = Pin<Box<dyn Future<Output = (Box<RequestBody>, Option<Result<Bytes, BodyError>>)> + Send>>;
 
 enum UpState {
-    Idle(RequestBody),
+    /// Boxed: a `RequestBody` is about 200 bytes, and an `UpBody` lives in every proxied
+    /// request's future (a request without a body is `Done` and allocates nothing).
+    Idle(Box<RequestBody>),
     Reading(Next),
     Done,
 }
@@ -40,7 +42,7 @@ impl UpBody {
 
     /// The client's body; `len` its declared length, when it has one.
     pub(crate) fn stream(body: RequestBody, len: Option<u64>, done: tokio::sync::watch::Sender<bool>) -> Self {
-        Self { state: UpState::Idle(body), len, done: Some(done) }
+        Self { state: UpState::Idle(Box::new(body)), len, done: Some(done) }
     }
 
     fn finished(&mut self) {

@@ -139,18 +139,18 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    /// Sends the request head (`head` writes its request line and fields; `length`: the
-    /// `Content-Length` they hold) and, as the upstream takes it, `body` (with a length its
-    /// bytes go as they are, exactly that many, else chunked); reads interim responses (each
-    /// given to `interim`) up to the final response head. The body goes on sending after that.
-    pub(crate) async fn start(
+    /// An exchange on `conn` with its request head written (`head` writes the request line
+    /// and fields; `length`: the `Content-Length` they hold) and `body` to follow (with a
+    /// length its bytes go as they are, exactly that many, else chunked). Boxed from the
+    /// start: the exchange outlives the future that reads the head (it goes on as the
+    /// response body), and moving it between futures cost more than the allocation.
+    pub(crate) fn new(
         mut conn: Conn,
         method: &Method,
         head: WriteHead<'_>,
         length: Option<u64>,
         body: UpBody,
-        interim: &mut (dyn FnMut(StatusCode, &HeaderMap) + Send),
-    ) -> Result<(ResponseHead, Self), StartFail> {
+    ) -> Box<Self> {
         use http_body::Body as _;
         // A body that declared bytes is read even if it says it has none: its end is checked.
         let empty = body.is_end_stream() && length.unwrap_or(0) == 0;
@@ -165,7 +165,7 @@ impl Exchange {
         out.clear();
         head(&mut out);
         wire::end_head(method, framing, length.is_some(), &mut out);
-        let mut ex = Self {
+        Box::new(Self {
             conn: Some(conn),
             body: (!empty).then_some(body),
             body_touched: false,
@@ -185,22 +185,32 @@ impl Exchange {
             home: None,
             req_trailers: None,
             trailers: None,
-        };
-        let head = std::future::poll_fn(|cx| ex.poll_head(cx, interim)).await;
+        })
+    }
+
+    /// Sends the request as the upstream takes it and reads interim responses (each given to
+    /// `interim`) up to the final response head to a request made with `method`. The body
+    /// goes on sending after that.
+    pub(crate) async fn read_head(
+        &mut self,
+        method: &Method,
+        interim: &mut (dyn FnMut(StatusCode, &HeaderMap) + Send),
+    ) -> Result<ResponseHead, StartFail> {
+        let head = std::future::poll_fn(|cx| self.poll_head(cx, interim)).await;
         match head {
             Ok(mut head) => {
-                ex.framing = wire::framing(method, &mut head).map_err(|e| ex.fail(Fail::Wire(e)))?;
-                ex.left = match ex.framing {
+                self.framing = wire::framing(method, &mut head).map_err(|e| self.fail(Fail::Wire(e)))?;
+                self.left = match self.framing {
                     Framing::Length(n) => n,
                     _ => 0,
                 };
-                ex.persistent = wire::persistent(&head) && ex.framing != Framing::Close;
-                if ex.framing == Framing::Empty || ex.framing == Framing::Length(0) {
-                    ex.complete = true;
+                self.persistent = wire::persistent(&head) && self.framing != Framing::Close;
+                if self.framing == Framing::Empty || self.framing == Framing::Length(0) {
+                    self.complete = true;
                 }
-                Ok((head, ex))
+                Ok(head)
             }
-            Err(f) => Err(ex.fail(f)),
+            Err(f) => Err(self.fail(f)),
         }
     }
 
@@ -541,9 +551,9 @@ mod tests {
             }
         };
         let mut interim = |_, _: &HeaderMap| {};
-        let started = Exchange::start(conn, &Method::POST, &head, length, body(chunks, length), &mut interim).await;
-        let result = match started {
-            Ok((h, mut ex)) => {
+        let mut ex = Exchange::new(conn, &Method::POST, &head, length, body(chunks, length));
+        let result = match ex.read_head(&Method::POST, &mut interim).await {
+            Ok(h) => {
                 let mut data = Vec::new();
                 while let Some(d) = std::future::poll_fn(|cx| ex.poll_data(cx)).await {
                     data.extend_from_slice(&d.map_err(|e| e.to_string()).unwrap());
@@ -595,11 +605,8 @@ mod tests {
         });
         let head = |out: &mut Vec<u8>| wire::request_line(&Method::GET, "/", out);
         let mut interim = |_, _: &HeaderMap| {};
-        let (h, mut ex) =
-            Exchange::start(Conn::new(Box::new(ours), None), &Method::GET, &head, None, UpBody::empty(), &mut interim)
-                .await
-                .map_err(|f| f.fail.to_string())
-                .unwrap();
+        let mut ex = Exchange::new(Conn::new(Box::new(ours), None), &Method::GET, &head, None, UpBody::empty());
+        let h = ex.read_head(&Method::GET, &mut interim).await.map_err(|f| f.fail.to_string()).unwrap();
         assert_eq!(h.status, 200);
         let first = std::future::poll_fn(|cx| ex.poll_data(cx)).await;
         assert_eq!(first.unwrap().unwrap(), Bytes::from_static(b"abc"));

@@ -74,11 +74,8 @@ async fn check(up: &Upstream, i: usize) -> Result<u16, String> {
         };
         let conn = h1::Conn::new(io, None);
         let mut interim = |_, _: &http::HeaderMap| {};
-        h1::Exchange::start(conn, &http::Method::GET, &head, None, UpBody::empty(), &mut interim)
-            .await
-            .map_err(|f| f.fail.to_string())?
-            .0
-            .status
+        let mut ex = h1::Exchange::new(conn, &http::Method::GET, &head, None, UpBody::empty());
+        ex.read_head(&http::Method::GET, &mut interim).await.map_err(|f| f.fail.to_string())?.status
     } else {
         let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
         *req.uri_mut() =

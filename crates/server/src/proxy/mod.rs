@@ -294,7 +294,9 @@ impl Upstream {
                 }
             }
         };
-        let io = connect::transport(&self.cfg, self.tls.as_ref(), &s.addr, self.cfg.connect_timeout).await?;
+        // Boxed: connecting (a TLS handshake included) is a large future, and inline it would
+        // grow every proxied request's future, reused connection or not.
+        let io = Box::pin(connect::transport(&self.cfg, self.tls.as_ref(), &s.addr, self.cfg.connect_timeout)).await?;
         Ok(h1::Conn::new(io, slot))
     }
 
@@ -571,7 +573,9 @@ pub(crate) async fn serve(
                 *hreq.method_mut() = method.clone();
                 *hreq.uri_mut() = uri.clone();
                 *hreq.headers_mut() = fields.clone();
-                attempt_h2(up, i, hreq, &mut done_rx).await
+                // Boxed: hyper's client makes this future twice the size of the rest of the
+                // request's, which HTTP/1.1 upstreams would carry too.
+                Box::pin(attempt_h2(up, i, hreq, &mut done_rx)).await
             }
         };
         match attempt {
@@ -719,13 +723,13 @@ async fn attempt_h1(
         }
     };
     let reused = conn.reused;
-    let started = h1::Exchange::start(conn, method, head, length, body, interim);
+    let mut ex = h1::Exchange::new(conn, method, head, length, body);
     let result = tokio::select! {
-        r = started => r,
+        r = ex.read_head(method, interim) => r,
         () = head_timer(done, cfg.response_head_timeout) => return Err(head_timed_out()),
     };
     match result {
-        Ok((head, mut ex)) => {
+        Ok(head) => {
             // After a 101 the connection becomes a tunnel; it never goes back to the pool.
             if head.status != StatusCode::SWITCHING_PROTOCOLS {
                 let keep = if head.connection_has("close") {
@@ -743,7 +747,7 @@ async fn attempt_h1(
                 status: head.status,
                 version: head.version,
                 fields: Fields::List(head.fields),
-                body: body::Source::H1(Box::new(ex)),
+                body: body::Source::H1(ex),
             })
         }
         Err(f) => {
