@@ -387,15 +387,19 @@ pub fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
 /// [`response`] for a response head held as [`Field`](crate::Field)s (lower-case names, as
 /// the HTTP/1.1 client parses them): the same fields go, `Via` is appended.
 pub fn response_fields(fields: &mut Vec<crate::Field>, upstream_proto: http::Version) {
-    const FIXED: [&[u8]; 7] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-        b"proxy-authenticate",
-        b"te",
-    ];
+    // The fixed hop-by-hop names, told apart by length first: the common response fields
+    // have none of these lengths, and this runs for every field of every proxied response.
+    fn fixed(n: &[u8]) -> bool {
+        match n.len() {
+            2 => n == b"te",
+            7 => n == b"upgrade",
+            10 => n == b"connection" || n == b"keep-alive",
+            16 => n == b"proxy-connection",
+            17 => n == b"transfer-encoding",
+            18 => n == b"proxy-authenticate",
+            _ => false,
+        }
+    }
     // The options `Connection` names besides the usual two (which name no other field or one
     // that goes anyway): most responses have none, and then nothing is collected.
     let options = |fields: &[crate::Field]| -> Vec<Vec<u8>> {
@@ -409,7 +413,7 @@ pub fn response_fields(fields: &mut Vec<crate::Field>, upstream_proto: http::Ver
             .collect()
     };
     let named = options(fields);
-    fields.retain(|f| !FIXED.contains(&&f.name[..]) && !named.iter().any(|n| *n == f.name));
+    fields.retain(|f| !fixed(&f.name) && !named.iter().any(|n| *n == f.name));
     let via: &'static [u8] = if upstream_proto == http::Version::HTTP_2 { b"2 sluice" } else { b"1.1 sluice" };
     fields.push(crate::Field::new(bytes::Bytes::from_static(b"via"), bytes::Bytes::from_static(via)));
 }

@@ -381,10 +381,10 @@ pub(crate) async fn prepare(req: &mut Request, state: &State, conn: &ConnInfo) -
 /// allocator's per-thread cache serves it (a larger block costs several times as much to
 /// allocate and free).
 #[allow(clippy::manual_async_fn)] // on purpose: see above
-pub(crate) fn run_handler<S: Sink>(
+pub(crate) fn run_handler<S: Sink, R: std::ops::Deref<Target = SendRoom> + Send + Sync + 'static>(
     sink: S,
     mut req: Box<Request>,
-    room: Arc<SendRoom>,
+    room: Arc<R>,
     state: Arc<State>,
     conn: Arc<ConnInfo>,
 ) -> impl std::future::Future<Output = ()> + Send {
@@ -393,6 +393,8 @@ pub(crate) fn run_handler<S: Sink>(
         send(&sink, prepared, &room).await;
     }
 }
+
+const PRIORITY: http::HeaderName = http::HeaderName::from_static("priority");
 
 /// Send a prepared response through `sink`: head, body chunks as permits allow, trailers.
 /// (Not an `async fn`, for the reason given at [`run_handler`]: `p` is used in place.)
@@ -403,7 +405,9 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
     room: &'a SendRoom,
 ) -> impl std::future::Future<Output = ()> + Send + 'a {
     async move {
-        if let Some(v) = p.headers.get("priority") {
+        // Most responses' maps are empty (their fields are in `head`): no lookup then.
+        let in_map = if p.headers.is_empty() { None } else { p.headers.get(PRIORITY) };
+        if let Some(v) = in_map {
             sink.priority(Bytes::copy_from_slice(v.as_bytes()));
         } else if let Some(f) = p.head.as_ref().and_then(|h| h.iter().find(|f| f.name == "priority")) {
             sink.priority(f.value.clone());

@@ -69,6 +69,11 @@ impl Engine for Connection {
         Self::send_data(self, h2_id(id), data, end).map_err(refused)
     }
 
+    fn accepts_data(&self, _id: u64) -> bool {
+        // The HTTP/2 engine queues what it is given; the stream layer's room bounds it.
+        true
+    }
+
     fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused> {
         Self::send_trailers(self, h2_id(id), fields).map_err(refused)
     }

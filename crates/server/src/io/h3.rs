@@ -252,6 +252,12 @@ impl Engine for Connection {
         Self::send_data(self, id, data, end).map_err(refused)
     }
 
+    fn accepts_data(&self, id: u64) -> bool {
+        // `send_data` refuses body bytes once the stream holds `max_buffered_per_stream`; a
+        // gone stream is refused as such.
+        self.send_capacity(id).is_none_or(|room| room > 0)
+    }
+
     fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused> {
         Self::send_trailers(self, id, fields).map_err(refused)
     }

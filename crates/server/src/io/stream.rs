@@ -86,6 +86,10 @@ pub(crate) enum Refused {
 pub(crate) trait Engine {
     fn send_head(&mut self, id: u64, status: u16, fields: HeadFields, end: bool) -> Result<(), Refused>;
     fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused>;
+    /// Whether [`Engine::send_data`] takes body bytes for `id` now, rather than refusing them
+    /// as [`Refused::Full`]. Asked first, so that no copy of the bytes is kept in case of a
+    /// refusal (cloning a `Bytes` made from a `Vec` allocates its shared state).
+    fn accepts_data(&self, id: u64) -> bool;
     fn send_trailers(&mut self, id: u64, fields: Vec<Field>) -> Result<(), Refused>;
     /// Hand `n` bytes of request-body credit back (HTTP/2); nothing for engines whose
     /// transport returns credit as it is read.
@@ -96,6 +100,25 @@ pub(crate) trait Engine {
     fn priority(&mut self, id: u64, value: &[u8]);
     /// Response bytes still queued in the engine; `None` once the stream is gone from it.
     fn buffered(&self, id: u64) -> Option<usize>;
+}
+
+/// Hand `data` to the engine if it takes body bytes for `id` now: `Ok(None)` when it did,
+/// `Ok(Some(data))` when its queue is full (hold the bytes and offer them again after
+/// progress). An engine that refuses as full what [`Engine::accepts_data`] allowed loses the
+/// bytes: the stream fails.
+fn offer<E: Engine>(engine: &mut E, id: u64, data: Bytes, end: bool) -> Result<Option<Bytes>, Refused> {
+    if !data.is_empty() && !engine.accepts_data(id) {
+        return Ok(Some(data));
+    }
+    match engine.send_data(id, data, end) {
+        Ok(()) => Ok(None),
+        Err(Refused::Full) => {
+            tracing::error!(stream = id, "the engine refused body bytes it said it would take: stream reset");
+            engine.fail(id);
+            Err(Refused::Invalid)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A handler's way back to the connection task.
@@ -147,15 +170,37 @@ pub(crate) enum BodyVerdict {
     Unwanted,
 }
 
-/// A handler's waker: it asks the connection task to poll the handler again, once until it has.
-struct HandlerWaker {
+/// What a stream's handler and the connection task share, in one allocation: the stream's
+/// send room (the handler sees only that), and the handler's waker, which asks the connection
+/// task to poll the handler again, once until it has.
+pub(crate) struct Shared {
+    room: SendRoom,
     id: u64,
     /// A [`Cmd::Poll`] is on its way and the handler has not been polled since.
     queued: AtomicBool,
     tx: CmdSender,
 }
 
-impl Wake for HandlerWaker {
+impl Shared {
+    fn new(id: u64, state: &State, tx: &CmdSender) -> Arc<Self> {
+        Arc::new(Self {
+            room: SendRoom::new(STREAM_SEND_BUFFER, state.send_budget.clone()),
+            id,
+            queued: AtomicBool::new(false),
+            tx: tx.clone(),
+        })
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = SendRoom;
+
+    fn deref(&self) -> &SendRoom {
+        &self.room
+    }
+}
+
+impl Wake for Shared {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -170,14 +215,15 @@ impl Wake for HandlerWaker {
 /// A handler that did not finish on its first poll.
 struct Handler {
     fut: Pin<Box<dyn Future<Output = ()> + Send>>,
-    flag: Arc<HandlerWaker>,
+    /// Made from the stream's [`Shared`].
     waker: Waker,
 }
 
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     trailers: Option<TrailerSlot>,
-    room: Arc<SendRoom>,
+    /// The send room, and the handler's waker.
+    room: Arc<Shared>,
     counters: Arc<Counters>,
     /// The handler; `None` once it finished.
     handler: Option<Handler>,
@@ -200,6 +246,9 @@ pub(crate) struct Streams {
     proto: Proto,
     /// Streams whose handler was woken, to poll on the next [`Streams::poll_ready`].
     ready: Vec<u64>,
+    /// Streams whose handler has finished (or that never had one): the only ones
+    /// [`Streams::sweep`] looks at, not every stream on every turn of the driver's loop.
+    finished: Vec<u64>,
 }
 
 impl Streams {
@@ -207,7 +256,19 @@ impl Streams {
     pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, CmdReceiver) {
         let (tx, rx) = crate::io::mailbox::mailbox();
         let interims: Arc<dyn Interims> = Arc::new(CmdInterims(tx.clone()));
-        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto, ready: Vec::new() }, rx)
+        (
+            Self {
+                map: rustc_hash::FxHashMap::default(),
+                tx,
+                interims,
+                state,
+                info,
+                proto,
+                ready: Vec::new(),
+                finished: Vec::new(),
+            },
+            rx,
+        )
     }
 
     /// A sender of commands (HTTP/2's credit release uses it).
@@ -222,6 +283,9 @@ impl Streams {
         }
         if self.ready.is_empty() {
             self.ready = Vec::new();
+        }
+        if self.finished.is_empty() {
+            self.finished = Vec::new();
         }
     }
 
@@ -257,7 +321,7 @@ impl Streams {
             let slot = TrailerSlot::default();
             (RequestBody::channel(rx, on_consumed).with_trailers(slot.clone()), Some(tx), Some(slot))
         };
-        let room = Arc::new(SendRoom::new(STREAM_SEND_BUFFER, self.state.send_budget.clone()));
+        let room = Shared::new(id, &self.state, &self.tx);
         let counters = Arc::new(Counters::default());
         let sink = StreamSink { id, tx: self.tx.clone() };
         let interim = Interim::to(id, self.interims.clone());
@@ -277,8 +341,7 @@ impl Streams {
         mut ctx: StreamCtx,
         fut: Pin<Box<dyn Future<Output = ()> + Send>>,
     ) {
-        let flag = Arc::new(HandlerWaker { id, queued: AtomicBool::new(false), tx: self.tx.clone() });
-        ctx.handler = Some(Handler { fut, waker: Waker::from(flag.clone()), flag });
+        ctx.handler = Some(Handler { fut, waker: Waker::from(ctx.room.clone()) });
         self.map.insert(id, ctx);
         self.poll_handler(engine, id);
     }
@@ -286,9 +349,10 @@ impl Streams {
     /// Poll the handler of `id`, if it has one still running. A handler that panics fails its
     /// stream only (as a task of its own would have), not the connection.
     fn poll_handler<E: Engine>(&mut self, engine: &mut E, id: u64) {
-        let Some(h) = self.map.get_mut(&id).and_then(|s| s.handler.as_mut()) else { return };
+        let Some(s) = self.map.get_mut(&id) else { return };
+        let Some(h) = s.handler.as_mut() else { return };
         // Cleared before the poll: a wake-up during it asks for another.
-        h.flag.queued.store(false, Ordering::Release);
+        s.room.queued.store(false, Ordering::Release);
         let mut cx = Context::from_waker(&h.waker);
         let fut = &mut h.fut;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
@@ -296,6 +360,7 @@ impl Streams {
             Ok(Poll::Ready(())) => {
                 if let Some(s) = self.map.get_mut(&id) {
                     s.handler = None;
+                    self.finished.push(id);
                 }
             }
             Err(_) => {
@@ -339,13 +404,13 @@ impl Streams {
             return;
         }
         a.log.bytes_out = a.body.len() as u64;
-        match engine.send_data(id, a.body.clone(), true) {
-            Ok(()) => a.log.outcome = "ok",
-            Err(Refused::Full) => {
+        match offer(engine, id, std::mem::take(&mut a.body), true) {
+            Ok(None) => a.log.outcome = "ok",
+            Ok(Some(body)) => {
                 a.log.outcome = "ok";
-                let room = Arc::new(SendRoom::new(STREAM_SEND_BUFFER, self.state.send_budget.clone()));
+                let room = Shared::new(id, &self.state, &self.tx);
                 let mut held = VecDeque::new();
-                held.push_back((std::mem::take(&mut a.body), true));
+                held.push_back((body, true));
                 let ctx = StreamCtx {
                     body_tx: None,
                     trailers: None,
@@ -356,8 +421,9 @@ impl Streams {
                     held_trailers: None,
                 };
                 self.map.insert(id, ctx);
+                self.finished.push(id);
             }
-            Err(Refused::Gone | Refused::Invalid) => {}
+            Err(_) => {}
         }
     }
 
@@ -466,10 +532,10 @@ impl Streams {
                     s.held.push_back((data, end));
                     return;
                 }
-                match engine.send_data(id, data.clone(), end) {
-                    Ok(()) => {}
-                    Err(Refused::Full) => s.held.push_back((data, end)),
-                    Err(Refused::Gone | Refused::Invalid) => s.room.release(),
+                match offer(engine, id, data, end) {
+                    Ok(None) => {}
+                    Ok(Some(data)) => s.held.push_back((data, end)),
+                    Err(_) => s.room.release(),
                 }
             }
             Cmd::Trailers { id, fields } => {
@@ -501,9 +567,9 @@ impl Streams {
         let Some(s) = self.map.get_mut(&id) else { return };
         s.room.framed(n);
         while let Some((data, end)) = s.held.pop_front() {
-            match engine.send_data(id, data.clone(), end) {
-                Ok(()) => {}
-                Err(Refused::Full) => {
+            match offer(engine, id, data, end) {
+                Ok(None) => {}
+                Ok(Some(data)) => {
                     s.held.push_front((data, end));
                     return;
                 }
@@ -523,13 +589,17 @@ impl Streams {
 
     /// Forget streams whose handler finished and whose engine stream is gone.
     pub(crate) fn sweep<E: Engine>(&mut self, engine: &E) {
-        self.map.retain(|&id, s| {
-            let done = s.handler.is_none() && s.held.is_empty() && engine.buffered(id).is_none();
-            if done {
-                // Whatever the engine dropped unframed goes back to the global budget.
-                s.room.release();
+        let map = &mut self.map;
+        self.finished.retain(|&id| {
+            // Gone already: reset.
+            let Some(s) = map.get(&id) else { return false };
+            if !s.held.is_empty() || engine.buffered(id).is_some() {
+                return true;
             }
-            !done
+            // Whatever the engine dropped unframed goes back to the global budget.
+            s.room.release();
+            map.remove(&id);
+            false
         });
     }
 
@@ -544,6 +614,7 @@ impl Streams {
             s.room.release();
         }
         self.ready.clear();
+        self.finished.clear();
     }
 }
 
@@ -581,6 +652,10 @@ mod tests {
             self.fields.insert(id, fields.iter().cloned().collect());
             self.queued.entry(id).or_default();
             Ok(())
+        }
+
+        fn accepts_data(&self, id: u64) -> bool {
+            self.bound.is_none_or(|b| self.queued.get(&id).copied().unwrap_or(0) < b)
         }
 
         fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), Refused> {
@@ -768,7 +843,7 @@ mod tests {
         let counters = Arc::new(Counters::default());
         let interim = Interim::to(1, s.interims.clone());
         let req = Box::new(to_request(head("GET", "/"), RequestBody::empty(), interim, &s.info, s.proto, counters));
-        let room = Arc::new(SendRoom::new(STREAM_SEND_BUFFER, s.state.send_budget.clone()));
+        let room = Shared::new(1, &s.state, &s.tx);
         let sink = StreamSink { id: 1, tx: s.tx.clone() };
         let fut = run_handler(sink, req, room, s.state.clone(), s.info.clone());
         let size = std::mem::size_of_val(&fut);
@@ -780,7 +855,7 @@ mod tests {
         StreamCtx {
             body_tx: None,
             trailers: None,
-            room: Arc::new(SendRoom::new(STREAM_SEND_BUFFER, s.state.send_budget.clone())),
+            room: Shared::new(1, &s.state, &s.tx),
             counters: Arc::new(Counters::default()),
             handler: None,
             held: VecDeque::new(),

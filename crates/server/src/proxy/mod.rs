@@ -725,6 +725,9 @@ async fn attempt_h1(
     let reused = conn.reused;
     let mut ex = h1::Exchange::new(conn, method, head, length, body);
     let result = tokio::select! {
+        // The answer first: no random draw for the order (a poll of the timer that finds it
+        // not due costs nothing to the answer).
+        biased;
         r = ex.read_head(method, interim) => r,
         () = head_timer(done, cfg.response_head_timeout) => return Err(head_timed_out()),
     };
@@ -986,15 +989,20 @@ where
 /// Whether a request is a navigation (a browser loading a page): `Sec-Fetch-Mode: navigate`,
 /// or, from a client that sends no `Sec-Fetch-*` fields, an `Accept` naming `text/html`.
 fn navigation(h: &http::HeaderMap) -> bool {
-    match h.get("sec-fetch-mode") {
-        Some(m) => m.as_bytes().eq_ignore_ascii_case(b"navigate"),
-        None => {
-            !h.keys().any(|k| k.as_str().starts_with("sec-fetch-"))
-                && h.get_all(http::header::ACCEPT)
-                    .iter()
-                    .any(|v| v.to_str().is_ok_and(|v| v.to_ascii_lowercase().contains("text/html")))
+    // One pass over the fields, no lookups by name and no lower-cased copy: this runs for
+    // every proxied GET.
+    let (mut mode, mut fetch, mut html) = (None, false, false);
+    for (n, v) in h {
+        let n = n.as_str();
+        if n == "sec-fetch-mode" {
+            mode = mode.or(Some(v.as_bytes().eq_ignore_ascii_case(b"navigate")));
+        } else if n.starts_with("sec-fetch-") {
+            fetch = true;
+        } else if n == "accept" && !html {
+            html = v.to_str().is_ok() && v.as_bytes().windows(9).any(|w| w.eq_ignore_ascii_case(b"text/html"));
         }
     }
+    mode.unwrap_or(!fetch && html)
 }
 
 /// Learn from the upstream's answer to a GET: its hintable `Link` values now, or, for HTML
@@ -1059,5 +1067,33 @@ fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<
             headers::response_fields(&mut fields, answer.version);
             Response { status: answer.status, head: Some(Arc::new(fields)), headers: http::HeaderMap::new(), body }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::navigation;
+
+    fn map(fields: &[(&'static str, &'static str)]) -> http::HeaderMap {
+        let mut m = http::HeaderMap::new();
+        for (n, v) in fields {
+            m.append(*n, http::HeaderValue::from_static(v));
+        }
+        m
+    }
+
+    #[test]
+    fn a_navigation_is_told_by_sec_fetch_mode_else_by_accept() {
+        // `Sec-Fetch-Mode` decides, wherever it stands among the other `Sec-Fetch-*` fields.
+        assert!(navigation(&map(&[("sec-fetch-site", "none"), ("sec-fetch-mode", "Navigate")])));
+        assert!(!navigation(&map(&[("accept", "text/html"), ("sec-fetch-mode", "cors")])));
+        // The first value counts.
+        assert!(!navigation(&map(&[("sec-fetch-mode", "no-cors"), ("sec-fetch-mode", "navigate")])));
+        // Without it: `Accept` naming HTML (any case), from a client that sends no `Sec-Fetch-*`.
+        assert!(navigation(&map(&[("user-agent", "x"), ("accept", "*/*"), ("accept", "Text/HTML;q=0.9")])));
+        assert!(!navigation(&map(&[("accept", "text/html"), ("sec-fetch-dest", "document")])));
+        assert!(!navigation(&map(&[("accept", "*/*")])));
+        assert!(!navigation(&map(&[("accept", "text/htm")])));
+        assert!(!navigation(&map(&[])));
     }
 }
