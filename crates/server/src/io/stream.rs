@@ -244,6 +244,14 @@ pub(crate) struct Streams {
     state: Arc<State>,
     info: Arc<ConnInfo>,
     proto: Proto,
+    /// Made on the first request, and dropped again by [`Streams::shrink`]: an idle
+    /// connection carries 8 bytes for it, not two empty lists' 48.
+    lists: Option<Box<Lists>>,
+}
+
+/// Stream ids the driver's loop comes back to.
+#[derive(Default)]
+struct Lists {
     /// Streams whose handler was woken, to poll on the next [`Streams::poll_ready`].
     ready: Vec<u64>,
     /// Streams whose handler has finished (or that never had one): the only ones
@@ -256,19 +264,7 @@ impl Streams {
     pub(crate) fn new(state: Arc<State>, info: Arc<ConnInfo>, proto: Proto) -> (Self, CmdReceiver) {
         let (tx, rx) = crate::io::mailbox::mailbox();
         let interims: Arc<dyn Interims> = Arc::new(CmdInterims(tx.clone()));
-        (
-            Self {
-                map: rustc_hash::FxHashMap::default(),
-                tx,
-                interims,
-                state,
-                info,
-                proto,
-                ready: Vec::new(),
-                finished: Vec::new(),
-            },
-            rx,
-        )
+        (Self { map: rustc_hash::FxHashMap::default(), tx, interims, state, info, proto, lists: None }, rx)
     }
 
     /// A sender of commands (HTTP/2's credit release uses it).
@@ -281,11 +277,8 @@ impl Streams {
         if self.map.is_empty() {
             self.map.shrink_to_fit();
         }
-        if self.ready.is_empty() {
-            self.ready = Vec::new();
-        }
-        if self.finished.is_empty() {
-            self.finished = Vec::new();
+        if self.lists.as_ref().is_some_and(|l| l.ready.is_empty() && l.finished.is_empty()) {
+            self.lists = None;
         }
     }
 
@@ -360,7 +353,7 @@ impl Streams {
             Ok(Poll::Ready(())) => {
                 if let Some(s) = self.map.get_mut(&id) {
                     s.handler = None;
-                    self.finished.push(id);
+                    self.lists().finished.push(id);
                 }
             }
             Err(_) => {
@@ -376,19 +369,24 @@ impl Streams {
     /// it up) are polled on the next call: the driver calls this once per trip through the
     /// scheduler, so that a handler cannot keep the connection task from yielding.
     pub(crate) fn poll_ready<E: Engine>(&mut self, engine: &mut E) {
-        let mut ready = std::mem::take(&mut self.ready);
+        let mut ready = std::mem::take(&mut self.lists().ready);
         for id in ready.drain(..) {
             self.poll_handler(engine, id);
         }
         // Polls queue their wake-ups as commands, not here: the list is still empty.
-        if self.ready.is_empty() {
-            self.ready = ready;
+        let lists = self.lists();
+        if lists.ready.is_empty() {
+            lists.ready = ready;
         }
     }
 
     /// Whether a woken handler waits for [`Streams::poll_ready`].
     pub(crate) fn has_ready(&self) -> bool {
-        !self.ready.is_empty()
+        self.lists.as_ref().is_some_and(|l| !l.ready.is_empty())
+    }
+
+    fn lists(&mut self) -> &mut Lists {
+        self.lists.get_or_insert_with(Box::default)
     }
 
     /// Send a response made without a handler: what [`apply`](Self::apply) does with its
@@ -421,7 +419,7 @@ impl Streams {
                     held_trailers: None,
                 };
                 self.map.insert(id, ctx);
-                self.finished.push(id);
+                self.lists().finished.push(id);
             }
             Err(_) => {}
         }
@@ -557,7 +555,7 @@ impl Streams {
                 engine.fail(id);
                 self.reset(id);
             }
-            Cmd::Poll { id } => self.ready.push(id),
+            Cmd::Poll { id } => self.lists().ready.push(id),
         }
     }
 
@@ -589,8 +587,9 @@ impl Streams {
 
     /// Forget streams whose handler finished and whose engine stream is gone.
     pub(crate) fn sweep<E: Engine>(&mut self, engine: &E) {
+        let Some(lists) = self.lists.as_mut() else { return };
         let map = &mut self.map;
-        self.finished.retain(|&id| {
+        lists.finished.retain(|&id| {
             // Gone already: reset.
             let Some(s) = map.get(&id) else { return false };
             if !s.held.is_empty() || engine.buffered(id).is_some() {
@@ -613,8 +612,7 @@ impl Streams {
         for (_, s) in self.map.drain() {
             s.room.release();
         }
-        self.ready.clear();
-        self.finished.clear();
+        self.lists = None;
     }
 }
 
