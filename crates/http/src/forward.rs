@@ -232,9 +232,18 @@ pub struct RequestPlan<'h> {
 impl<'h> RequestPlan<'h> {
     /// The plan for the client's fields `h`.
     pub fn new(h: &'h HeaderMap, f: &Forwarding<'h>, join_cookies: bool) -> Self {
-        let named: Vec<&[u8]> = connection_options(h).collect();
+        // One pass over the names first: most requests carry none of `Connection`, `TE` and
+        // `Cookie`, and a lookup by name costs more than looking at every name once.
+        let (mut has_connection, mut has_te, mut has_cookie) = (false, false, false);
+        for n in h.keys() {
+            has_connection |= *n == header::CONNECTION;
+            has_te |= *n == header::TE;
+            has_cookie |= *n == header::COOKIE;
+        }
+        let named: Vec<&[u8]> = if has_connection { connection_options(h).collect() } else { Vec::new() };
         let is_named = |n: &HeaderName| named.iter().any(|o| o.eq_ignore_ascii_case(n.as_str().as_bytes()));
-        let te_trailers = !is_named(&header::TE)
+        let te_trailers = has_te
+            && !is_named(&header::TE)
             && h.get_all(header::TE)
                 .iter()
                 .any(|v| v.as_bytes().split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers")));
@@ -275,8 +284,11 @@ impl<'h> RequestPlan<'h> {
             fwd.extend_from_slice(f.authority.as_bytes());
             fwd.push(b'"');
         }
-        let cookie =
-            if join_cookies && !is_named(&header::COOKIE) { joined_with(h, &header::COOKIE, b"; ") } else { None };
+        let cookie = if has_cookie && join_cookies && !is_named(&header::COOKIE) {
+            joined_with(h, &header::COOKIE, b"; ")
+        } else {
+            None
+        };
         // As `HeaderValue::from_str` would judge it, without making one.
         let xfh_valid = crate::map_value(f.authority.as_bytes());
         let via = match f.proto {

@@ -329,7 +329,10 @@ impl Upstream {
         }
         let mut idle = lock(&self.servers[i].idle);
         let now = Instant::now();
-        idle.retain(|c| c.until > now);
+        // The oldest are first: the expired ones there go (one with a shorter keep-alive further
+        // in goes when `take_idle` reaches it, or when it is oldest), without a pass over all.
+        let expired = idle.iter().take_while(|c| c.until <= now).count();
+        idle.drain(..expired);
         if idle.len() >= self.cfg.pool_max_idle {
             idle.remove(0);
         }
