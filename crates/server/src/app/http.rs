@@ -101,8 +101,10 @@ pub(crate) struct Request {
     pub(crate) peer: std::net::SocketAddr,
     /// Request method.
     pub(crate) method: Method,
-    /// Authority (`:authority` or `Host`), lower-cased, possibly with a port.
-    pub(crate) authority: String,
+    /// Authority (`:authority` or `Host`), lower-cased, possibly with a port. Shared: on a
+    /// connection the requests name the same one, which is then not copied per request
+    /// (`ConnInfo::checked` holds it).
+    pub(crate) authority: Arc<str>,
     /// Path as sent, percent-encoded, without the query.
     pub(crate) path: String,
     /// Query string without the `?`, if any.

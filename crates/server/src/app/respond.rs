@@ -31,7 +31,7 @@ pub(crate) struct ConnInfo {
     pub(crate) served: Option<crate::io::tls::Served>,
     /// The first authority a request on this connection named that was valid and served
     /// here: later requests naming it again (nearly all of them) skip both checks.
-    pub(crate) checked: std::sync::OnceLock<String>,
+    pub(crate) checked: std::sync::OnceLock<Arc<str>>,
 }
 
 impl ConnInfo {
@@ -52,7 +52,7 @@ impl ConnInfo {
 
     /// Whether `authority` is the one already found valid and served on this connection.
     fn checked(&self, authority: &str) -> bool {
-        self.checked.get().is_some_and(|a| a == authority)
+        self.checked.get().is_some_and(|a| **a == *authority)
     }
 
     /// The 421 (RFC 9110 §15.5.20) for a request whose authority this connection does not
@@ -115,10 +115,14 @@ pub(crate) fn to_request(
     };
     let mut headers = HeaderMap::with_capacity(head.fields.len());
     let mut malformed = None;
-    let pseudo = head.authority.as_deref().map(|a| {
-        let mut a = text(a);
-        a.make_ascii_lowercase();
-        a
+    // The authority this connection already checked is shared, not copied again.
+    let pseudo = head.authority.as_deref().map(|a| match conn.checked.get() {
+        Some(c) if c.as_bytes() == a => c.clone(),
+        _ => {
+            let mut a = text(a);
+            a.make_ascii_lowercase();
+            Arc::from(a)
+        }
     });
     let mut host: Option<String> = None;
     let mut hosts = 0;
@@ -140,13 +144,13 @@ pub(crate) fn to_request(
     if hosts > 1 {
         malformed = Some(Refusal::bad("more than one host field"));
     } else if let (Some(p), Some(h)) = (&pseudo, &host) {
-        if p != h {
+        if **p != **h {
             malformed = Some(Refusal::bad("host differs from :authority"));
         }
     } else if hosts == 1 && host.is_none() {
         malformed = Some(Refusal::bad("a host field that is not text"));
     }
-    let authority = pseudo.or(host);
+    let authority = pseudo.or_else(|| host.map(Arc::from));
     match &authority {
         Some(a) if !conn.checked(a) && !crate::app::http::valid_authority(a) => {
             malformed = Some(Refusal::bad("an invalid authority"))
@@ -295,7 +299,7 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     };
     // The authority this connection checked, as text (no conversion of the request's bytes).
     let sent = head.authority.as_deref()?;
-    let authority = conn.checked.get().map(String::as_str).filter(|a| a.as_bytes() == sent)?;
+    let authority = conn.checked.get().map(|a| &**a).filter(|a| a.as_bytes() == sent)?;
     if head.protocol.is_some() {
         return None;
     }

@@ -74,9 +74,14 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
     let authority = parts
         .uri
         .authority()
-        .map(|a| a.as_str().to_ascii_lowercase())
-        .or_else(|| parts.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).map(str::to_ascii_lowercase))
-        .unwrap_or_default();
+        .map(http::uri::Authority::as_str)
+        .or_else(|| parts.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()));
+    // The authority this connection already checked is shared, not copied again.
+    let authority: Arc<str> = match (authority, info.checked.get()) {
+        (Some(a), Some(c)) if **c == *a => c.clone(),
+        (Some(a), _) => a.to_ascii_lowercase().into(),
+        (None, _) => Arc::from(""),
+    };
     let counters = Arc::new(Counters::default());
     let body =
         RequestBody::hyper(incoming, state.write_rule()).counting(counters.clone(), state.cfg.limits.max_request_body);
