@@ -655,6 +655,26 @@ impl Fields {
         }
     }
 
+    /// The first values of `Link`, `Content-Type` and `Content-Encoding`, what learning hints
+    /// asks of every response: one pass over a list (names told apart by length first).
+    fn for_hints(&self) -> [Option<&[u8]>; 3] {
+        let Self::List(l) = self else {
+            return [&http::header::LINK, &http::header::CONTENT_TYPE, &http::header::CONTENT_ENCODING]
+                .map(|n| self.first(n));
+        };
+        let mut out = [None; 3];
+        for f in l {
+            let i = match f.name.len() {
+                4 if f.name == "link" => 0,
+                12 if f.name == "content-type" => 1,
+                16 if f.name == "content-encoding" => 2,
+                _ => continue,
+            };
+            out[i] = out[i].or(Some(&f.value[..]));
+        }
+        out
+    }
+
     /// Every value of the fields named `name`, as values of a map.
     fn values(&self, name: &http::HeaderName) -> Vec<HeaderValue> {
         match self {
@@ -1014,15 +1034,14 @@ fn learn(up: &Arc<Upstream>, key: &dyn Fn() -> String, status: StatusCode, h: &F
     if !matches!(status.as_u16(), 200 | 301 | 302) {
         return None;
     }
-    if h.first(&http::header::LINK).is_some() {
+    let [link, content_type, encoding] = h.for_hints();
+    if link.is_some() {
         up.hints.learn(&key(), hints::from_link_fields(h.values(&http::header::LINK).iter()), Instant::now());
         return None;
     }
-    let html = h
-        .first(&http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.get(..9).is_some_and(|p| p.eq_ignore_ascii_case(b"text/html")));
+    let html = content_type.is_some_and(|v| v.get(..9).is_some_and(|p| p.eq_ignore_ascii_case(b"text/html")));
     // A compressed document is not scanned.
-    let plain = h.first(&http::header::CONTENT_ENCODING).is_none_or(|v| v.eq_ignore_ascii_case(b"identity"));
+    let plain = encoding.is_none_or(|v| v.eq_ignore_ascii_case(b"identity"));
     if status == StatusCode::OK && html && plain {
         return Some(body::Learner::new(up.clone(), key()));
     }
