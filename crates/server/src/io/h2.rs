@@ -256,12 +256,6 @@ where
             .into_iter()
             .flatten()
             .min();
-            // A handler woken while the handlers ran (one that woke itself) is polled after a
-            // trip through the scheduler, not in a loop that never yields.
-            if streams.has_ready() {
-                tokio::task::yield_now().await;
-                continue;
-            }
             crate::io::arm(timer.as_mut(), &mut timer_at, next);
             tokio::select! {
                 r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {
@@ -333,6 +327,10 @@ where
                     conn.go_away();
                     drain_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.drain);
                 }
+                // A handler woken while the handlers ran (one that woke itself) is polled on the
+                // next turn, after a trip through the scheduler: not in a loop that never
+                // yields, and not ahead of the connection's own input.
+                () = tokio::task::yield_now(), if streams.has_ready() => {}
             }
         }
         streams.abort_all();

@@ -587,11 +587,6 @@ async fn serve(
         let timeout = d.engine.poll_timeout().map(tokio::time::Instant::from_std);
         let active = !d.streams.is_empty() || d.engine.open_streams() > 0;
         let next = [timeout, active.then_some(stall_check), drain_deadline].into_iter().flatten().min();
-        // A handler that woke itself is polled after a trip through the scheduler.
-        if d.streams.has_ready() {
-            tokio::task::yield_now().await;
-            continue;
-        }
         crate::io::arm(timer.as_mut(), &mut timer_at, next);
         tokio::select! {
             Some(input) = in_rx.recv() => {
@@ -647,6 +642,9 @@ async fn serve(
                 tracing::debug!(%peer, %e, "QUIC connection closed");
                 break;
             }
+            // A handler that woke itself: polled on the next turn, after a trip through the
+            // scheduler (see the HTTP/2 driver).
+            () = tokio::task::yield_now(), if d.streams.has_ready() => {}
         }
     }
     let stats = quic.stats();
