@@ -700,12 +700,17 @@ impl Fields {
 }
 
 /// The response-head timer: it runs from the end of the request body (`done`; none: there
-/// is no body).
-async fn head_timer(done: &mut Option<tokio::sync::watch::Receiver<bool>>, timeout: Duration) {
+/// is no body). `timer` is the connection's, set to the new deadline here.
+async fn head_timer(
+    done: &mut Option<tokio::sync::watch::Receiver<bool>>,
+    mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    timeout: Duration,
+) {
     if let Some(done) = done {
         let _ = done.wait_for(|d| *d).await;
     }
-    tokio::time::sleep(timeout).await;
+    timer.as_mut().reset(tokio::time::Instant::now() + timeout);
+    timer.await;
 }
 
 fn head_timed_out() -> Failed {
@@ -732,7 +737,7 @@ async fn attempt_h1(
     done: &mut Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Result<Answer, Failed> {
     let cfg = &up.cfg;
-    let conn = match up.h1(i, fresh).await {
+    let mut conn = match up.h1(i, fresh).await {
         Ok(c) => c,
         Err(err) => {
             return Err(Failed {
@@ -746,14 +751,16 @@ async fn attempt_h1(
         }
     };
     let reused = conn.reused;
+    let mut timer = conn.head_timer.take().unwrap_or_else(|| Box::pin(tokio::time::sleep(cfg.response_head_timeout)));
     let mut ex = h1::Exchange::new(conn, method, head, length, body);
     let result = tokio::select! {
         // The answer first: no random draw for the order (a poll of the timer that finds it
         // not due costs nothing to the answer).
         biased;
         r = ex.read_head(method, interim) => r,
-        () = head_timer(done, cfg.response_head_timeout) => return Err(head_timed_out()),
+        () = head_timer(done, timer.as_mut(), cfg.response_head_timeout) => return Err(head_timed_out()),
     };
+    ex.keep_head_timer(timer);
     match result {
         Ok(head) => {
             // After a 101 the connection becomes a tunnel; it never goes back to the pool.
@@ -847,9 +854,10 @@ async fn attempt_h2(
         }
     }
     let sent = tx.try_send_request(hreq);
+    let mut timer = std::pin::pin!(tokio::time::sleep(cfg.response_head_timeout));
     let result = tokio::select! {
         r = sent => r,
-        () = head_timer(done, cfg.response_head_timeout) => return Err(head_timed_out()),
+        () = head_timer(done, timer.as_mut(), cfg.response_head_timeout) => return Err(head_timed_out()),
     };
     match result {
         Ok(resp) => {
