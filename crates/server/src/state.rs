@@ -20,6 +20,10 @@ pub(crate) struct State {
     pub(crate) congestion: Option<String>,
     /// The upstreams' live state (`Config::upstreams`, same order).
     pub(crate) upstreams: Vec<std::sync::Arc<crate::proxy::Upstream>>,
+    /// Whether some route serves files with no header rules and no configured hints: only such
+    /// a route's answers can be made inline (`app::respond::answer_inline`). A configuration
+    /// without one (a reverse proxy's) skips that attempt for every request.
+    pub(crate) inline_routes: bool,
 }
 
 impl State {
@@ -60,7 +64,12 @@ impl State {
         };
         let send_budget = std::sync::Arc::new(tokio::sync::Semaphore::new(cfg.limits.send_buffer));
         let upstreams = cfg.upstreams.iter().cloned().map(crate::proxy::Upstream::new).collect();
-        Self { cfg, h2, h3, window_budget, send_budget, congestion, upstreams }
+        let inline_routes = cfg.sites.iter().flat_map(|s| &s.routes).any(|r| {
+            matches!(r.handler, crate::config::RouteHandler::Root(_))
+                && r.early_hints.is_empty()
+                && r.headers.is_empty()
+        });
+        Self { cfg, h2, h3, window_budget, send_budget, congestion, upstreams, inline_routes }
     }
 
     /// The minimum-progress rule for a connection's writes and an HTTP/1.1 request body's
@@ -91,5 +100,34 @@ impl State {
                 connection: f.initial_connection_window,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::State;
+
+    fn state(sites: &str) -> State {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = format!(
+            "data_dir = '{d}'\naccess_log = false\n[quic]\nenabled = false\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n{sites}",
+            d = dir.path().display()
+        );
+        std::fs::create_dir_all(dir.path().join("www")).unwrap();
+        std::fs::write(dir.path().join("sluice.toml"), toml).unwrap();
+        State::new(crate::config::load(&dir.path().join("sluice.toml")).unwrap())
+    }
+
+    #[test]
+    fn only_a_plain_file_route_can_be_answered_inline() {
+        assert!(state("[[site]]\nroot = 'www'\n").inline_routes);
+        assert!(!state("[[site]]\nproxy = \"app\"\n").inline_routes);
+        // Header rules change a file's answer: it takes the usual path.
+        let ruled = "[[site]]\nproxy = \"app\"\n[[site.route]]\npath = \"/s/\"\nroot = 'www'\n\
+                     headers = { add = { \"x-a\" = \"1\" } }\n";
+        assert!(!state(ruled).inline_routes);
+        let mixed = "[[site]]\nproxy = \"app\"\n[[site.route]]\npath = \"/s/\"\nroot = 'www'\n";
+        assert!(state(mixed).inline_routes);
     }
 }

@@ -275,7 +275,8 @@ pub(crate) struct Inline {
 /// were about a quarter of a small static response's instructions over TLS h2. `None` hands
 /// the request to the usual path, which answers everything else.
 ///
-/// What is checked, step by step, against the usual path:
+/// What is checked, step by step, against the usual path (after a first look at whether the
+/// configuration has a route whose answers can be made here at all, `State::inline_routes`):
 /// - [`to_request`] and [`admit`]: the `:authority` is the one this connection already found
 ///   valid and served (so no 400 or 421), there is no `host` field (checked against it there)
 ///   and no `content-length` (the 413 check), `:path` is UTF-8 (no lossy conversion), and every
@@ -292,6 +293,9 @@ pub(crate) struct Inline {
 /// [`SELECTING`]: crate::handlers::static_files::SELECTING
 pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, proto: Proto) -> Option<Inline> {
     use crate::handlers::static_files;
+    if !state.inline_routes {
+        return None;
+    }
     let head_only = match &head.method[..] {
         b"GET" => false,
         b"HEAD" => true,
