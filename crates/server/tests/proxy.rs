@@ -173,6 +173,8 @@ enum Script {
     EarlyAnswer,
     /// 200 with field names in mixed case, a field its `Connection` names, and `Keep-Alive`.
     MixedCase,
+    /// The echo for a connection's first request; never answers the ones after it.
+    OnceThenStall,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -210,6 +212,7 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
     conn.set_nodelay(true).ok();
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
+    let mut answered = 0;
     loop {
         let mut head = String::new();
         loop {
@@ -275,8 +278,14 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: text/plain\r\n\r\n{text}", text.len());
             w.write_all(all.as_bytes())
         };
+        answered += 1;
         let ok = match script {
             Script::Echo => echo(&mut w).is_ok(),
+            Script::OnceThenStall if answered == 1 => echo(&mut w).is_ok(),
+            Script::OnceThenStall => {
+                thread::sleep(Duration::from_secs(20));
+                false
+            }
             Script::Unhealthy if head.starts_with("GET /health ") => {
                 w.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n").is_ok()
             }
@@ -412,6 +421,24 @@ fn upstream_failures_are_explicit() {
         );
         assert!(!out.status.success(), "{p:?}: a truncated response must not look complete: {}", out.stderr);
     }
+}
+
+/// The response-head timeout holds for an exchange on a pooled connection too, whose timer
+/// was kept from its previous exchange and moved to the new deadline.
+#[test]
+fn the_response_head_timeout_holds_on_a_reused_connection() {
+    require_tool!("curl", "the_response_head_timeout_holds_on_a_reused_connection");
+    let up = Scripted::start(Script::OnceThenStall);
+    let px = proxy(&up_at(up.port, "[upstream.timeouts]\nresponse_head_secs = 1"), "");
+    let r = curl(&px, Proto::H2Tls, "/p/first", &[]);
+    assert_eq!(r.status, 200, "{}", r.headers);
+    let r = curl(&px, Proto::H2Tls, "/p/second", &[]);
+    assert_eq!(r.status, 504, "{}", r.headers);
+    let ps = r.header("proxy-status").unwrap_or_default();
+    assert!(ps.contains("error=http_response_timeout"), "{ps}");
+    // Both went over one upstream connection: the second on the pooled one.
+    assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(up.heads().len(), 2);
 }
 
 /// Whatever framing the upstream's responses use, the client gets the whole body: read to
