@@ -191,7 +191,7 @@ async fn upload(req: &mut Request) -> Response {
     let body = if want {
         let mut trailers = http::HeaderMap::new();
         trailers.insert(CONTENT_DIGEST, content_digest(&content));
-        Body::Trailed(Box::new(Body::Full(content)), trailers)
+        Body::Trailed(Box::new(Body::Full(content)), Box::new(trailers))
     } else {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(content.len()));
         Body::Full(content)
