@@ -4,8 +4,10 @@
 //! symbol order, and each length starts right after the previous length's
 //! last code (shifted left). Appendix B can therefore be reproduced exactly
 //! from the code lengths alone, which is what `CODE_LENGTHS` records; the
-//! codes, the decoding tree and a 4-bit-at-a-time decoding state machine are
-//! all derived from it at compile time by `const fn`s below.
+//! codes and the decoder's tables (a lookup by the next 8 bits for short codes,
+//! each length's first code for the others) are all derived from it at compile
+//! time. The tests keep a second decoder, a 4-bit-at-a-time walk of the
+//! decoding tree, to check the first against.
 
 use crate::DecodeError;
 
@@ -120,161 +122,339 @@ pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
 /// Like [`decode`], but fails with [`DecodeError::StringTooLong`] as soon as
 /// the decoded string would exceed `max_len` octets, so that a small input
 /// cannot make us produce a large output.
+///
+/// Symbols of up to 8 bits (digits, lower-case letters and the common
+/// punctuation of paths and values) take one lookup in [`FAST`], indexed by
+/// the next 8 bits; longer ones are found by their canonical code
+/// ([`FIRST`], [`LIMIT`]). Against a walk of the tree four bits at a time,
+/// which the tests keep as the reference, a 100-byte user agent or cookie
+/// decodes in about 0.75 of the time; an 11-byte path in the same time (both
+/// are bound by the latency of one lookup feeding the next).
 pub(crate) fn decode_bounded(src: &[u8], max_len: usize, dst: &mut Vec<u8>) -> Result<(), DecodeError> {
-    // The shortest code is 5 bits, so the output is at most 8/5 of the input.
+    // The shortest code is 5 bits, so the output is at most 8/5 of the input: room for that
+    // (or for `max_len`) is made first, and the symbols are stored by index (`push` checks
+    // the capacity for each).
     let upper = src.len().saturating_mul(8) / 5;
-    dst.reserve(upper.min(max_len));
     let start = dst.len();
-    let mut state = ROOT;
-    for &b in src {
-        for nibble in [b >> 4, b & 0x0f] {
-            let t = DECODE_TABLE[state as usize][nibble as usize];
-            if t.flags & FAIL != 0 {
-                return Err(DecodeError::InvalidHuffman);
-            }
-            if t.flags & EMIT != 0 {
-                if dst.len() - start >= max_len {
-                    return Err(DecodeError::StringTooLong);
-                }
-                dst.push(t.symbol);
-            }
-            state = t.next;
-        }
-    }
-    if ACCEPTING[state as usize] {
-        Ok(())
-    } else {
-        Err(DecodeError::InvalidHuffman)
-    }
+    dst.resize(start + upper.min(max_len), 0);
+    let (n, r) = decode_into(src, &mut dst[start..]);
+    dst.truncate(start + n);
+    r
 }
 
-// ---------------------------------------------------------------------------
-// Compile-time construction of the decoder.
-//
-// The decoding tree of 257 leaves has exactly 256 internal nodes, so a node
-// number fits in a u8. Each internal node is a decoder state ("bits read so
-// far of the current code"); for every state and every 4-bit input we
-// precompute the state reached, the symbol completed on the way (at most one,
-// since no code is shorter than 5 bits) and whether EOS was reached.
-
-/// Number of internal nodes of the tree, i.e. decoder states.
-const STATES: usize = 256;
-/// The root state: at a code boundary.
-const ROOT: u8 = 0;
-/// Marker for a child that is a leaf: `LEAF | symbol`.
-const LEAF: u16 = 0x8000;
-/// Marker for a child not yet filled in while building the tree.
-const UNSET: u16 = 0xffff;
-
-/// Transition flag: a symbol was completed; it is in `symbol`.
-const EMIT: u8 = 1;
-/// Transition flag: the EOS code was read, which is an error inside a string.
-const FAIL: u8 = 2;
-
-#[derive(Clone, Copy)]
-struct Transition {
-    next: u8,
-    symbol: u8,
-    flags: u8,
-}
-
-/// `[state][nibble]` → transition.
-static DECODE_TABLE: [[Transition; 16]; STATES] = build_decode_table(&TREE);
-
-/// Whether a string may end in a given state: the bits read since the last
-/// symbol are at most 7 and all ones, i.e. valid padding (RFC 7541 §5.2).
-static ACCEPTING: [bool; STATES] = build_accepting(&TREE);
-
-/// The decoding tree, only used while building the tables above.
-const TREE: [[u16; 2]; STATES] = build_tree();
-
-/// `[node][bit]` → child: an internal node number, or `LEAF | symbol`.
-const fn build_tree() -> [[u16; 2]; STATES] {
-    let mut tree = [[UNSET; 2]; STATES];
-    let mut allocated = 1; // node 0 is the root
-    let mut sym = 0;
-    while sym < 257 {
-        let len = CODE_LENGTHS[sym] as usize;
-        let code = CODES[sym];
-        let mut node = 0;
-        let mut i = 0;
-        while i < len {
-            let bit = ((code >> (len - 1 - i)) & 1) as usize;
-            if i == len - 1 {
-                assert!(tree[node][bit] == UNSET, "Huffman code is not prefix-free");
-                tree[node][bit] = LEAF | sym as u16;
+/// Decodes `src` into `out`, which has room for `max_len` symbols or for as many as `src` can
+/// hold; returns the number stored, also on an error.
+fn decode_into(src: &[u8], out: &mut [u8]) -> (usize, Result<(), DecodeError>) {
+    let mut at = 0;
+    // The bits not yet decoded, left-aligned: the next one is the top bit of `acc`, and `bits`
+    // of them count. The bits below them are zero or the next bytes of `rest` (a word read
+    // whole puts them there early; they go in at the same place again when their byte does).
+    let mut acc: u64 = 0;
+    let mut bits: u32 = 0;
+    let mut rest = src;
+    loop {
+        if bits < MAX_CODE_LEN as u32 {
+            if let Some(word) = rest.first_chunk::<8>() {
+                acc |= u64::from_be_bytes(*word) >> bits;
+                let take = (63 - bits) / 8;
+                rest = &rest[take as usize..];
+                bits += 8 * take;
             } else {
-                if tree[node][bit] == UNSET {
-                    assert!(allocated < STATES, "too many internal nodes");
-                    tree[node][bit] = allocated as u16;
-                    allocated += 1;
+                while let Some((&b, tail)) = rest.split_first().filter(|_| bits <= 56) {
+                    acc |= u64::from(b) << (56 - bits);
+                    bits += 8;
+                    rest = tail;
                 }
-                assert!(tree[node][bit] & LEAF == 0, "Huffman code is not prefix-free");
-                node = tree[node][bit] as usize;
+                // All the input is in. Up to 7 one-bits left are padding, the top bits of EOS
+                // (§5.2); no code that short is all ones.
+                if bits <= 7 && (bits == 0 || acc >> (64 - bits) == (1 << bits) - 1) {
+                    return (at, Ok(()));
+                }
             }
-            i += 1;
+        }
+        let fast = FAST[(acc >> 56) as usize];
+        let len = u32::from(fast >> 8);
+        let symbol = if fast != 0 && len <= bits {
+            acc <<= len;
+            bits -= len;
+            fast as u8
+        } else {
+            // A code longer than 8 bits, or (at the end) fewer bits than the code they start.
+            let Some((symbol, len)) = long_code(acc, bits) else { return (at, Err(DecodeError::InvalidHuffman)) };
+            if usize::from(symbol) == EOS {
+                return (at, Err(DecodeError::InvalidHuffman));
+            }
+            acc <<= len;
+            bits -= len;
+            symbol as u8
+        };
+        // Out of room before the input is: only `max_len` can be the reason.
+        let Some(slot) = out.get_mut(at) else { return (at, Err(DecodeError::StringTooLong)) };
+        *slot = symbol;
+        at += 1;
+    }
+}
+
+/// The symbol whose code of more than 8 bits starts `acc` (left-aligned) and its length, if
+/// one does within the first `bits` bits. A canonical code of length `n` read as a number lies
+/// in `FIRST[n]..LIMIT[n]`, and the first `n` bits of any longer code are at least `LIMIT[n]`.
+fn long_code(acc: u64, bits: u32) -> Option<(u16, u32)> {
+    let mut len = 9;
+    while len <= bits.min(MAX_CODE_LEN as u32) {
+        let code = (acc >> (64 - len)) as u32;
+        let n = len as usize;
+        if code < LIMIT[n] {
+            return Some((SORTED[BY_LENGTH[n] + (code - FIRST[n]) as usize], len));
+        }
+        len += 1;
+    }
+    None
+}
+
+/// `FAST[next 8 bits]`: `length << 8 | symbol` for the symbol whose code of at most 8 bits
+/// they start, or 0 if their code is longer.
+static FAST: [u16; 256] = build_fast();
+
+const fn build_fast() -> [u16; 256] {
+    let mut t = [0u16; 256];
+    let mut sym = 0;
+    while sym < 256 {
+        let len = CODE_LENGTHS[sym] as usize;
+        if len <= 8 {
+            let first = (CODES[sym] as usize) << (8 - len);
+            let mut i = 0;
+            while i < 1 << (8 - len) {
+                t[first + i] = ((len as u16) << 8) | sym as u16;
+                i += 1;
+            }
         }
         sym += 1;
     }
-    // A complete code (Kraft sum of exactly 1) leaves no child unset.
-    let mut n = 0;
-    while n < STATES {
-        assert!(tree[n][0] != UNSET && tree[n][1] != UNSET, "Huffman code is incomplete");
-        n += 1;
-    }
-    tree
+    t
 }
 
-const fn build_decode_table(tree: &[[u16; 2]; STATES]) -> [[Transition; 16]; STATES] {
-    let empty = Transition { next: 0, symbol: 0, flags: 0 };
-    let mut table = [[empty; 16]; STATES];
-    let mut state = 0;
-    while state < STATES {
-        let mut nibble = 0;
-        while nibble < 16 {
-            let mut node = state;
-            let mut t = empty;
+/// The number of codes of each length.
+const COUNT: [u32; MAX_CODE_LEN + 1] = {
+    let mut c = [0u32; MAX_CODE_LEN + 1];
+    let mut sym = 0;
+    while sym < 257 {
+        c[CODE_LENGTHS[sym] as usize] += 1;
+        sym += 1;
+    }
+    c
+};
+
+/// The first (smallest) code of each length, as the canonical construction assigns them.
+static FIRST: [u32; MAX_CODE_LEN + 1] = {
+    let mut f = [0u32; MAX_CODE_LEN + 1];
+    let mut next = 0;
+    let mut len = 1;
+    while len <= MAX_CODE_LEN {
+        f[len] = next;
+        next = (next + COUNT[len]) << 1;
+        len += 1;
+    }
+    f
+};
+
+/// One past the last code of each length.
+static LIMIT: [u32; MAX_CODE_LEN + 1] = {
+    let mut l = [0u32; MAX_CODE_LEN + 1];
+    let mut len = 1;
+    while len <= MAX_CODE_LEN {
+        l[len] = FIRST[len] + COUNT[len];
+        len += 1;
+    }
+    l
+};
+
+/// Where each length's symbols start in [`SORTED`].
+static BY_LENGTH: [usize; MAX_CODE_LEN + 1] = {
+    let mut b = [0usize; MAX_CODE_LEN + 1];
+    let mut len = 1;
+    while len <= MAX_CODE_LEN {
+        b[len] = b[len - 1] + COUNT[len - 1] as usize;
+        len += 1;
+    }
+    b
+};
+
+/// The symbols in code order: by length, then by symbol (which is the canonical order).
+static SORTED: [u16; 257] = {
+    let mut s = [0u16; 257];
+    let mut i = 0;
+    let mut len = 1;
+    while len <= MAX_CODE_LEN {
+        let mut sym = 0;
+        while sym < 257 {
+            if CODE_LENGTHS[sym] as usize == len {
+                s[i] = sym as u16;
+                i += 1;
+            }
+            sym += 1;
+        }
+        len += 1;
+    }
+    s
+};
+
+/// The reference decoder for the tests, built at compile time.
+///
+/// The decoding tree of 257 leaves has exactly 256 internal nodes, so a node number fits
+/// in a u8. Each internal node is a decoder state ("bits read so far of the current code");
+/// for every state and every 4-bit input the tables give the state reached, the symbol
+/// completed on the way (at most one, since no code is shorter than 5 bits) and whether EOS
+/// was reached.
+#[cfg(test)]
+mod nibbles {
+    use super::*;
+
+    /// Number of internal nodes of the tree, i.e. decoder states.
+    const STATES: usize = 256;
+    /// The root state: at a code boundary.
+    const ROOT: u8 = 0;
+    /// Marker for a child that is a leaf: `LEAF | symbol`.
+    const LEAF: u16 = 0x8000;
+    /// Marker for a child not yet filled in while building the tree.
+    const UNSET: u16 = 0xffff;
+
+    /// Transition flag: a symbol was completed; it is in `symbol`.
+    const EMIT: u8 = 1;
+    /// Transition flag: the EOS code was read, which is an error inside a string.
+    const FAIL: u8 = 2;
+
+    #[derive(Clone, Copy)]
+    struct Transition {
+        next: u8,
+        symbol: u8,
+        flags: u8,
+    }
+
+    /// `[state][nibble]` → transition.
+    static DECODE_TABLE: [[Transition; 16]; STATES] = build_decode_table(&TREE);
+
+    /// Whether a string may end in a given state: the bits read since the last
+    /// symbol are at most 7 and all ones, i.e. valid padding (RFC 7541 §5.2).
+    static ACCEPTING: [bool; STATES] = build_accepting(&TREE);
+
+    /// The decoding tree, only used while building the tables above.
+    const TREE: [[u16; 2]; STATES] = build_tree();
+
+    /// `[node][bit]` → child: an internal node number, or `LEAF | symbol`.
+    const fn build_tree() -> [[u16; 2]; STATES] {
+        let mut tree = [[UNSET; 2]; STATES];
+        let mut allocated = 1; // node 0 is the root
+        let mut sym = 0;
+        while sym < 257 {
+            let len = CODE_LENGTHS[sym] as usize;
+            let code = CODES[sym];
+            let mut node = 0;
             let mut i = 0;
-            while i < 4 {
-                let bit = (nibble >> (3 - i)) & 1;
-                let child = tree[node][bit];
-                if child & LEAF != 0 {
-                    let sym = (child & !LEAF) as usize;
-                    if sym == EOS {
-                        t.flags |= FAIL;
-                        break;
-                    }
-                    t.symbol = sym as u8;
-                    t.flags |= EMIT;
-                    node = 0;
+            while i < len {
+                let bit = ((code >> (len - 1 - i)) & 1) as usize;
+                if i == len - 1 {
+                    assert!(tree[node][bit] == UNSET, "Huffman code is not prefix-free");
+                    tree[node][bit] = LEAF | sym as u16;
                 } else {
-                    node = child as usize;
+                    if tree[node][bit] == UNSET {
+                        assert!(allocated < STATES, "too many internal nodes");
+                        tree[node][bit] = allocated as u16;
+                        allocated += 1;
+                    }
+                    assert!(tree[node][bit] & LEAF == 0, "Huffman code is not prefix-free");
+                    node = tree[node][bit] as usize;
                 }
                 i += 1;
             }
-            t.next = node as u8;
-            table[state][nibble] = t;
-            nibble += 1;
+            sym += 1;
         }
-        state += 1;
+        // A complete code (Kraft sum of exactly 1) leaves no child unset.
+        let mut n = 0;
+        while n < STATES {
+            assert!(tree[n][0] != UNSET && tree[n][1] != UNSET, "Huffman code is incomplete");
+            n += 1;
+        }
+        tree
     }
-    table
-}
 
-const fn build_accepting(tree: &[[u16; 2]; STATES]) -> [bool; STATES] {
-    let mut accepting = [false; STATES];
-    // The root (no padding) and the nodes reached by 1 to 7 one-bits.
-    let mut node = 0;
-    let mut depth = 0;
-    loop {
-        accepting[node] = true;
-        if depth == 7 {
-            break;
+    const fn build_decode_table(tree: &[[u16; 2]; STATES]) -> [[Transition; 16]; STATES] {
+        let empty = Transition { next: 0, symbol: 0, flags: 0 };
+        let mut table = [[empty; 16]; STATES];
+        let mut state = 0;
+        while state < STATES {
+            let mut nibble = 0;
+            while nibble < 16 {
+                let mut node = state;
+                let mut t = empty;
+                let mut i = 0;
+                while i < 4 {
+                    let bit = (nibble >> (3 - i)) & 1;
+                    let child = tree[node][bit];
+                    if child & LEAF != 0 {
+                        let sym = (child & !LEAF) as usize;
+                        if sym == EOS {
+                            t.flags |= FAIL;
+                            break;
+                        }
+                        t.symbol = sym as u8;
+                        t.flags |= EMIT;
+                        node = 0;
+                    } else {
+                        node = child as usize;
+                    }
+                    i += 1;
+                }
+                t.next = node as u8;
+                table[state][nibble] = t;
+                nibble += 1;
+            }
+            state += 1;
         }
-        node = tree[node][1] as usize;
-        depth += 1;
+        table
     }
-    accepting
+
+    const fn build_accepting(tree: &[[u16; 2]; STATES]) -> [bool; STATES] {
+        let mut accepting = [false; STATES];
+        // The root (no padding) and the nodes reached by 1 to 7 one-bits.
+        let mut node = 0;
+        let mut depth = 0;
+        loop {
+            accepting[node] = true;
+            if depth == 7 {
+                break;
+            }
+            node = tree[node][1] as usize;
+            depth += 1;
+        }
+        accepting
+    }
+
+    /// The reference decoder: the decoding tree walked four bits at a time (what `decode_bounded`
+    /// did before its table of 8-bit prefixes).
+    pub(super) fn decode_by_nibbles(src: &[u8], max_len: usize, dst: &mut Vec<u8>) -> Result<(), DecodeError> {
+        let start = dst.len();
+        let mut state = ROOT;
+        for &b in src {
+            for nibble in [b >> 4, b & 0x0f] {
+                let t = DECODE_TABLE[state as usize][nibble as usize];
+                if t.flags & FAIL != 0 {
+                    return Err(DecodeError::InvalidHuffman);
+                }
+                if t.flags & EMIT != 0 {
+                    if dst.len() - start >= max_len {
+                        return Err(DecodeError::StringTooLong);
+                    }
+                    dst.push(t.symbol);
+                }
+                state = t.next;
+            }
+        }
+        if ACCEPTING[state as usize] {
+            Ok(())
+        } else {
+            Err(DecodeError::InvalidHuffman)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -397,6 +577,47 @@ mod tests {
         assert_eq!(decode_bounded(&coded, 10, &mut out), Ok(()));
         out.clear();
         assert_eq!(decode_bounded(&coded, 9, &mut out), Err(DecodeError::StringTooLong));
+    }
+
+    #[test]
+    fn decodes_as_the_tree_walk_does() {
+        // Every input of up to two bytes, and then many longer ones: valid strings (every
+        // byte value), strings cut short or with bits flipped, and noise. Both decoders must
+        // agree on the output or the error, and on where a bound stops them.
+        let check = |src: &[u8], max: usize| {
+            let (mut a, mut b) = (vec![7u8], vec![7u8]);
+            let ra = decode_bounded(src, max, &mut a);
+            let rb = super::nibbles::decode_by_nibbles(src, max, &mut b);
+            assert_eq!((ra, &a), (rb, &b), "{src:02x?} bounded to {max}");
+        };
+        for x in 0..=0xffffu32 {
+            let [_, _, hi, lo] = x.to_be_bytes();
+            check(&[lo], usize::MAX);
+            check(&[hi, lo], usize::MAX);
+        }
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..20_000 {
+            let len = (next() % 40) as usize;
+            let plain: Vec<u8> = (0..len).map(|_| next() as u8 >> (next() % 2 * 7)).collect();
+            let mut coded = enc(&plain);
+            match round % 4 {
+                0 => {}
+                1 => coded.truncate(coded.len().saturating_sub(1 + (next() % 3) as usize)),
+                2 if !coded.is_empty() => {
+                    let at = next() as usize % coded.len();
+                    coded[at] ^= 1 << (next() % 8);
+                }
+                _ => coded = (0..len).map(|_| next() as u8).collect(),
+            }
+            check(&coded, usize::MAX);
+            check(&coded, (next() % 40) as usize);
+        }
     }
 
     #[test]
