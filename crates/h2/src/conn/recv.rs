@@ -359,7 +359,8 @@ impl Connection {
             // A client that ignores SETTINGS_NO_RFC7540_PRIORITIES: map its weight.
             s.priority = Priority::from_rfc7540_weight(p.weight);
         }
-        if let Some(v) = self.pending_priority.remove(&id) {
+        // Looked up only when there is something to find: a lookup hashes the ID first.
+        if let Some(v) = (!self.pending_priority.is_empty()).then(|| self.pending_priority.remove(&id)).flatten() {
             // §7.1: an update that arrived before the stream takes precedence over its header.
             s.priority = Priority::parse(&v, s.priority);
             s.priority_from_header = true;
@@ -611,10 +612,8 @@ impl AsRef<[u8]> for Span<'_> {
 }
 
 impl request::Name for Span<'_> {
+    // Common names never get here: `request_head` keeps those as static bytes.
     fn into_bytes(self) -> Bytes {
-        match request::static_name(self.as_ref()) {
-            Some(s) => Bytes::from_static(s),
-            None => self.all.slice(self.at..self.end),
-        }
+        self.all.slice(self.at..self.end)
     }
 }

@@ -325,7 +325,8 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
         return None;
     }
     let target = std::str::from_utf8(head.path.as_deref()?).ok()?;
-    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    // By hand: `split_once('?')` sets up a general searcher (about 100 instructions).
+    let path = target.bytes().position(|b| b == b'?').map_or(target, |q| &target[..q]);
     let cfg = &state.cfg;
     if crate::handlers::speedtest::claims(&cfg.speedtest, path) {
         return None;

