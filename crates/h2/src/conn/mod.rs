@@ -122,6 +122,9 @@ struct Block {
 
 /// Largest header block buffer kept for the next block (a request head is a few hundred bytes).
 const KEPT_BLOCK_BUF: usize = 4096;
+/// The least a new buffer for decoded header lists holds (see `Connection::decoded`): about
+/// twenty browser requests' heads.
+const DECODED_CHUNK: usize = 4096;
 
 /// Closed streams' queues kept for reuse, at most: as many as the streams a busy client keeps
 /// open at once (h2load -m 10 and a page's first burst of requests take more than 8), about
@@ -157,7 +160,13 @@ pub struct Connection {
     /// Emptied queues of closed streams, for new ones (a response's head and body would
     /// otherwise allocate two queues per stream).
     spare: Vec<(VecDeque<crate::stream::PendingHead>, VecDeque<Bytes>)>,
-    /// The size of the last request's decoded header list: the next one's buffer starts there.
+    /// Decoded header lists are written here, and each is split off as the `Bytes` its fields
+    /// are slices of: consecutive requests share one allocation of at least
+    /// [`DECODED_CHUNK`] (each had one of its own before, and the first field slice of each
+    /// made a second, the reference count's).
+    decoded: BytesMut,
+    /// The size of the last request's decoded header list: room for that much is made before
+    /// the next one is decoded.
     last_decoded: usize,
     /// Field positions while a header block is decoded (kept between blocks).
     spans: Vec<[usize; 3]>,
@@ -255,6 +264,7 @@ impl Connection {
             conn_received: 0,
             streams: rustc_hash::FxHashMap::default(),
             spare: Vec::new(),
+            decoded: BytesMut::new(),
             last_decoded: 0,
             spans: Vec::new(),
             max_client_stream: 0,
@@ -356,6 +366,7 @@ impl Connection {
         self.pending_priority.shrink_to_fit();
         self.control.shrink_to_fit();
         self.out_block = Vec::new();
+        self.decoded = BytesMut::new();
         self.spans = Vec::new();
         self.encoder.shrink();
     }

@@ -252,26 +252,30 @@ impl Connection {
             self.header_deadline = None;
         }
         let limit = self.cfg.max_header_list_size as usize;
-        // Every decoded name and value goes into one buffer, and the fields are slices of it:
-        // two allocations per header block instead of two per field.
-        // Sized like the last block decoded (requests on one connection look alike), so that
-        // it rarely grows.
-        let mut all = bytes::BytesMut::with_capacity((2 * b.buf.len() + 64).max(self.last_decoded));
+        // Every decoded name and value goes into one buffer, and the fields are slices of it.
+        // Room is made for as much as the last block decoded to (requests on one connection
+        // look alike), so that it rarely grows while decoding; a new buffer, when one is
+        // needed, has room for several blocks (the old one stays with the requests using it).
+        let want = (2 * b.buf.len() + 64).max(self.last_decoded);
+        if self.decoded.capacity() < want {
+            self.decoded.reserve(want.max(super::DECODED_CHUNK));
+        }
         let mut spans = std::mem::take(&mut self.spans);
         spans.clear();
+        let all = &mut self.decoded;
         let decoded = self.decoder.decode(&b.buf, limit, &mut |n, v, _| {
             let at = all.len();
             all.extend_from_slice(n);
             all.extend_from_slice(v);
             spans.push([at, at + n.len(), all.len()]);
         });
+        let all = self.decoded.split().freeze();
         // At most the list size limit, so a large block does not set every later buffer's size.
         self.last_decoded = all.len().min(limit);
         // The block's buffer goes back, unless a long block (CONTINUATIONs) grew it.
         if b.buf.capacity() <= super::KEPT_BLOCK_BUF {
             self.out_block = b.buf;
         }
-        let all = all.freeze();
         // The fields as the request checks take them: names read in place (pseudo-header names
         // are never kept, common names are kept as static bytes), values sliced.
         let list = spans.iter().map(|&[a, m, e]| (Span { all: &all, at: a, end: m }, all.slice(m..e)));

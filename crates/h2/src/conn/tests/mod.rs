@@ -218,6 +218,33 @@ fn a_shrunk_connection_serves_on_and_keeps_its_tables() {
 }
 
 #[test]
+fn consecutive_request_heads_share_one_buffer_and_keep_their_own_bytes() {
+    let mut c = Client::new(Config::default());
+    let mut heads = Vec::new();
+    for i in 0..10u32 {
+        c.request(1 + 2 * i, &format!("/p{i}"), true);
+        for e in c.events() {
+            if let Event::Request { head, .. } = e {
+                heads.push(head);
+            }
+        }
+    }
+    assert_eq!(heads.len(), 10);
+    // Each head's bytes are its own (decoding the next one wrote after them), and all ten lie
+    // in one allocation of DECODED_CHUNK.
+    for (i, h) in heads.iter().enumerate() {
+        assert_eq!(h.path.as_deref(), Some(format!("/p{i}").as_bytes()));
+    }
+    let at = |h: &crate::RequestHead| h.path.as_ref().unwrap().as_ptr() as usize;
+    let (first, last) = (at(&heads[0]), at(&heads[9]));
+    assert!(last > first && last - first < super::DECODED_CHUNK, "{first:#x} {last:#x}");
+    // An idle connection lets go of the rest of the buffer; the heads keep theirs.
+    c.conn.shrink();
+    assert_eq!(c.conn.decoded.capacity(), 0);
+    assert_eq!(heads[9].path.as_deref(), Some(&b"/p9"[..]));
+}
+
+#[test]
 fn a_closed_streams_queues_serve_the_next_streams() {
     let mut c = Client::new(Config::default());
     // Ten streams at once, as h2load -m 10 sends them: every one's head and body queues come
