@@ -49,6 +49,9 @@ pub struct Encoder {
     /// Whether a block was encoded since the last `shrink`: the memo is made from the second
     /// on, so a connection that answers one request and idles never allocates it.
     encoded: bool,
+    /// Whether the block being encoded wrote a value of [`indexed_on_repeat`] for the first
+    /// time: the same list again would index it, so the block is not kept as the memo's.
+    first_sight: bool,
 }
 
 /// Literals remembered per encoder (one per never-indexed name, the least recent replaced).
@@ -62,7 +65,8 @@ const MAX_REMEMBERED: usize = 128;
 /// timestamps, validators), where indexing would only evict useful entries, and credentials,
 /// kept out of the table so that they cannot be probed through compression (RFC 7541 §7.1).
 /// `date` is not one of them: it changes once a second, and every response of that second
-/// repeats it (one table entry a second).
+/// repeats it (one table entry a second). Three of them are indexed after all when a value
+/// repeats on the connection: see [`indexed_on_repeat`].
 fn never_indexed(name: &[u8]) -> Option<usize> {
     Some(match name {
         b"age" => 21,
@@ -82,6 +86,16 @@ fn never_indexed(name: &[u8]) -> Option<usize> {
     })
 }
 
+/// Names of [`never_indexed`] whose value enters the table the second time in a row it is sent
+/// (the encoder remembers the last literal per name): a file's or a resource's validators and
+/// length, when the same version is asked for again on the connection (a poll, a reload, a
+/// benchmark). The third response then carries each in one byte instead of about 45 bytes of
+/// literals for the three, which the client decodes and both ends encrypt. Values seen once,
+/// as in a page load of many files, stay out of the table and evict nothing.
+fn indexed_on_repeat(name: &[u8]) -> bool {
+    matches!(name, b"etag" | b"last-modified" | b"content-length")
+}
+
 impl Default for Encoder {
     fn default() -> Self {
         Self::new()
@@ -99,6 +113,7 @@ impl Encoder {
             literals: Vec::new(),
             memo: None,
             encoded: false,
+            first_sight: false,
         }
     }
 
@@ -171,12 +186,14 @@ impl Encoder {
         self.encode_size_updates(dst);
         let before = self.table_state();
         let start = dst.len();
+        self.first_sight = false;
         for (name, value, sensitive) in lines {
             self.encode_field(name, value, sensitive, dst);
         }
         // Kept only if the block changed nothing: the next identical list then encodes to
-        // these bytes (a block that inserted would index those fields the next time).
-        if self.table_state() == before && self.encoded {
+        // these bytes (a block that inserted would index those fields the next time, and so
+        // would one that sent a validator for the first time).
+        if self.table_state() == before && self.encoded && !self.first_sight {
             let key = key.map(|k| k.clone() as crate::Key);
             self.memo.get_or_insert_with(Box::default).keep_keyed(key, memo_lines, &dst[start..], before);
         } else if let Some(memo) = &mut self.memo {
@@ -208,9 +225,15 @@ impl Encoder {
     fn encode_field(&mut self, name: &[u8], value: &[u8], sensitive: bool, dst: &mut Vec<u8>) {
         if !sensitive {
             if let Some(index) = never_indexed(name) {
+                if indexed_on_repeat(name) {
+                    if let Match::Full(i) = self.table.find(name, value) {
+                        int::encode(i as u64, 7, 0x80, dst);
+                        return;
+                    }
+                }
                 // §6.2.2 Literal Header Field without Indexing, the name by its static index
-                // (never in the dynamic table: this encoder does not put it there).
-                self.encode_unindexed(index, value, dst);
+                // (or, for a repeated validator, §6.2.1 with incremental indexing).
+                self.encode_unindexed(index, name, value, dst);
                 return;
             }
         }
@@ -243,8 +266,9 @@ impl Encoder {
     }
 
     /// A literal without indexing for the static name `index`, from the remembered
-    /// representation when the value repeats.
-    fn encode_unindexed(&mut self, index: usize, value: &[u8], dst: &mut Vec<u8>) {
+    /// representation when the value repeats; a repeated value of [`indexed_on_repeat`] goes
+    /// into the table instead.
+    fn encode_unindexed(&mut self, index: usize, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
         if value.len() > MAX_REMEMBERED {
             self.encode_literal(index, b"", value, 4, 0x00, dst);
             return;
@@ -252,6 +276,12 @@ impl Encoder {
         if let Some(at) = self.literals.iter().position(|(i, _, _)| *i == index) {
             let (_, v, repr) = &self.literals[at];
             if v == value {
+                if indexed_on_repeat(name) && self.should_index(name, value) {
+                    self.literals.remove(at);
+                    self.encode_literal(index, b"", value, 6, 0x40, dst);
+                    self.table.insert(name, value);
+                    return;
+                }
                 dst.extend_from_slice(repr);
                 return;
             }
@@ -262,6 +292,7 @@ impl Encoder {
         let start = dst.len();
         self.encode_literal(index, b"", value, 4, 0x00, dst);
         self.literals.push((index, value.to_vec(), dst[start..].to_vec()));
+        self.first_sight |= indexed_on_repeat(name);
     }
 
     fn encode_literal(
@@ -518,8 +549,9 @@ mod tests {
     #[test]
     fn remembered_literals_are_the_bytes_a_fresh_encoder_writes() {
         let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
-        // Six never-indexed names against four remembered literals, values that repeat often.
-        let names = ["etag", "last-modified", "content-length", "age", "expires", "content-range"];
+        // Six never-indexed names against four remembered literals, values that repeat often
+        // (none of the names indexed on a repeat).
+        let names = ["age", "if-modified-since", "if-none-match", "authorization", "expires", "content-range"];
         let values = ["\"1a2b-3c\"", "Tue, 24 Nov 2026 10:00:00 GMT", "14", "0", "", "bytes 0-1/2"];
         let mut e = Encoder::new();
         let mut d = Decoder::new(4096);
@@ -545,6 +577,35 @@ mod tests {
             vec![(b"etag".to_vec(), long.clone().into_bytes(), false)]
         );
         assert!(e.literals.is_empty());
+    }
+
+    #[test]
+    fn validators_enter_the_table_when_they_repeat() {
+        let mut e = Encoder::new();
+        let mut d = Decoder::new(4096);
+        let list =
+            [("etag", "\"1a2b-3c\""), ("last-modified", "Tue, 24 Nov 2026 10:00:00 GMT"), ("content-length", "14")];
+        let want: Vec<Field> =
+            list.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec(), false)).collect();
+        // First sight: literals without indexing. Second: with indexing. Then one byte each.
+        let first = encode_list(&mut e, &list, false);
+        assert_eq!(e.table.dynamic_len(), 0);
+        let second = encode_list(&mut e, &list, false);
+        assert_eq!(e.table.dynamic_len(), 3);
+        let third = encode_list(&mut e, &list, false);
+        assert_eq!(third.len(), 3, "{third:02x?}");
+        for wire in [first, second, third] {
+            assert_eq!(decode_all(&mut d, &wire), want);
+        }
+        // Values that change from one response to the next (one file after another) never
+        // enter it, so they evict nothing.
+        let mut e = Encoder::new();
+        for i in 0..50 {
+            let etag = format!("\"{i}-e\"");
+            let wire = encode_list(&mut e, &[("etag", etag.as_str()), ("content-type", "text/css")], false);
+            assert_eq!(decode_all(&mut d, &wire)[0].1, etag.as_bytes());
+        }
+        assert_eq!(e.table.dynamic_len(), 1, "content-type only");
     }
 
     #[test]
