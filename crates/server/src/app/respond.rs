@@ -109,8 +109,9 @@ pub(crate) fn to_request(
     // Invariant: the engines accept only token methods (sluice_http::request_head).
     let method = http::Method::from_bytes(&head.method).unwrap_or(http::Method::GET);
     let target = head.path.as_deref().map(text).unwrap_or_default();
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+    // By hand, as in `answer_inline`.
+    let (path, query) = match target.bytes().position(|b| b == b'?') {
+        Some(q) => (target[..q].to_owned(), Some(target[q + 1..].to_owned())),
         None => (target, None),
     };
     let mut headers = HeaderMap::with_capacity(head.fields.len());
