@@ -69,14 +69,23 @@ pub fn encoded_len(value: u64, prefix_bits: u8) -> usize {
 /// [`DecodeError::Truncated`] if `buf` ends before the integer does;
 /// [`DecodeError::IntegerOverflow`] if the value exceeds [`MAX_VALUE`] or
 /// uses more than [`MAX_CONTINUATION_OCTETS`] continuation octets.
+// Inlined: nearly every integer of a header block (indexes, lengths) fits in its prefix, and
+// the call cost more than that case (a block of five fields decodes about ten integers).
+#[inline]
 pub fn decode(buf: &[u8], prefix_bits: u8) -> Result<(u64, usize), DecodeError> {
     debug_assert!((1..=8).contains(&prefix_bits), "prefix must be 1..=8 bits");
     let max_prefix = prefix_mask(prefix_bits);
     let first = *buf.first().ok_or(DecodeError::Truncated)?;
-    let mut value = u64::from(first & max_prefix);
+    let value = u64::from(first & max_prefix);
     if value < u64::from(max_prefix) {
         return Ok((value, 1));
     }
+    decode_continued(buf, value)
+}
+
+/// The rest of [`decode`], for a value that filled its prefix (`value`).
+#[inline(never)]
+fn decode_continued(buf: &[u8], mut value: u64) -> Result<(u64, usize), DecodeError> {
     for i in 0..MAX_CONTINUATION_OCTETS {
         let octet = *buf.get(1 + i).ok_or(DecodeError::Truncated)?;
         let group = u64::from(octet & 0x7f);
@@ -100,6 +109,7 @@ pub fn decode(buf: &[u8], prefix_bits: u8) -> Result<(u64, usize), DecodeError> 
 }
 
 /// All-ones mask of the low `prefix_bits` bits (2^N - 1 in RFC 7541 §5.1).
+#[inline]
 fn prefix_mask(prefix_bits: u8) -> u8 {
     (0xffu16 >> (8 - u16::from(prefix_bits.clamp(1, 8)))) as u8
 }
