@@ -96,24 +96,33 @@ impl ResponseHead {
 /// bounds how much it buffers with `max`). On success the head's bytes are consumed from
 /// `buf`; what follows (body, next message) stays.
 pub fn parse_response(buf: &mut BytesMut, max: usize) -> Result<Option<ResponseHead>, Error> {
-    // Uninitialised slots: filling a hundred of them first cost more than parsing a small head.
-    let mut slots = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
-    let mut r = httparse::Response::new(&mut []);
-    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut r, buf, &mut slots) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => {
-            return if buf.len() > max { Err(Error::TooLarge) } else { Ok(None) };
+    // Where each field's name and value lie in `buf`, taken while httparse borrows it.
+    let mut spans = [[0u32; 4]; MAX_FIELDS];
+    let (len, n, status, version) = {
+        // Uninitialised slots: filling a hundred of them first cost more than parsing a small head.
+        let mut slots = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+        let mut r = httparse::Response::new(&mut []);
+        let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut r, buf, &mut slots) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => {
+                return if buf.len() > max { Err(Error::TooLarge) } else { Ok(None) };
+            }
+            Err(httparse::Error::TooManyHeaders) => return Err(Error::TooLarge),
+            Err(_) => return Err(Error::Invalid("malformed response head")),
+        };
+        if len > max {
+            return Err(Error::TooLarge);
         }
-        Err(httparse::Error::TooManyHeaders) => return Err(Error::TooLarge),
-        Err(_) => return Err(Error::Invalid("malformed response head")),
+        let status = r.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(Error::Invalid("bad status code"))?;
+        let version = if r.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
+        for (s, h) in spans.iter_mut().zip(r.headers.iter()) {
+            let (name, value) = (span(buf, h.name.as_bytes()), span(buf, h.value));
+            // Within `max`, which the caller keeps far under 4 GiB.
+            *s = [name.start, name.end, value.start, value.end].map(|x| x as u32);
+        }
+        (len, r.headers.len(), status, version)
     };
-    if len > max {
-        return Err(Error::TooLarge);
-    }
-    let status = r.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(Error::Invalid("bad status code"))?;
-    let version = if r.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
-    let fields = to_fields(r.headers, &buf[..len])?;
-    buf.advance(len);
+    let fields = to_fields(&spans[..n], buf.split_to(len));
     Ok(Some(ResponseHead { status, version, fields }))
 }
 
@@ -123,26 +132,27 @@ fn span(base: &[u8], part: &[u8]) -> std::ops::Range<usize> {
     at..at + part.len()
 }
 
-/// The fields `parsed` from `base` as [`Field`]s: one copy of `base`, the names lower-cased in
-/// it, common names static. The values are not checked again: httparse refuses a control
-/// character other than HTAB in one (its `HEADER_VALUE_MAP`), the rule the `http` crate's
-/// values follow too (a test below holds it to that).
-fn to_fields(parsed: &[httparse::Header<'_>], base: &[u8]) -> Result<Vec<Field>, Error> {
-    let mut copy = BytesMut::from(base);
-    for h in parsed {
-        copy[span(base, h.name.as_bytes())].make_ascii_lowercase();
+/// The fields at `spans` of `head`, split off the connection's read buffer: the names
+/// lower-cased in place, common names static, the rest slices of `head`. No copy and no
+/// allocation for the head's bytes (its body chunks are slices of that buffer too). The values
+/// are not checked again: httparse refuses a control character other than HTAB in one (its
+/// `HEADER_VALUE_MAP`), the rule the `http` crate's values follow too (a test below holds it to
+/// that).
+fn to_fields(spans: &[[u32; 4]], mut head: BytesMut) -> Vec<Field> {
+    let at = |a: u32, b: u32| a as usize..b as usize;
+    for s in spans {
+        head[at(s[0], s[1])].make_ascii_lowercase();
     }
-    let head = copy.freeze();
-    let mut fields = Vec::with_capacity(parsed.len() + 1);
-    for h in parsed {
-        let name_at = span(base, h.name.as_bytes());
-        let name = match crate::static_response_name(&head[name_at.clone()]) {
+    let head = head.freeze();
+    let mut fields = Vec::with_capacity(spans.len() + 1);
+    for s in spans {
+        let name = match crate::static_response_name(&head[at(s[0], s[1])]) {
             Some(n) => Bytes::from_static(n),
-            None => head.slice(name_at),
+            None => head.slice(at(s[0], s[1])),
         };
-        fields.push(Field { name, value: head.slice(span(base, h.value)) });
+        fields.push(Field { name, value: head.slice(at(s[2], s[3])) });
     }
-    Ok(fields)
+    fields
 }
 
 /// The fields `parsed` from `base` as a map, their values slices of one copy of `base`.
