@@ -76,13 +76,20 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(send_initial: u32, recv_initial: u32, recv_target: u32) -> Self {
+    /// A stream whose queues are `heads` and `queue` (emptied ones of a closed stream).
+    pub(crate) fn with_queues(
+        send_initial: u32,
+        recv_initial: u32,
+        recv_target: u32,
+        heads: VecDeque<PendingHead>,
+        queue: VecDeque<Bytes>,
+    ) -> Self {
         Self {
             recv_open: true,
             send_open: true,
-            heads: VecDeque::new(),
+            heads,
             final_head: FinalHead::None,
-            queue: VecDeque::new(),
+            queue,
             queued: 0,
             end_queued: false,
             trailers: None,
@@ -106,6 +113,12 @@ impl Stream {
 
     /// Queue a response head; returns whether the stream must join the connection's list of
     /// streams with heads to frame (it had none waiting).
+    /// The stream's queues, the rest of it dropped.
+    pub(crate) fn into_queues(self) -> (VecDeque<PendingHead>, VecDeque<Bytes>) {
+        let Self { heads, queue, .. } = self;
+        (heads, queue)
+    }
+
     pub(crate) fn push_head(&mut self, status: u16, fields: HeadFields, end_stream: bool) -> bool {
         let first = self.heads.is_empty();
         if status >= 200 {

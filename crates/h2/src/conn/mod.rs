@@ -546,12 +546,6 @@ impl Connection {
     fn remove_stream(&mut self, id: u32) -> bool {
         let Some(mut s) = self.streams.remove(&id) else { return false };
         self.stop_receiving(&mut s);
-        if self.spare.len() < SPARE_QUEUES && s.heads.capacity() + s.queue.capacity() > 0 {
-            let (mut heads, mut queue) = (std::mem::take(&mut s.heads), std::mem::take(&mut s.queue));
-            heads.clear();
-            queue.clear();
-            self.spare.push((heads, queue));
-        }
         if s.scheduled {
             self.sched.remove(id, s.priority);
         }
@@ -561,6 +555,14 @@ impl Connection {
             self.recently_closed.pop_front();
         }
         self.recently_closed.push_back((id, s.update_credit));
+        if self.spare.len() < SPARE_QUEUES && s.heads.capacity() + s.queue.capacity() > 0 {
+            // Moved out rather than taken: taking would leave two empty queues to drop, about
+            // 35 instructions each.
+            let (mut heads, mut queue) = s.into_queues();
+            heads.clear();
+            queue.clear();
+            self.spare.push((heads, queue));
+        }
         true
     }
 
@@ -599,11 +601,10 @@ impl Connection {
     fn new_stream(&mut self) -> Stream {
         let initial = self.policy.initial_stream_window();
         self.recv_windows += u64::from(initial);
-        let mut s = Stream::new(self.peer_initial_window, initial, initial);
-        if let Some((heads, queue)) = self.spare.pop() {
-            (s.heads, s.queue) = (heads, queue);
-        }
-        s
+        // Made with the spare queues in place: assigning them afterwards would drop the new
+        // stream's empty ones, about 35 instructions each.
+        let (heads, queue) = self.spare.pop().unwrap_or_default();
+        Stream::with_queues(self.peer_initial_window, initial, initial, heads, queue)
     }
 }
 
