@@ -57,7 +57,7 @@ impl Name for Bytes {
     }
 }
 
-/// Field names requests commonly carry: the names [`static_name`] knows.
+/// The names [`static_name`] knows, for the tests.
 #[cfg(test)]
 const STATIC_NAMES: [&[u8]; 24] = [
     b"te",
@@ -90,7 +90,7 @@ const STATIC_NAMES: [&[u8]; 24] = [
 /// such a name costs no reference count (as its clone and drop) on a shared buffer, and is a
 /// valid lower-case token that is not connection-specific, so it needs no check either (te
 /// aside, whose value is checked). A `match` on literals compares the bytes inline, where a
-/// search of [`STATIC_NAMES`] would call `memcmp` for each.
+/// search of a list would call `memcmp` for each.
 pub fn static_name(name: &[u8]) -> Option<&'static [u8]> {
     // The length first, in a jump table; then the few names of that length, compared inline.
     // On the names alone, a `match` compares them one after another.

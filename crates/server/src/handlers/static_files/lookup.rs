@@ -163,9 +163,10 @@ pub(super) mod cache {
     /// costs a lock, a keyed hash (SipHash: the path is the client's) and a probe, about 300
     /// instructions more. The cheap hash is safe here: colliding paths only take turns in a
     /// slot, each lookup is one slot, and a miss goes on to the shared cache. An entry keeps
-    /// the expiry it has there; when the cache starts over, each front drops all it holds at
-    /// its thread's next lookup, so it keeps at most `FRONT_SLOTS` entries alive beyond the
-    /// cache's budget per thread, and only until then.
+    /// the expiry it has there. Beyond the cache's budget, a front keeps alive at most the
+    /// `FRONT_SLOTS` entries it holds (each at most one 64 KiB chunk) after the cache replaced
+    /// or dropped them; when the cache starts over, each front lets go of all it holds at its
+    /// thread's next lookup.
     struct Front {
         generation: u64,
         slots: [Option<(Instant, Arc<Entry>)>; FRONT_SLOTS],
