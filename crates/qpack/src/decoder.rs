@@ -483,9 +483,14 @@ impl Decoder {
 
         // Literal strings are decoded into one buffer, and the fields take slices of it: one
         // allocation per section, not one per literal (a client without a dynamic table sends
-        // most values as literals).
-        let mut all = Vec::new();
-        let mut parts: Vec<(Part, Part, bool)> = Vec::new();
+        // most values as literals). Sized once: the literals decode to at most 8/5 of the bytes
+        // they take here (Huffman's shortest code is 5 bits), and the section to at most
+        // `limit`; grown literal by literal, it was reallocated two or three times a request.
+        let most = buf.len().saturating_mul(8) / 5;
+        let mut all = Vec::with_capacity(most.min(usize::try_from(limit).unwrap_or(usize::MAX)));
+        // Room for a typical request's lines from the start (pushed one by one from empty, it
+        // grew twice); each line takes at least one byte of the section.
+        let mut parts: Vec<(Part, Part, bool)> = Vec::with_capacity(buf.len().min(8));
         // Size of the fields so far; kept <= limit.
         let mut size: u64 = 0;
         let mut pos = 0;

@@ -46,8 +46,9 @@ impl Connection {
         for f in fields.iter().filter(|f| f.name == "priority") {
             priority = Priority::parse(&f.value, priority);
         }
-        let status = status.to_string();
-        let list = std::iter::once(FieldRef::new(b":status", status.as_bytes()))
+        // Three digits (checked above), without a `String` for them.
+        let status = [b'0' + (status / 100 % 10) as u8, b'0' + (status / 10 % 10) as u8, b'0' + (status % 10) as u8];
+        let list = std::iter::once(FieldRef::new(b":status", &status))
             .chain(fields.iter().map(|f| FieldRef::new(&f.name, &f.value)));
         let block = self.encode_section(stream, list)?;
         self.reprioritize(stream, priority);
@@ -55,6 +56,8 @@ impl Connection {
             self.urgencies_seen |= 1 << priority.urgency.min(7);
         }
         let s = self.streams.get_mut(&stream).ok_or(SendError::UnknownStream)?;
+        // The frame's header is at most 1 + 8 bytes: room for the whole frame at once.
+        s.send.heads.reserve_exact(block.len() + 9);
         frame::encode(kind::HEADERS, &block, &mut s.send.heads);
         if !interim {
             s.send.final_head = FinalHead::Queued;
