@@ -103,21 +103,24 @@ impl State {
     }
 }
 
+/// A state for tests from `sites` (TOML), with an upstream `app` (at a port nothing answers on)
+/// and a `www` directory beside the configuration.
+#[cfg(test)]
+pub(crate) fn for_test(sites: &str) -> State {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "data_dir = '{d}'\naccess_log = false\n[quic]\nenabled = false\n\
+         [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n{sites}",
+        d = dir.path().display()
+    );
+    std::fs::create_dir_all(dir.path().join("www")).unwrap();
+    std::fs::write(dir.path().join("sluice.toml"), toml).unwrap();
+    State::new(crate::config::load(&dir.path().join("sluice.toml")).unwrap())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::State;
-
-    fn state(sites: &str) -> State {
-        let dir = tempfile::tempdir().unwrap();
-        let toml = format!(
-            "data_dir = '{d}'\naccess_log = false\n[quic]\nenabled = false\n\
-             [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n{sites}",
-            d = dir.path().display()
-        );
-        std::fs::create_dir_all(dir.path().join("www")).unwrap();
-        std::fs::write(dir.path().join("sluice.toml"), toml).unwrap();
-        State::new(crate::config::load(&dir.path().join("sluice.toml")).unwrap())
-    }
+    use super::for_test as state;
 
     #[test]
     fn only_a_plain_file_route_can_be_answered_inline() {

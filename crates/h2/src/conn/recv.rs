@@ -364,7 +364,8 @@ impl Connection {
             s.priority = Priority::from_rfc7540_weight(p.weight);
         }
         // Looked up only when there is something to find: a lookup hashes the ID first.
-        if let Some(v) = (!self.pending_priority.is_empty()).then(|| self.pending_priority.remove(&id)).flatten() {
+        let pending = if self.pending_priority.is_empty() { None } else { self.pending_priority.remove(&id) };
+        if let Some(v) = pending {
             // §7.1: an update that arrived before the stream takes precedence over its header.
             s.priority = Priority::parse(&v, s.priority);
             s.priority_from_header = true;

@@ -1117,14 +1117,7 @@ mod tests {
         // Boxed for every proxied request (see `router::dispatch`): glibc serves blocks of up
         // to 1032 bytes from a per-thread cache, larger ones from its bins at several times the
         // cost. It was 1,608 bytes with the HTTP/1.1 exchange inline.
-        let dir = tempfile::tempdir().unwrap();
-        let toml = format!(
-            "data_dir = '{d}'\naccess_log = false\n[quic]\nenabled = false\n\
-             [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n[[site]]\nproxy = \"app\"\n",
-            d = dir.path().display()
-        );
-        std::fs::write(dir.path().join("sluice.toml"), toml).unwrap();
-        let state = crate::state::State::new(crate::config::load(&dir.path().join("sluice.toml")).unwrap());
+        let state = crate::state::for_test("[[site]]\nproxy = \"app\"\n");
         let mut req = crate::app::http::Request {
             proto: crate::app::http::Proto::Http2,
             peer: "127.0.0.1:1".parse().unwrap(),

@@ -172,9 +172,14 @@ pub(super) mod cache {
         slots: [Option<(Instant, Arc<Entry>)>; FRONT_SLOTS],
     }
 
+    impl Front {
+        const fn empty(generation: u64) -> Self {
+            Self { generation, slots: [const { None }; FRONT_SLOTS] }
+        }
+    }
+
     thread_local! {
-        static FRONT: std::cell::RefCell<Front> =
-            const { std::cell::RefCell::new(Front { generation: 0, slots: [const { None }; FRONT_SLOTS] }) };
+        static FRONT: std::cell::RefCell<Front> = const { std::cell::RefCell::new(Front::empty(0)) };
     }
 
     fn front_slot(root: &[u8], path: &str) -> usize {
@@ -191,7 +196,7 @@ pub(super) mod cache {
         let now = Instant::now();
         let found = FRONT.with_borrow_mut(|f| {
             if f.generation != generation {
-                *f = Front { generation, slots: [const { None }; FRONT_SLOTS] };
+                *f = Front::empty(generation);
             }
             match &f.slots[slot] {
                 Some((until, e)) if now < *until && e.is(root, path) => Some(e.clone()),
