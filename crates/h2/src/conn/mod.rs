@@ -29,7 +29,7 @@ use crate::error::{Error, Initiator, Reason};
 use crate::flow::{RecvWindow, SendWindow, WindowPolicy, DEFAULT_WINDOW};
 use crate::frame::{self, GoAway, Origin, RstStream, Setting, Settings, WindowUpdate};
 use crate::sched::Scheduler;
-use crate::stream::Stream;
+use crate::stream::{Stream, Streams};
 use sluice_http::{Budget, Field, RequestHead};
 
 /// Something the application must act on.
@@ -126,11 +126,6 @@ const KEPT_BLOCK_BUF: usize = 4096;
 /// twenty browser requests' heads.
 const DECODED_CHUNK: usize = 4096;
 
-/// Closed streams' queues kept for reuse, at most: as many as the streams a busy client keeps
-/// open at once (h2load -m 10 and a page's first burst of requests take more than 8), about
-/// 256 bytes each, and dropped when the connection goes idle (`shrink`).
-const SPARE_QUEUES: usize = 16;
-
 /// Streams remembered after closing, to tell "closed" from "never opened" (RFC 9113 §5.1).
 const RECENTLY_CLOSED: usize = 256;
 
@@ -154,12 +149,9 @@ pub struct Connection {
     send_window: SendWindow,
     recv_window: RecvWindow,
     conn_received: u64,
-    /// Open streams. Fx-hashed: a lookup per frame and per response, and at most
-    /// SETTINGS_MAX_CONCURRENT_STREAMS of them, so a peer choosing colliding ids gains little.
-    streams: rustc_hash::FxHashMap<u32, Stream>,
-    /// Emptied queues of closed streams, for new ones (a response's head and body would
-    /// otherwise allocate two queues per stream).
-    spare: Vec<(VecDeque<crate::stream::PendingHead>, VecDeque<Bytes>)>,
+    /// Open streams; closed ones' slots keep their queues for new ones (a response's head and
+    /// body would otherwise allocate two queues per stream).
+    streams: Streams,
     /// Decoded header lists are written here, and each is split off as the `Bytes` its fields
     /// are slices of: consecutive requests share one allocation of at least
     /// [`DECODED_CHUNK`] (each had one of its own before, and the first field slice of each
@@ -262,8 +254,7 @@ impl Connection {
             send_window: SendWindow::new(DEFAULT_WINDOW),
             recv_window,
             conn_received: 0,
-            streams: rustc_hash::FxHashMap::default(),
-            spare: Vec::new(),
+            streams: Streams::default(),
             decoded: BytesMut::new(),
             last_decoded: 0,
             spans: Vec::new(),
@@ -352,13 +343,10 @@ impl Connection {
     }
 
     /// Hands back what a busier time left allocated (queues and maps at their largest, the
-    /// spare stream queues, scratch buffers); for the driver to call once the connection has
-    /// been idle a while. What is still in use stays.
+    /// closed streams' slots and queues, scratch buffers); for the driver to call once the
+    /// connection has been idle a while. What is still in use stays.
     pub fn shrink(&mut self) {
-        if self.streams.is_empty() {
-            self.streams.shrink_to_fit();
-            self.spare = Vec::new();
-        }
+        self.streams.shrink();
         self.events.shrink_to_fit();
         self.heads.shrink_to_fit();
         self.sent_dirty.shrink_to_fit();
@@ -383,7 +371,7 @@ impl Connection {
     pub fn handle_eof(&mut self) {
         if !self.failed {
             self.failed = true;
-            for (id, _) in std::mem::take(&mut self.streams) {
+            for id in self.streams.close_all() {
                 let error = Error::Stream {
                     id,
                     reason: Reason::CANCEL,
@@ -501,7 +489,7 @@ impl Connection {
         let last = self.max_client_stream;
         GoAway { last_stream: last, reason, debug: detail.as_bytes().to_vec() }.encode(&mut self.control);
         self.heads.clear();
-        for (id, _) in std::mem::take(&mut self.streams) {
+        for id in self.streams.close_all() {
             self.events.push_back(Event::Reset { stream: id, error: e.clone() });
         }
         self.sched = Scheduler::default();
@@ -544,36 +532,19 @@ impl Connection {
     /// Forget a stream: return its unconsumed credit to the connection window and remember it
     /// as closed. Returns whether it existed.
     fn remove_stream(&mut self, id: u32) -> bool {
-        let Some(mut s) = self.streams.remove(&id) else { return false };
-        self.stop_receiving(&mut s);
+        let Some(s) = self.streams.close(id) else { return false };
+        stop_receiving(&mut self.recv_windows, &mut *self.policy, s);
         if s.scheduled {
             self.sched.remove(id, s.priority);
         }
+        let (unreleased, update_credit) = (s.unreleased, s.update_credit);
         self.heads.retain(|&h| h != id);
-        self.recv_window.release(u32::try_from(s.unreleased).unwrap_or(u32::MAX));
+        self.recv_window.release(u32::try_from(unreleased).unwrap_or(u32::MAX));
         if self.recently_closed.len() == RECENTLY_CLOSED {
             self.recently_closed.pop_front();
         }
-        self.recently_closed.push_back((id, s.update_credit));
-        if self.spare.len() < SPARE_QUEUES && s.heads.capacity() + s.queue.capacity() > 0 {
-            // Moved out rather than taken: taking would leave two empty queues to drop, about
-            // 35 instructions each.
-            let (mut heads, mut queue) = s.into_queues();
-            heads.clear();
-            queue.clear();
-            self.spare.push((heads, queue));
-        }
+        self.recently_closed.push_back((id, update_credit));
         true
-    }
-
-    /// The stream will receive no more body: its window leaves the connection's sum and its
-    /// growth goes back to the budget.
-    pub(super) fn stop_receiving(&mut self, s: &mut Stream) {
-        if s.tuning {
-            s.tuning = false;
-            self.recv_windows = self.recv_windows.saturating_sub(u64::from(s.recv.target()));
-            self.policy.on_stream_closed(&mut s.tune);
-        }
     }
 
     /// Close the stream if both directions are done.
@@ -598,13 +569,28 @@ impl Connection {
         }
     }
 
-    fn new_stream(&mut self) -> Stream {
+    /// Open stream `id`. One that will receive a body (`end_stream` false) counts in the sum
+    /// of receive windows until it ends.
+    fn open_stream(&mut self, id: u32, end_stream: bool) -> &mut Stream {
         let initial = self.policy.initial_stream_window();
+        let s = self.streams.open(id, self.peer_initial_window, initial, initial);
         self.recv_windows += u64::from(initial);
-        // Made with the spare queues in place: assigning them afterwards would drop the new
-        // stream's empty ones, about 35 instructions each.
-        let (heads, queue) = self.spare.pop().unwrap_or_default();
-        Stream::with_queues(self.peer_initial_window, initial, initial, heads, queue)
+        s.recv_open = !end_stream;
+        if end_stream {
+            stop_receiving(&mut self.recv_windows, &mut *self.policy, s);
+        }
+        s
+    }
+}
+
+/// Stream `s` will receive no more body: its window leaves the connection's sum
+/// (`recv_windows`) and its growth goes back to the budget. A function of the parts rather than
+/// a method, so that `s` can be one of the connection's own streams.
+fn stop_receiving(recv_windows: &mut u64, policy: &mut dyn WindowPolicy, s: &mut Stream) {
+    if s.tuning {
+        s.tuning = false;
+        *recv_windows = recv_windows.saturating_sub(u64::from(s.recv.target()));
+        policy.on_stream_closed(&mut s.tune);
     }
 }
 

@@ -335,43 +335,43 @@ impl Connection {
             // §5.1.2: beyond SETTINGS_MAX_CONCURRENT_STREAMS.
             return Err(Error::stream(id, Reason::REFUSED_STREAM, "too many concurrent streams"));
         }
-        let mut s = self.new_stream();
-        s.recv_open = !b.end_stream;
-        if b.end_stream {
-            self.stop_receiving(&mut s);
-        }
         if too_large {
             // §8.2.2 / RFC 6585: answer 431 and drop the body.
+            let s = self.open_stream(id, b.end_stream);
             s.discard = true;
             s.end_queued = true;
             s.push_head(431, vec![request::Field::new("content-length", "0")].into(), true);
-            self.streams.insert(id, s);
             self.heads.push_back(id);
             return Ok(());
         }
+        // Everything that can refuse the request comes before the stream opens.
         let head = request::request_head(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d));
         self.spans = spans;
         let head = head?;
-        s.content_length = request::content_length(&head).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
-        if b.end_stream && s.content_length.is_some_and(|cl| cl != 0) {
+        let content_length =
+            request::content_length(&head).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
+        if b.end_stream && content_length.is_some_and(|cl| cl != 0) {
             return Err(Error::stream(id, Reason::PROTOCOL_ERROR, "content-length on a request without body"));
         }
+        let (mut priority, mut from_header) = (Priority::default(), false);
         if let Some(v) = head.get(b"priority") {
-            s.priority = Priority::parse(v, Priority::default());
-            s.priority_from_header = true;
+            (priority, from_header) = (Priority::parse(v, Priority::default()), true);
         } else if let Some(p) = b.priority {
             // A client that ignores SETTINGS_NO_RFC7540_PRIORITIES: map its weight.
-            s.priority = Priority::from_rfc7540_weight(p.weight);
+            priority = Priority::from_rfc7540_weight(p.weight);
         }
         // Looked up only when there is something to find: a lookup hashes the ID first.
         let pending = if self.pending_priority.is_empty() { None } else { self.pending_priority.remove(&id) };
+        let signalled = pending.is_some();
         if let Some(v) = pending {
             // §7.1: an update that arrived before the stream takes precedence over its header.
-            s.priority = Priority::parse(&v, s.priority);
-            s.priority_from_header = true;
-            s.priority_signalled = true;
+            (priority, from_header) = (Priority::parse(&v, priority), true);
         }
-        self.streams.insert(id, s);
+        let s = self.open_stream(id, b.end_stream);
+        s.content_length = content_length;
+        s.priority = priority;
+        s.priority_from_header = from_header;
+        s.priority_signalled = signalled;
         self.events.push_back(Event::Request { stream: id, head, end_stream: b.end_stream });
         let _ = now;
         Ok(())
@@ -482,7 +482,7 @@ impl Connection {
                     // §6.9.2: adjust every stream's send window by the difference.
                     let delta = i64::from(n) - i64::from(self.peer_initial_window);
                     self.peer_initial_window = n;
-                    let ids: Vec<u32> = self.streams.keys().copied().collect();
+                    let ids: Vec<u32> = self.streams.iter().map(|(id, _)| id).collect();
                     for id in ids {
                         if let Some(s) = self.streams.get_mut(&id) {
                             if s.send_window.adjust(delta).is_err() {
@@ -567,10 +567,9 @@ impl Connection {
 
     /// The peer ended the request body (END_STREAM or trailers).
     fn end_of_body(&mut self, id: u32) {
-        if let Some(mut s) = self.streams.remove(&id) {
+        if let Some(s) = self.streams.get_mut(&id) {
             s.recv_open = false;
-            self.stop_receiving(&mut s);
-            self.streams.insert(id, s);
+            super::stop_receiving(&mut self.recv_windows, &mut *self.policy, s);
         }
     }
 

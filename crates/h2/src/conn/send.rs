@@ -134,8 +134,8 @@ impl Connection {
     /// any stream (whatever the flow-control windows allow now).
     pub fn has_unframed(&self) -> bool {
         self.streams
-            .values()
-            .any(|s| !s.heads.is_empty() || s.queued > 0 || s.trailers.is_some() || (s.end_queued && s.send_open))
+            .iter()
+            .any(|(_, s)| !s.heads.is_empty() || s.queued > 0 || s.trailers.is_some() || (s.end_queued && s.send_open))
     }
 
     /// Whether frames wait that need room in a write: queued control frames or headers, or a
@@ -218,7 +218,7 @@ impl Connection {
         loop {
             let mut done = [0u32; 16];
             let mut n = 0;
-            for (&id, _) in self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open) {
+            for (id, _) in self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open) {
                 done[n] = id;
                 n += 1;
                 if n == done.len() {
@@ -244,7 +244,7 @@ impl Connection {
     fn write_head(&mut self, id: u32, out: &mut Vec<u8>) {
         let Some(s) = self.streams.get_mut(&id) else { return };
         // Popped, not taken: the queue keeps its room for the stream's next head and, through
-        // the spare queues, for the next stream's (taking it cost an allocation per response).
+        // its slot, for the next stream's (taking it cost an allocation per response).
         while let Some(head) = s.heads.pop_front() {
             // Three digits: `send_response` takes only 100..=999 (and the engine's own 431).
             let n = head.status;

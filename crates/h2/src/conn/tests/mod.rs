@@ -209,8 +209,8 @@ fn a_shrunk_connection_serves_on_and_keeps_its_tables() {
         assert_eq!(heads, ids.len(), "round {round}: {out:?}");
         assert_eq!(c.conn.open_streams(), 0);
         c.conn.shrink();
-        assert_eq!(c.conn.streams.capacity(), 0, "an empty map hands back its room");
-        assert!(c.conn.events.capacity() == 0 && c.conn.spare.is_empty());
+        assert_eq!(c.conn.streams.capacity(), 0, "an empty map hands back its room and slots");
+        assert!(c.conn.events.capacity() == 0);
     }
     // The streams it closed are still known as closed (RFC 9113 §5.1).
     c.request(3, "/again", true);
@@ -248,16 +248,19 @@ fn consecutive_request_heads_share_one_buffer_and_keep_their_own_bytes() {
 fn a_closed_streams_queues_serve_the_next_streams() {
     let mut c = Client::new(Config::default());
     // Ten streams at once, as h2load -m 10 sends them: every one's head and body queues come
-    // back to the spare list with their room when the streams close.
+    // stay in their slots with their room when the streams close.
     let ids: Vec<u32> = (0..10).map(|i| 1 + 2 * i).collect();
     answer_burst(&mut c, &ids, "/a");
     assert_eq!(c.conn.open_streams(), 0);
-    assert_eq!(c.conn.spare.len(), ids.len(), "every closed stream's queues are kept");
-    assert!(c.conn.spare.iter().all(|(h, q)| h.capacity() > 0 && q.capacity() > 0), "kept with their room");
+    assert_eq!(c.conn.streams.free_queues().count(), ids.len(), "every closed stream's queues are kept");
+    assert!(
+        c.conn.streams.free_queues().all(|(h, q)| h.capacity() > 0 && q.capacity() > 0 && h.is_empty() && q.is_empty()),
+        "kept with their room, emptied"
+    );
     // The next stream takes a pair: its head goes out without growing a queue.
     c.request(21, "/b", true);
     c.events();
-    let s = &c.conn.streams[&21];
+    let s = c.conn.streams.get(&21).unwrap();
     assert!(s.heads.capacity() > 0 && s.queue.capacity() > 0);
 }
 
@@ -416,6 +419,27 @@ fn malformed_request_is_stream_error() {
     c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1, &b);
     assert_eq!(c.output(), vec![F::Rst(1, Reason::PROTOCOL_ERROR)]);
     assert!(c.events().is_empty(), "no request event for a malformed request");
+}
+
+#[test]
+fn a_refused_request_leaves_no_window_in_the_connection_s_sum() {
+    let mut c = Client::new(Config::default());
+    // Malformed requests that announce a body (no END_STREAM): refused before the stream
+    // opens, so none of them counts in the receive windows that size the connection's.
+    for (i, bad) in ["G ET", "GET"].iter().enumerate() {
+        let stream = 1 + 2 * i as u32;
+        let fields =
+            [(":method", *bad), (":scheme", "https"), (":authority", "x"), (":path", "/"), ("content-length", "x")];
+        let b = c.block(&fields);
+        c.send(kind::HEADERS, flag::END_HEADERS, stream, &b);
+        assert_eq!(c.output(), vec![F::Rst(stream, Reason::PROTOCOL_ERROR)]);
+    }
+    assert_eq!(c.conn.recv_windows, 0);
+    // One that opens does count, until its body ends.
+    c.request(5, "/", false);
+    assert!(c.conn.recv_windows > 0);
+    c.send(kind::DATA, flag::END_STREAM, 5, b"");
+    assert_eq!(c.conn.recv_windows, 0);
 }
 
 #[test]
@@ -764,7 +788,7 @@ fn settings_announce_no_rfc7540_priorities_and_weights_still_map() {
     let mut p = 0u32.to_be_bytes().to_vec();
     p.push(255);
     c.send(kind::PRIORITY, 0, 1, &p);
-    assert_eq!(c.conn.streams[&1].priority.urgency, 0);
+    assert_eq!(c.conn.streams.get(&1).unwrap().priority.urgency, 0);
 }
 
 #[test]
