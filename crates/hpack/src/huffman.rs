@@ -153,7 +153,7 @@ fn decode_into(src: &[u8], out: &mut [u8]) -> (usize, Result<(), DecodeError>) {
     let mut bits: u32 = 0;
     let mut rest = src;
     loop {
-        if bits < MAX_CODE_LEN as u32 {
+        if bits < MAX_CODE_LEN as u32 && !rest.is_empty() {
             if let Some(word) = rest.first_chunk::<8>() {
                 acc |= u64::from_be_bytes(*word) >> bits;
                 let take = (63 - bits) / 8;
@@ -165,13 +165,34 @@ fn decode_into(src: &[u8], out: &mut [u8]) -> (usize, Result<(), DecodeError>) {
                     bits += 8;
                     rest = tail;
                 }
-                // All the input is in. Up to 7 one-bits left are padding, the top bits of EOS
-                // (§5.2); no code that short is all ones.
-                if bits <= 7 && (bits == 0 || acc >> (64 - bits) == (1 << bits) - 1) {
-                    return (at, Ok(()));
-                }
             }
         }
+        // Codes of at most 8 bits while 8 bits are in: no refill, end or length check between
+        // them (most symbols of paths, names and values are such).
+        while bits >= 8 {
+            let fast = FAST[(acc >> 56) as usize];
+            if fast == 0 {
+                break;
+            }
+            let len = u32::from(fast >> 8);
+            acc <<= len;
+            bits -= len;
+            // Out of room before the input is: only `max_len` can be the reason.
+            let Some(slot) = out.get_mut(at) else { return (at, Err(DecodeError::StringTooLong)) };
+            *slot = fast as u8;
+            at += 1;
+        }
+        if !rest.is_empty() {
+            if bits < MAX_CODE_LEN as u32 {
+                continue;
+            }
+        } else if bits <= 7 && (bits == 0 || acc >> (64 - bits) == (1 << bits) - 1) {
+            // All the input is in. Up to 7 one-bits left are padding, the top bits of EOS
+            // (§5.2); no code that short is all ones.
+            return (at, Ok(()));
+        }
+        // A code longer than 8 bits, or (at the end) a short one in fewer than 8 bits left, or
+        // fewer bits than the code they start.
         let fast = FAST[(acc >> 56) as usize];
         let len = u32::from(fast >> 8);
         let symbol = if fast != 0 && len <= bits {
@@ -179,7 +200,6 @@ fn decode_into(src: &[u8], out: &mut [u8]) -> (usize, Result<(), DecodeError>) {
             bits -= len;
             fast as u8
         } else {
-            // A code longer than 8 bits, or (at the end) fewer bits than the code they start.
             let Some((symbol, len)) = long_code(acc, bits) else { return (at, Err(DecodeError::InvalidHuffman)) };
             if usize::from(symbol) == EOS {
                 return (at, Err(DecodeError::InvalidHuffman));
@@ -188,7 +208,6 @@ fn decode_into(src: &[u8], out: &mut [u8]) -> (usize, Result<(), DecodeError>) {
             bits -= len;
             symbol as u8
         };
-        // Out of room before the input is: only `max_len` can be the reason.
         let Some(slot) = out.get_mut(at) else { return (at, Err(DecodeError::StringTooLong)) };
         *slot = symbol;
         at += 1;
