@@ -266,7 +266,24 @@ pub(crate) struct Inline {
     /// The whole body; empty: none (the head ends the stream).
     pub(crate) body: Bytes,
     /// Its access-log line, written when this drops: set `bytes_out` and `outcome` first.
-    pub(crate) log: AccessLog,
+    /// `None` without an access log: the line would be made and moved for nothing (about 150
+    /// instructions a request); boxed, so that an answer moves 72 bytes rather than 224.
+    pub(crate) log: Option<Box<AccessLog>>,
+}
+
+impl Inline {
+    /// The request's counters, for the stream layer's state when the body waits for room.
+    pub(crate) fn counters(&self) -> Arc<Counters> {
+        self.log.as_ref().map_or_else(|| NO_COUNTS.clone(), |l| l.counters.clone())
+    }
+
+    /// How the exchange ended, and the body bytes handed on, for the log line.
+    pub(crate) fn ended(&mut self, outcome: &'static str, bytes_out: u64) {
+        if let Some(log) = &mut self.log {
+            log.outcome = outcome;
+            log.bytes_out = bytes_out;
+        }
+    }
 }
 
 /// The answer [`prepare`] gives to a request without a body, when it is known without running
@@ -340,9 +357,12 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     let (wire, body) = static_files::cached_whole(root, path, head_only)?;
     // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router).
     let fields = HeadFields { shared: Some(wire), own: conn.alt_svc_field.iter().cloned().collect() };
-    let method = if head_only { http::Method::HEAD } else { http::Method::GET };
-    let mut log = access_log(state, proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
-    log.status = 200;
+    let log = state.cfg.access_log.then(|| {
+        let method = if head_only { http::Method::HEAD } else { http::Method::GET };
+        let mut log = access_log(state, proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
+        log.status = 200;
+        Box::new(log)
+    });
     Some(Inline { fields, body, log })
 }
 

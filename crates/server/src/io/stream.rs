@@ -398,14 +398,14 @@ impl Streams {
             return;
         }
         if end {
-            a.log.outcome = "ok";
+            a.ended("ok", 0);
             return;
         }
-        a.log.bytes_out = a.body.len() as u64;
+        let len = a.body.len() as u64;
         match offer(engine, id, std::mem::take(&mut a.body), true) {
-            Ok(None) => a.log.outcome = "ok",
+            Ok(None) => a.ended("ok", len),
             Ok(Some(body)) => {
-                a.log.outcome = "ok";
+                a.ended("ok", len);
                 let room = Shared::new(id, &self.state, &self.tx);
                 let mut held = VecDeque::new();
                 held.push_back((body, true));
@@ -413,7 +413,7 @@ impl Streams {
                     body_tx: None,
                     trailers: None,
                     room,
-                    counters: a.log.counters.clone(),
+                    counters: a.counters(),
                     handler: None,
                     held,
                     held_trailers: None,
@@ -421,7 +421,7 @@ impl Streams {
                 self.map.insert(id, ctx);
                 self.lists().finished.push(id);
             }
-            Err(_) => {}
+            Err(_) => a.ended("reset", len),
         }
     }
 
