@@ -355,7 +355,19 @@ static CLASS: [u8; 256] = {
 /// names, valid values, no connection-specific fields, `te` only `trailers`, and the mandatory
 /// pseudo-header fields of a request or a CONNECT request (RFC 9113 §8.2, §8.3, §8.5).
 pub fn request_head<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Result<RequestHead, &'static str> {
+    request_head_into(list, Vec::new())
+}
+
+/// As [`request_head`], with the regular fields in `fields` (emptied first): an engine hands
+/// back the list of a head it has done with, and the next head needs no allocation for it.
+pub fn request_head_into<N: Name>(
+    list: impl IntoIterator<Item = (N, Bytes)>,
+    mut fields: Vec<Field>,
+) -> Result<RequestHead, &'static str> {
     let list = list.into_iter();
+    fields.clear();
+    // Sized once: at most the list, less the (usually four) pseudo-header fields.
+    fields.reserve(list.size_hint().0.saturating_sub(4).max(1));
     let mut head = RequestHead {
         method: Bytes::new(),
         scheme: None,
@@ -363,8 +375,7 @@ pub fn request_head<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Resu
         path: None,
         protocol: None,
         controls: false,
-        // Sized once: at most the list, less the (usually four) pseudo-header fields.
-        fields: Vec::with_capacity(list.size_hint().0.saturating_sub(4).max(1)),
+        fields,
     };
     let mut method = None;
     let mut regular_seen = false;

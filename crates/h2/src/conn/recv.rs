@@ -345,7 +345,8 @@ impl Connection {
             return Ok(());
         }
         // Everything that can refuse the request comes before the stream opens.
-        let head = request::request_head(list).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d));
+        let head = request::request_head_into(list, self.spare_fields.pop().unwrap_or_default())
+            .map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d));
         self.spans = spans;
         let head = head?;
         let content_length =

@@ -93,6 +93,10 @@ impl Engine for Connection {
     fn buffered(&self, id: u64) -> Option<usize> {
         Self::buffered(self, h2_id(id))
     }
+
+    fn recycle_fields(&mut self, fields: Vec<sluice_http::Field>) {
+        Self::recycle_fields(self, fields);
+    }
 }
 
 /// Serve one HTTP/2 connection. `prefix` holds bytes already read (h2c sniffing).

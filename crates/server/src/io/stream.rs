@@ -100,6 +100,11 @@ pub(crate) trait Engine {
     fn priority(&mut self, id: u64, value: &[u8]);
     /// Response bytes still queued in the engine; `None` once the stream is gone from it.
     fn buffered(&self, id: u64) -> Option<usize>;
+    /// Take back the field list of a request head the stream layer has done with, for the
+    /// engine's next head (nothing for engines that do not reuse them).
+    fn recycle_fields(&mut self, fields: Vec<Field>) {
+        let _ = fields;
+    }
 }
 
 /// Hand `data` to the engine if it takes body bytes for `id` now: `Ok(None)` when it did,
@@ -303,6 +308,7 @@ impl Streams {
         if end_stream {
             if let Some(a) = answer_inline(&head, &self.state, &self.info, self.proto) {
                 self.send_inline(engine, id, a);
+                engine.recycle_fields(head.fields);
                 return;
             }
         }
@@ -639,6 +645,8 @@ mod tests {
         /// `send_data` refuses with Full beyond this many queued bytes.
         bound: Option<usize>,
         gone: Vec<u64>,
+        /// The field lists of request heads handed back, as their fields.
+        recycled: Vec<Vec<Field>>,
     }
 
     impl Engine for Recorder {
@@ -687,6 +695,10 @@ mod tests {
         }
 
         fn priority(&mut self, _id: u64, _value: &[u8]) {}
+
+        fn recycle_fields(&mut self, fields: Vec<Field>) {
+            self.recycled.push(fields);
+        }
 
         fn buffered(&self, id: u64) -> Option<usize> {
             if self.gone.contains(&id) || self.ended.get(&id).copied().unwrap_or(false) {
@@ -751,8 +763,13 @@ mod tests {
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
         assert_eq!(e.heads, vec![(1, 200, false)]);
         assert_eq!(e.data[&1], A_TXT);
+        assert!(e.recycled.is_empty(), "the request's fields went to the handler");
         // The next is answered at once, through no command: the same head, fields and body.
         s.start(&mut e, 3, head_with("GET", "localhost", "/a.txt?x=1", &fields), true, None);
+        let recycled: Vec<_> =
+            e.recycled.iter().map(|l| l.iter().map(|f| (&f.name[..], &f.value[..])).collect::<Vec<_>>()).collect();
+        let expected: Vec<(&[u8], &[u8])> = fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect();
+        assert_eq!(recycled, vec![expected], "the head's field list goes back to the engine");
         assert_eq!(e.heads[1], (3, 200, false));
         assert_eq!(e.fields[&3], e.fields[&1]);
         assert!(e.fields[&3].iter().any(|f| f.name == "alt-svc"), "{:?}", e.fields[&3]);

@@ -245,6 +245,37 @@ fn consecutive_request_heads_share_one_buffer_and_keep_their_own_bytes() {
 }
 
 #[test]
+fn a_recycled_field_list_holds_the_next_request_s_fields() {
+    let mut c = Client::new(Config::default());
+    let fields = [(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", "/"), ("accept", "*/*")];
+    let head = |c: &mut Client, stream: u32| {
+        let b = c.block(&fields);
+        c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, stream, &b);
+        match c.events().pop() {
+            Some(Event::Request { head, .. }) => head,
+            e => panic!("{e:?}"),
+        }
+    };
+    let first = head(&mut c, 1);
+    let at = first.fields.as_ptr();
+    c.conn.recycle_fields(first.fields);
+    let second = head(&mut c, 3);
+    assert_eq!(second.fields.as_ptr(), at, "the list handed back holds the next head's fields");
+    assert_eq!(second.fields, vec![Field::new("accept", "*/*")]);
+    // A list longer than the kept bound is let go, lists beyond the count too, and an idle
+    // connection lets go of them all.
+    c.conn.recycle_fields(Vec::with_capacity(super::KEPT_FIELDS + 1));
+    assert!(c.conn.spare_fields.is_empty());
+    for _ in 0..super::SPARE_FIELD_LISTS + 1 {
+        c.conn.recycle_fields(second.fields.clone());
+    }
+    assert_eq!(c.conn.spare_fields.len(), super::SPARE_FIELD_LISTS);
+    assert!(c.conn.spare_fields.iter().all(|l| l.is_empty() && l.capacity() > 0));
+    c.conn.shrink();
+    assert_eq!(c.conn.spare_fields.capacity(), 0);
+}
+
+#[test]
 fn a_closed_streams_queues_serve_the_next_streams() {
     let mut c = Client::new(Config::default());
     // Ten streams at once, as h2load -m 10 sends them: every one's head and body queues come
