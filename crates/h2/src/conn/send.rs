@@ -163,7 +163,10 @@ impl Connection {
     /// Report, per stream, body bytes framed since the last call (the driver turns them into
     /// room for the handler: its backpressure).
     pub fn drain_sent(&mut self, mut f: impl FnMut(u32, usize)) {
-        for id in std::mem::take(&mut self.sent_dirty) {
+        // The list keeps its room for the next writes (taken whole, it was an allocation and a
+        // free about every other write).
+        let mut dirty = std::mem::take(&mut self.sent_dirty);
+        for &id in &dirty {
             if let Some(s) = self.streams.get_mut(&id) {
                 let n = std::mem::take(&mut s.sent_unreported);
                 if n > 0 {
@@ -171,6 +174,8 @@ impl Connection {
                 }
             }
         }
+        dirty.clear();
+        self.sent_dirty = dirty;
     }
 
     /// Queue an extension frame (ORIGIN and friends) as control output.

@@ -669,6 +669,10 @@ fn drain_sent_reports_framed_bytes() {
     c.conn.drain_sent(|id, n| seen.push((id, n)));
     assert_eq!(seen, [(1, 40_000)]);
     assert_eq!(c.conn.buffered(1), Some(0));
+    // Reported once; the list keeps its room for the next writes.
+    c.conn.drain_sent(|id, n| seen.push((id, n)));
+    assert_eq!(seen.len(), 1);
+    assert!(c.conn.sent_dirty.is_empty() && c.conn.sent_dirty.capacity() > 0);
 }
 
 #[test]
