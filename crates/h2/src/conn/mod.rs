@@ -39,8 +39,9 @@ pub enum Event {
     Request {
         /// Stream.
         stream: u32,
-        /// Pseudo-header and regular fields.
-        head: RequestHead,
+        /// Pseudo-header and regular fields. Boxed, so that the event moves a pointer rather
+        /// than about 200 bytes; hand the box back with [`Connection::recycle_head`].
+        head: Box<RequestHead>,
         /// The request has no body.
         end_stream: bool,
     },
@@ -126,10 +127,10 @@ const KEPT_BLOCK_BUF: usize = 4096;
 /// twenty browser requests' heads.
 const DECODED_CHUNK: usize = 4096;
 
-/// The longest field list kept for a later request head ([`Connection::recycle_fields`]).
+/// The longest field list a request head kept for a later one keeps ([`Connection::recycle_head`]).
 const KEPT_FIELDS: usize = 32;
-/// Field lists kept for later request heads: about as many as requests a client sends at once.
-const SPARE_FIELD_LISTS: usize = 16;
+/// Request heads kept for later ones: about as many as requests a client sends at once.
+const SPARE_HEADS: usize = 16;
 
 /// Streams remembered after closing, to tell "closed" from "never opened" (RFC 9113 §5.1).
 const RECENTLY_CLOSED: usize = 256;
@@ -165,9 +166,11 @@ pub struct Connection {
     /// The size of the last request's decoded header list: room for that much is made before
     /// the next one is decoded.
     last_decoded: usize,
-    /// Request heads' field lists handed back ([`Connection::recycle_fields`]), emptied, for
-    /// the next heads: as many as requests come in one read (h2load -m 10 sends ten).
-    spare_fields: Vec<Vec<Field>>,
+    /// Request heads handed back ([`Connection::recycle_head`]), emptied, for the next ones:
+    /// as many as requests come in one read (h2load -m 10 sends ten). Kept boxed: the boxes
+    /// are what events carry and the application hands back.
+    #[allow(clippy::vec_box)]
+    spare_heads: Vec<Box<RequestHead>>,
     /// Field positions while a header block is decoded (kept between blocks).
     spans: Vec<[usize; 3]>,
     max_client_stream: u32,
@@ -265,7 +268,7 @@ impl Connection {
             streams: Streams::default(),
             decoded: BytesMut::new(),
             last_decoded: 0,
-            spare_fields: Vec::new(),
+            spare_heads: Vec::new(),
             spans: Vec::new(),
             max_client_stream: 0,
             // Grows with use (up to RECENTLY_CLOSED): reserving it all at once cost 2 kB per
@@ -364,7 +367,7 @@ impl Connection {
         self.control.shrink_to_fit();
         self.out_block = Vec::new();
         self.decoded = BytesMut::new();
-        self.spare_fields = Vec::new();
+        self.spare_heads = Vec::new();
         self.spans = Vec::new();
         self.encoder.shrink();
     }
@@ -476,14 +479,17 @@ impl Connection {
         self.streams.get(&stream).map(|s| s.recv.target())
     }
 
-    /// Take back the field list of a request head (`Event::Request`) the application has done
-    /// with: a later head's fields go in it (a head's list was an allocation and a free per
-    /// request). A list longer than a browser's usual request head is let go, and so are lists
-    /// beyond [`SPARE_FIELD_LISTS`].
-    pub fn recycle_fields(&mut self, mut fields: Vec<Field>) {
-        if fields.capacity() <= KEPT_FIELDS && self.spare_fields.len() < SPARE_FIELD_LISTS {
-            fields.clear();
-            self.spare_fields.push(fields);
+    /// Take back a request head (`Event::Request`) the application has done with (what it
+    /// still holds is dropped now): a later request's head goes in it, and in its field list
+    /// (each was an allocation and a free per request). A field list longer than a browser's
+    /// usual request head is let go, and so are heads beyond [`SPARE_HEADS`].
+    pub fn recycle_head(&mut self, mut head: Box<RequestHead>) {
+        if self.spare_heads.len() < SPARE_HEADS {
+            head.clear();
+            if head.fields.capacity() > KEPT_FIELDS {
+                head.fields = Vec::new();
+            }
+            self.spare_heads.push(head);
         }
     }
 

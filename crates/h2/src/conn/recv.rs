@@ -345,10 +345,10 @@ impl Connection {
             return Ok(());
         }
         // Everything that can refuse the request comes before the stream opens.
-        let head = request::request_head_into(list, self.spare_fields.pop().unwrap_or_default())
-            .map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d));
+        let mut head = self.spare_heads.pop().unwrap_or_default();
+        let filled = request::fill_request_head(list, &mut head);
         self.spans = spans;
-        let head = head?;
+        filled.map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
         let content_length =
             request::content_length(&head).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
         if b.end_stream && content_length.is_some_and(|cl| cl != 0) {

@@ -98,7 +98,7 @@ pub(crate) trait Interims: Send + Sync + 'static {
 /// already refuse names that are not tokens and values with NUL, CR or LF; this catches other
 /// control characters) makes the request malformed, answered 400, never silently dropped.
 pub(crate) fn to_request(
-    head: RequestHead,
+    head: &mut RequestHead,
     body: RequestBody,
     interim: Interim,
     conn: &ConnInfo,
@@ -127,7 +127,8 @@ pub(crate) fn to_request(
     });
     let mut host: Option<String> = None;
     let mut hosts = 0;
-    for f in head.fields {
+    // Drained, so that the engine can reuse the list.
+    for f in head.fields.drain(..) {
         match (http::HeaderName::from_bytes(&f.name), http::HeaderValue::from_maybe_shared(f.value)) {
             (Ok(n), Ok(v)) => {
                 if n == http::header::HOST {

@@ -94,8 +94,8 @@ impl Engine for Connection {
         Self::buffered(self, h2_id(id))
     }
 
-    fn recycle_fields(&mut self, fields: Vec<sluice_http::Field>) {
-        Self::recycle_fields(self, fields);
+    fn recycle_head(&mut self, head: Box<sluice_http::RequestHead>) {
+        Self::recycle_head(self, head);
     }
 }
 

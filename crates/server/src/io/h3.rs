@@ -956,7 +956,7 @@ impl Driver {
                         let credit = self.credits.get(&stream).cloned().unwrap_or_default();
                         Arc::new(move |n| credit.consumed(n)) as Arc<dyn Fn(usize) + Send + Sync>
                     });
-                    self.streams.start(&mut self.engine, stream, head, end_stream, on_consumed);
+                    self.streams.start(&mut self.engine, stream, Box::new(head), end_stream, on_consumed);
                 }
                 Event::Data { stream, data, end_stream } => self.body(stream, data, end_stream),
                 Event::Trailers { stream, fields } => self.streams.trailers(stream, fields),

@@ -245,10 +245,12 @@ fn consecutive_request_heads_share_one_buffer_and_keep_their_own_bytes() {
 }
 
 #[test]
-fn a_recycled_field_list_holds_the_next_request_s_fields() {
+fn a_recycled_head_holds_the_next_request_s_head() {
     let mut c = Client::new(Config::default());
     let fields = [(":method", "GET"), (":scheme", "https"), (":authority", "x"), (":path", "/"), ("accept", "*/*")];
-    let head = |c: &mut Client, stream: u32| {
+    let head = |c: &mut Client, stream: u32, path: &str| {
+        let mut fields = fields.to_vec();
+        fields[3].1 = path;
         let b = c.block(&fields);
         c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, stream, &b);
         match c.events().pop() {
@@ -256,23 +258,29 @@ fn a_recycled_field_list_holds_the_next_request_s_fields() {
             e => panic!("{e:?}"),
         }
     };
-    let first = head(&mut c, 1);
-    let at = first.fields.as_ptr();
-    c.conn.recycle_fields(first.fields);
-    let second = head(&mut c, 3);
-    assert_eq!(second.fields.as_ptr(), at, "the list handed back holds the next head's fields");
+    let first = head(&mut c, 1, "/a");
+    let (at, fields_at) = (&*first as *const crate::RequestHead, first.fields.as_ptr());
+    c.conn.recycle_head(first);
+    let second = head(&mut c, 3, "/b");
+    assert_eq!(&*second as *const _, at, "the head handed back holds the next one");
+    assert_eq!(second.fields.as_ptr(), fields_at, "and its field list the next fields");
+    assert_eq!(second.path.as_deref(), Some(&b"/b"[..]));
     assert_eq!(second.fields, vec![Field::new("accept", "*/*")]);
-    // A list longer than the kept bound is let go, lists beyond the count too, and an idle
-    // connection lets go of them all.
-    c.conn.recycle_fields(Vec::with_capacity(super::KEPT_FIELDS + 1));
-    assert!(c.conn.spare_fields.is_empty());
-    for _ in 0..super::SPARE_FIELD_LISTS + 1 {
-        c.conn.recycle_fields(second.fields.clone());
+    // A recycled head holds nothing of its request; one with a long field list keeps no list,
+    // heads beyond the count are let go, and an idle connection lets go of them all.
+    let mut long = second.clone();
+    long.fields.reserve(super::KEPT_FIELDS + 1);
+    c.conn.recycle_head(long);
+    assert_eq!(c.conn.spare_heads.len(), 1);
+    assert_eq!(*c.conn.spare_heads[0], crate::RequestHead::default());
+    assert_eq!(c.conn.spare_heads[0].fields.capacity(), 0);
+    for _ in 0..super::SPARE_HEADS + 1 {
+        c.conn.recycle_head(second.clone());
     }
-    assert_eq!(c.conn.spare_fields.len(), super::SPARE_FIELD_LISTS);
-    assert!(c.conn.spare_fields.iter().all(|l| l.is_empty() && l.capacity() > 0));
+    assert_eq!(c.conn.spare_heads.len(), super::SPARE_HEADS);
+    assert!(c.conn.spare_heads[1..].iter().all(|h| h.path.is_none() && h.fields.is_empty() && h.fields.capacity() > 0));
     c.conn.shrink();
-    assert_eq!(c.conn.spare_fields.capacity(), 0);
+    assert_eq!(c.conn.spare_heads.capacity(), 0);
 }
 
 #[test]
