@@ -10,7 +10,11 @@
 # document root with the same self-signed certificate (made here with openssl). Every run
 # starts each server in turn, the order rotating run by run; the result is a Markdown table of
 # medians and min–max over the runs plus the Sluice/h2o and Sluice/nginx ratios. req/s is
-# h2load's; MB/s is the response data (10^6 bytes) divided by h2load's elapsed time.
+# h2load's; MB/s is the response data (10^6 bytes) divided by h2load's elapsed time. For (a)
+# and (c) it also reports the server's CPU time per request (µs, user + system, every thread of
+# the server and its child processes, from /proc/PID/task/*/schedstat before and after the
+# run): on this shared machine req/s moves with the load of other tenants, CPU per request
+# much less.
 #
 # Usage: scripts/bench-peers.sh [--runs N] [--servers sluice,h2o,nginx] [--no-build] [--keep]
 #   --runs N      runs per server (default 3)
@@ -167,6 +171,33 @@ start_server() {
   return 1
 }
 
+# tree_cpu_ns PID: nanoseconds on CPU of every thread of PID and of its descendants (nginx's
+# worker is a child of its master).
+tree_cpu_ns() {
+  local pids p
+  pids=$({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" '
+    {
+      pid = $1; rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " "); parent[pid] = f[2]
+    }
+    END {
+      for (p in parent) {
+        q = p
+        for (d = 0; d < 64 && q > 0; d++) { if (q == root) { print p; break }; q = parent[q] }
+      }
+    }')
+  for p in $pids; do cat /proc/"$p"/task/*/schedstat 2>/dev/null || true; done | awk '{ t += $1 } END { printf "%d\n", t }'
+}
+
+# h2load_cpu OUT N ARGS...: as h2load_run (N requests), then the server's CPU µs per request.
+h2load_cpu() {
+  local out=$1 n=$2 c0 c1 res
+  shift 2
+  c0=$(tree_cpu_ns "$SERVER_PID")
+  res=$(h2load_run "$out" -n "$n" "$@") || return 1
+  c1=$(tree_cpu_ns "$SERVER_PID")
+  echo "$res $(awk -v a="$c0" -v b="$c1" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / 1e3 / n }')"
+}
+
 # h2load_run OUT ARGS...: h2load pinned to core 1, bounded; prints "req/s MB/s" or fails.
 h2load_run() {
   local out=$1 expect rc=0
@@ -213,17 +244,20 @@ bench_one() {
   fi
   # Warm-up: TLS, page cache, allocator.
   h2load_run "$TMP/$name/warmup.txt" -n 2000 -c 10 -m 10 "$base/hello.txt" >/dev/null || { stop_server; return 1; }
-  small=$(h2load_run "$TMP/$name/small-$run.txt" -n "$SMALL_N" -c 10 -m 10 "$base/hello.txt") || { stop_server; return 1; }
-  h1=$(h2load_run "$TMP/$name/h1-$run.txt" --h1 -n "$SMALL_N" -c 10 -m 1 "$base/hello.txt") || { stop_server; return 1; }
+  small=$(h2load_cpu "$TMP/$name/small-$run.txt" "$SMALL_N" -c 10 -m 10 "$base/hello.txt") || { stop_server; return 1; }
+  h1=$(h2load_cpu "$TMP/$name/h1-$run.txt" "$SMALL_N" --h1 -c 10 -m 1 "$base/hello.txt") || { stop_server; return 1; }
   large="n/a n/a"
   if [ "$LARGE" -eq 1 ]; then
     large=$(h2load_run "$TMP/$name/large-$run.txt" -n "$LARGE_N" -c 1 -m 1 "$base/large.bin") || { stop_server; return 1; }
     echo "${large#* }" >>"$TMP/results/$name.large"
   fi
   stop_server
-  echo "${small% *}" >>"$TMP/results/$name.small"
-  echo "${h1% *}" >>"$TMP/results/$name.h1"
-  log "run $run $name: (a) ${small% *} req/s   (b) ${large#* } MB/s   (c) ${h1% *} req/s"
+  # small and h1 are "req/s MB/s cpu-µs".
+  echo "${small%% *}" >>"$TMP/results/$name.small"
+  echo "${small##* }" >>"$TMP/results/$name.small.cpu"
+  echo "${h1%% *}" >>"$TMP/results/$name.h1"
+  echo "${h1##* }" >>"$TMP/results/$name.h1.cpu"
+  log "run $run $name: (a) ${small%% *} req/s, ${small##* } CPU µs/req   (b) ${large#* } MB/s   (c) ${h1%% *} req/s, ${h1##* } CPU µs/req"
 }
 
 # stats FILE: "median min max" of the numbers in FILE (empty when none).
@@ -260,29 +294,33 @@ describe() { # describe "median min max" → "median | min–max"
 ratio() { # ratio A B → A/B with 2 decimals, or n/a
   if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; else printf 'n/a'; fi
 }
-declare -A MED_SMALL=() MED_LARGE=() MED_H1=() COUNT=()
+declare -A MED_SMALL=() MED_LARGE=() MED_H1=() MED_SCPU=() MED_HCPU=() COUNT=()
 echo
 echo "### h2load, TLS h2, server on core 0, client on core 1 ($RUNS runs, $(date -u +%Y-%m-%d))"
 echo
 echo "(a) $SMALL_N requests for a 14-byte file, -c 10 -m 10; (b) $LARGE_N sequential downloads of $((LARGE_BYTES / 1000000)) MB, -c 1 -m 1$([ "$LARGE" -eq 1 ] || echo " (skipped: --no-large)"); (c) (a) over TLS HTTP/1.1 keep-alive, --h1 -c 10 -m 1."
 echo
-echo "| server | runs | (a) req/s median | (a) req/s min–max | (b) MB/s median | (b) MB/s min–max | (c) h1 req/s median | (c) min–max |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| server | runs | (a) req/s median | (a) req/s min–max | (a) CPU µs/req median | (a) CPU min–max | (b) MB/s median | (b) MB/s min–max | (c) h1 req/s median | (c) min–max | (c) CPU µs/req median | (c) CPU min–max |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for name in "${ACTIVE[@]}"; do
   s=$(stats "$TMP/results/$name.small")
   l=$(stats "$TMP/results/$name.large")
   h=$(stats "$TMP/results/$name.h1")
+  sc=$(stats "$TMP/results/$name.small.cpu")
+  hc=$(stats "$TMP/results/$name.h1.cpu")
+  MED_SCPU[$name]=${sc%% *}
+  MED_HCPU[$name]=${hc%% *}
   MED_SMALL[$name]=${s%% *}
   MED_LARGE[$name]=${l%% *}
   MED_H1[$name]=${h%% *}
   COUNT[$name]=$( [ -s "$TMP/results/$name.small" ] && wc -l <"$TMP/results/$name.small" || echo 0)
-  echo "| $name | ${COUNT[$name]} | $(describe "$s") | $(describe "$l") | $(describe "$h") |"
+  echo "| $name | ${COUNT[$name]} | $(describe "$s") | $(describe "$sc") | $(describe "$l") | $(describe "$h") | $(describe "$hc") |"
 done
 echo
 if [ -n "${MED_SMALL[sluice]+x}" ]; then
   for peer in h2o nginx; do
     [ -n "${MED_SMALL[$peer]+x}" ] || continue
-    echo "- Sluice/$peer: (a) req/s $(ratio "${MED_SMALL[sluice]}" "${MED_SMALL[$peer]}")x, (b) MB/s $(ratio "${MED_LARGE[sluice]}" "${MED_LARGE[$peer]}")x, (c) h1 req/s $(ratio "${MED_H1[sluice]}" "${MED_H1[$peer]}")x (ratios of medians)"
+    echo "- Sluice/$peer: (a) req/s $(ratio "${MED_SMALL[sluice]}" "${MED_SMALL[$peer]}")x, CPU per request $(ratio "${MED_SCPU[sluice]}" "${MED_SCPU[$peer]}")x; (b) MB/s $(ratio "${MED_LARGE[sluice]}" "${MED_LARGE[$peer]}")x; (c) h1 req/s $(ratio "${MED_H1[sluice]}" "${MED_H1[$peer]}")x, CPU per request $(ratio "${MED_HCPU[sluice]}" "${MED_HCPU[$peer]}")x (ratios of medians)"
   done
 else
   echo "- Sluice not measured: no ratios."
