@@ -389,18 +389,20 @@ pub fn fill_request_head<N: Name>(
             if regular_seen {
                 return Err("pseudo-header field after a regular field");
             }
-            let slot = match pseudo {
-                b"method" => &mut method,
-                b"scheme" => &mut head.scheme,
-                b"authority" => &mut head.authority,
-                b"path" => &mut head.path,
-                b"protocol" => &mut head.protocol,
+            // The common methods and schemes are known valid: no byte-by-byte check (about
+            // 60 instructions each, the method's token check 30 more).
+            let (slot, known) = match pseudo {
+                b"method" => (&mut method, matches!(&value[..], b"GET" | b"POST" | b"HEAD")),
+                b"scheme" => (&mut head.scheme, matches!(&value[..], b"https" | b"http")),
+                b"authority" => (&mut head.authority, false),
+                b"path" => (&mut head.path, false),
+                b"protocol" => (&mut head.protocol, false),
                 _ => return Err("unknown or response pseudo-header field"),
             };
             if slot.is_some() {
                 return Err("duplicate pseudo-header field");
             }
-            if !valid_value(&value) {
+            if !known && !valid_value(&value) {
                 return Err("invalid pseudo-header value");
             }
             *slot = Some(value);
@@ -429,7 +431,7 @@ pub fn fill_request_head<N: Name>(
         head.fields.push(Field { name, value });
     }
     let Some(method) = method else { return Err("missing :method") };
-    if !is_token(&method) {
+    if !matches!(&method[..], b"GET" | b"POST" | b"HEAD") && !is_token(&method) {
         // RFC 9110 §9.1: a method is a token; anything else is no method at all.
         return Err("invalid :method (not a token)");
     }
