@@ -74,10 +74,17 @@ impl Headers {
     /// Encode a header block as one HEADERS frame and as many CONTINUATION frames as
     /// `max_frame` requires.
     pub fn encode(stream: u32, block: &[u8], end_stream: bool, max_frame: usize, dst: &mut Vec<u8>) {
+        let end = if end_stream { flag::END_STREAM } else { 0 };
+        if block.len() <= max_frame {
+            // One frame, as nearly every block is: no chunking.
+            Head { len: block.len() as u32, kind: kind::HEADERS, flags: end | flag::END_HEADERS, stream }.encode(dst);
+            dst.extend_from_slice(block);
+            return;
+        }
         let mut chunks = block.chunks(max_frame.max(1));
         let first = chunks.next().unwrap_or(&[]);
         let rest = block.len() > first.len();
-        let mut flags = if end_stream { flag::END_STREAM } else { 0 };
+        let mut flags = end;
         if !rest {
             flags |= flag::END_HEADERS;
         }
@@ -126,6 +133,13 @@ mod tests {
         let h3 = Head::parse(&v[50..]).unwrap();
         assert_eq!((h3.len, h3.kind, h3.flags), (8, kind::CONTINUATION, flag::END_HEADERS));
         assert_eq!(v.len(), 27 + 40);
+        // A block of exactly the frame size, or an empty one: one frame.
+        for (len, end, flags) in [(16, false, flag::END_HEADERS), (0, true, flag::END_HEADERS | flag::END_STREAM)] {
+            let mut v = Vec::new();
+            Headers::encode(5, &block[..len], end, 16, &mut v);
+            let h = Head::parse(&v).unwrap();
+            assert_eq!((h.len as usize, h.kind, h.flags, h.stream, v.len()), (len, kind::HEADERS, flags, 5, 9 + len));
+        }
     }
 
     #[test]
