@@ -173,7 +173,7 @@ const ROOMY_FREE_SLOTS: usize = 16;
 /// bytes) in when it opens and out when it closes, about 230 instructions a request in
 /// callgrind on small responses. Here a stream lives in a slot that stays put; the map holds
 /// only its index, and a closed stream's slot, queues and all, becomes the next stream's.
-/// Slots are at most as many as the streams open at once (bounded by
+/// Slots are as many as the most streams open at once (bounded by
 /// SETTINGS_MAX_CONCURRENT_STREAMS); they go when the connection has none open and shrinks.
 #[derive(Debug, Default)]
 pub(crate) struct Streams {
@@ -221,7 +221,7 @@ impl Streams {
                 i
             }
             None => {
-                // Slots are fewer than open streams plus free ones, which a u32 holds.
+                // Slots are as many as the most streams open at once, which a u32 holds.
                 let i = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
                 self.slots.push(Stream::with_queues(
                     send_initial,
