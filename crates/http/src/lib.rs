@@ -17,7 +17,7 @@ pub mod sched;
 pub use budget::Budget;
 pub use priority::Priority;
 pub use request::{
-    append_to_map, content_length, fill_request_head, map_value, request_head, static_response_name, trailers, Field,
-    HeadFields, RequestHead,
+    append_to_map, content_length, fill_request_head, map_value, request_head, static_response_name, status_digits,
+    trailers, Field, HeadFields, RequestHead,
 };
 pub use sched::Scheduler;

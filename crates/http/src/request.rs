@@ -57,6 +57,23 @@ impl Name for Bytes {
     }
 }
 
+/// `Some(name)` as static bytes when it is one of the listed names, grouped by their length:
+/// a `match` on the length first (a jump table), then on the few names of that length, compared
+/// inline. A `match` on the names alone compares them one after another. Each group's length
+/// is checked at compile time.
+macro_rules! names_by_length {
+    ($name:expr; $($len:literal => [$($n:literal),+]),+ $(,)?) => {{
+        $($(const _: () = assert!($n.len() == $len, "a name in the wrong length group");)+)+
+        match $name.len() {
+            $($len => match $name {
+                $($n => Some($n as &'static [u8]),)+
+                _ => None,
+            },)+
+            _ => None,
+        }
+    }};
+}
+
 /// The names [`static_name`] knows, for the tests.
 #[cfg(test)]
 const STATIC_NAMES: [&[u8]; 24] = [
@@ -92,152 +109,52 @@ const STATIC_NAMES: [&[u8]; 24] = [
 /// aside, whose value is checked). A `match` on literals compares the bytes inline, where a
 /// search of a list would call `memcmp` for each.
 pub fn static_name(name: &[u8]) -> Option<&'static [u8]> {
-    // The length first, in a jump table; then the few names of that length, compared inline.
-    // On the names alone, a `match` compares them one after another.
-    Some(match name.len() {
-        2 => match name {
-            b"te" => b"te",
-            _ => return None,
-        },
-        5 => match name {
-            b"range" => b"range",
-            _ => return None,
-        },
-        6 => match name {
-            b"accept" => b"accept",
-            b"cookie" => b"cookie",
-            b"origin" => b"origin",
-            b"pragma" => b"pragma",
-            _ => return None,
-        },
-        7 => match name {
-            b"referer" => b"referer",
-            _ => return None,
-        },
-        8 => match name {
-            b"priority" => b"priority",
-            _ => return None,
-        },
-        10 => match name {
-            b"user-agent" => b"user-agent",
-            _ => return None,
-        },
-        12 => match name {
-            b"content-type" => b"content-type",
-            b"x-request-id" => b"x-request-id",
-            _ => return None,
-        },
-        13 => match name {
-            b"authorization" => b"authorization",
-            b"cache-control" => b"cache-control",
-            b"if-none-match" => b"if-none-match",
-            _ => return None,
-        },
-        14 => match name {
-            b"content-length" => b"content-length",
-            b"sec-fetch-dest" => b"sec-fetch-dest",
-            b"sec-fetch-mode" => b"sec-fetch-mode",
-            b"sec-fetch-site" => b"sec-fetch-site",
-            _ => return None,
-        },
-        15 => match name {
-            b"accept-encoding" => b"accept-encoding",
-            b"accept-language" => b"accept-language",
-            b"x-forwarded-for" => b"x-forwarded-for",
-            _ => return None,
-        },
-        17 => match name {
-            b"if-modified-since" => b"if-modified-since",
-            b"x-forwarded-proto" => b"x-forwarded-proto",
-            _ => return None,
-        },
-        25 => match name {
-            b"upgrade-insecure-requests" => b"upgrade-insecure-requests",
-            _ => return None,
-        },
-        _ => return None,
-    })
+    names_by_length!(name;
+        2 => [b"te"],
+        5 => [b"range"],
+        6 => [b"accept", b"cookie", b"origin", b"pragma"],
+        7 => [b"referer"],
+        8 => [b"priority"],
+        10 => [b"user-agent"],
+        12 => [b"content-type", b"x-request-id"],
+        13 => [b"authorization", b"cache-control", b"if-none-match"],
+        14 => [b"content-length", b"sec-fetch-dest", b"sec-fetch-mode", b"sec-fetch-site"],
+        15 => [b"accept-encoding", b"accept-language", b"x-forwarded-for"],
+        17 => [b"if-modified-since", b"x-forwarded-proto"],
+        25 => [b"upgrade-insecure-requests"],
+    )
+}
+
+/// A response status (100..=999, as the engines take it) as the three digits of `:status`.
+pub fn status_digits(n: u16) -> [u8; 3] {
+    match n {
+        // The usual one without the three divisions.
+        200 => *b"200",
+        _ => [b'0' + (n / 100 % 10) as u8, b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8],
+    }
 }
 
 /// `name` as static bytes when it is one of the response field names that Sluice's own
 /// handlers send or that origins commonly do. A field with such a name costs no copy and no
 /// reference count.
 pub fn static_response_name(name: &[u8]) -> Option<&'static [u8]> {
-    // The length first, in a jump table; then the few names of that length, compared inline.
-    // On the names alone, a `match` compares them one after another.
-    Some(match name.len() {
-        3 => match name {
-            b"via" => b"via",
-            _ => return None,
-        },
-        4 => match name {
-            b"etag" => b"etag",
-            b"date" => b"date",
-            b"vary" => b"vary",
-            b"link" => b"link",
-            _ => return None,
-        },
-        5 => match name {
-            b"allow" => b"allow",
-            _ => return None,
-        },
-        6 => match name {
-            b"server" => b"server",
-            _ => return None,
-        },
-        7 => match name {
-            b"alt-svc" => b"alt-svc",
-            b"expires" => b"expires",
-            _ => return None,
-        },
-        8 => match name {
-            b"location" => b"location",
-            b"priority" => b"priority",
-            _ => return None,
-        },
-        10 => match name {
-            b"set-cookie" => b"set-cookie",
-            _ => return None,
-        },
-        11 => match name {
-            b"retry-after" => b"retry-after",
-            _ => return None,
-        },
-        12 => match name {
-            b"content-type" => b"content-type",
-            _ => return None,
-        },
-        13 => match name {
-            b"last-modified" => b"last-modified",
-            b"accept-ranges" => b"accept-ranges",
-            b"cache-control" => b"cache-control",
-            b"content-range" => b"content-range",
-            _ => return None,
-        },
-        14 => match name {
-            b"content-length" => b"content-length",
-            b"content-digest" => b"content-digest",
-            _ => return None,
-        },
-        16 => match name {
-            b"content-encoding" => b"content-encoding",
-            b"www-authenticate" => b"www-authenticate",
-            _ => return None,
-        },
-        22 => match name {
-            b"x-content-type-options" => b"x-content-type-options",
-            _ => return None,
-        },
-        25 => match name {
-            b"strict-transport-security" => b"strict-transport-security",
-            _ => return None,
-        },
-        27 => match name {
-            b"access-control-allow-origin" => b"access-control-allow-origin",
-            _ => return None,
-        },
-        _ => return None,
-    })
+    names_by_length!(name;
+        3 => [b"via"],
+        4 => [b"etag", b"date", b"vary", b"link"],
+        5 => [b"allow"],
+        6 => [b"server"],
+        7 => [b"alt-svc", b"expires"],
+        8 => [b"location", b"priority"],
+        10 => [b"set-cookie"],
+        11 => [b"retry-after"],
+        12 => [b"content-type"],
+        13 => [b"last-modified", b"accept-ranges", b"cache-control", b"content-range"],
+        14 => [b"content-length", b"content-digest"],
+        16 => [b"content-encoding", b"www-authenticate"],
+        22 => [b"x-content-type-options"],
+        25 => [b"strict-transport-security"],
+        27 => [b"access-control-allow-origin"],
+    )
 }
 
 /// Whether `v` is a field value the `http` crate's `HeaderValue` accepts: no control character
@@ -383,6 +300,7 @@ pub fn fill_request_head<N: Name>(
     // Sized once: at most the list, less the (usually four) pseudo-header fields.
     head.fields.reserve(list.size_hint().0.saturating_sub(4).max(1));
     let mut method = None;
+    let mut method_known = false;
     let mut regular_seen = false;
     for (name, value) in list {
         if let Some(pseudo) = name.as_ref().strip_prefix(b":") {
@@ -392,7 +310,10 @@ pub fn fill_request_head<N: Name>(
             // The common methods and schemes are known valid: no byte-by-byte check (about
             // 60 instructions each, the method's token check 30 more).
             let (slot, known) = match pseudo {
-                b"method" => (&mut method, matches!(&value[..], b"GET" | b"POST" | b"HEAD")),
+                b"method" => {
+                    method_known = matches!(&value[..], b"GET" | b"POST" | b"HEAD");
+                    (&mut method, method_known)
+                }
                 b"scheme" => (&mut head.scheme, matches!(&value[..], b"https" | b"http")),
                 b"authority" => (&mut head.authority, false),
                 b"path" => (&mut head.path, false),
@@ -431,7 +352,7 @@ pub fn fill_request_head<N: Name>(
         head.fields.push(Field { name, value });
     }
     let Some(method) = method else { return Err("missing :method") };
-    if !matches!(&method[..], b"GET" | b"POST" | b"HEAD") && !is_token(&method) {
+    if !method_known && !is_token(&method) {
         // RFC 9110 §9.1: a method is a token; anything else is no method at all.
         return Err("invalid :method (not a token)");
     }
@@ -528,6 +449,13 @@ mod tests {
         let h = request_head(list(GOOD)).unwrap();
         assert_eq!(&h.method[..], b"GET");
         assert_eq!(h.path.as_deref(), Some(&b"/x"[..]));
+    }
+
+    #[test]
+    fn status_digits_are_the_decimal_status() {
+        for n in 100..=999u16 {
+            assert_eq!(status_digits(n), n.to_string().as_bytes(), "{n}");
+        }
     }
 
     #[test]

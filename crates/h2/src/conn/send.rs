@@ -253,11 +253,7 @@ impl Connection {
         while let Some(head) = s.heads.pop_front() {
             // Three digits: `send_response` takes only 100..=999 (and the engine's own 431).
             let n = head.status;
-            let status = match n {
-                // The usual one without the three divisions.
-                200 => *b"200",
-                _ => [b'0' + (n / 100 % 10) as u8, b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8],
-            };
+            let status = sluice_http::status_digits(n);
             let status = std::iter::once((&b":status"[..], &status[..], false));
             let own = head.fields.own.iter().map(line);
             self.out_block.clear();

@@ -47,7 +47,7 @@ impl Connection {
             priority = Priority::parse(&f.value, priority);
         }
         // Three digits (checked above), without a `String` for them.
-        let status = [b'0' + (status / 100 % 10) as u8, b'0' + (status / 10 % 10) as u8, b'0' + (status % 10) as u8];
+        let status = sluice_http::status_digits(status);
         let list = std::iter::once(FieldRef::new(b":status", &status))
             .chain(fields.iter().map(|f| FieldRef::new(&f.name, &f.value)));
         let block = self.encode_section(stream, list)?;
