@@ -308,6 +308,32 @@ fn h2_server_seeds() {
             ],
         },
     );
+    // A 20,000-byte DATA frame cut where a read buffer ends: its first part is handed on
+    // when the driver moves to a new buffer, the rest comes after the header carried over.
+    let mut cut = vec![0, 0x4e, 0x20, 0, 1, 0, 0, 0, 1];
+    cut.extend_from_slice(&[5; 12_000]);
+    structured(
+        "h2_server",
+        "cut-data-frame",
+        &Input {
+            knobs: 0,
+            settings: vec![],
+            actions: vec![
+                A::Request {
+                    stream: 1,
+                    method: 1,
+                    path: "/up".into(),
+                    fields: fields(&[("content-length", "20000")]),
+                    end: false,
+                },
+                A::Input(Chunk(cut)),
+                A::NewBuffer,
+                A::Input(Chunk(vec![6; 8_000])),
+                A::Release { pick: 0, n: 20_000 },
+                A::Transmit(1),
+            ],
+        },
+    );
     structured(
         "h2_server",
         "timers",

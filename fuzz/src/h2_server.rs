@@ -96,6 +96,10 @@ pub enum Action {
     Rtt(u16),
     /// The peer closed its side.
     Eof,
+    /// The driver moves to a new read buffer: it takes what is unparsed (part of a DATA frame
+    /// may be handed on instead, see `Connection::take_unparsed_input`) and starts the new
+    /// buffer with it.
+    NewBuffer,
 }
 
 /// Structured input of `h2_server`.
@@ -289,6 +293,11 @@ pub fn run(input: &Input) {
             Action::GoAway => conn.go_away(),
             Action::Rtt(ms) => conn.handle_rtt(Duration::from_millis(u64::from(*ms))),
             Action::Eof => conn.handle_eof(),
+            Action::NewBuffer => {
+                let rest = conn.take_unparsed_input(now);
+                assert!(rest.len() < 9 + 65_536, "at most one frame's bytes are carried over");
+                conn.handle_input(now, &rest);
+            }
         }
         // A driver stops reading while the engine does not want input.
         if !peer.is_empty() && conn.wants_read() {
@@ -331,7 +340,7 @@ pub fn run(input: &Input) {
 
 impl Seed for Action {
     fn seed(&self, out: &mut Vec<u8>) {
-        const N: u32 = 16;
+        const N: u32 = 17;
         match self {
             Self::Input(b) => {
                 variant(0, N, out);
@@ -401,6 +410,7 @@ impl Seed for Action {
                 n.seed(out);
             }
             Self::Eof => variant(15, N, out),
+            Self::NewBuffer => variant(16, N, out),
         }
     }
 }

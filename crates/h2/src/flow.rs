@@ -96,7 +96,6 @@ impl RecvWindow {
     }
 
     /// Bytes the peer may still send.
-    #[cfg(test)]
     pub(crate) fn open(&self) -> u32 {
         self.open
     }

@@ -233,6 +233,7 @@ impl Connection {
             Setting::InitialWindowSize(stream_window),
             Setting::MaxHeaderListSize(cfg.max_header_list_size),
             Setting::EnablePush(0),
+            Setting::MaxFrameSize(recv::MAX_FRAME),
         ];
         if cfg.header_table_size != 4096 {
             values.insert(0, Setting::HeaderTableSize(cfg.header_table_size));
@@ -376,7 +377,13 @@ impl Connection {
     /// a new read buffer puts them at its start and hands them back with its next read, so that
     /// what it reads next continues them in one allocation (otherwise every later read would be
     /// copied onto them, since frames rarely end where a read does).
-    pub fn take_unparsed_input(&mut self) -> BytesMut {
+    ///
+    /// Part of a DATA frame is handed on at `now` instead (see `split_partial_data`); what is
+    /// left to carry over is then a frame header for the rest.
+    pub fn take_unparsed_input(&mut self, now: Instant) -> BytesMut {
+        if let Some(rest) = self.split_partial_data(now) {
+            return rest;
+        }
         std::mem::take(&mut self.inbuf)
     }
 

@@ -569,6 +569,108 @@ fn padding_is_returned_at_once() {
     assert_eq!(c.output(), vec![]);
 }
 
+/// A client for uploads: windows of 1 MiB, and a POST on stream 1 whose events are taken.
+fn uploading(content_length: Option<&str>) -> Client {
+    let mut c = Client::with_windows(Config::default(), FixedWindows { stream: 1 << 20, connection: 1 << 20 });
+    let mut fields = vec![(":method", "POST"), (":scheme", "https"), (":authority", "x"), (":path", "/up")];
+    fields.extend(content_length.map(|v| ("content-length", v)));
+    let b = c.block(&fields);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    assert!(matches!(c.events()[..], [Event::Request { stream: 1, .. }]));
+    c
+}
+
+/// The first `have` payload bytes of a DATA frame of `len`, in a buffer of their own.
+fn cut_data(flags: u8, len: usize, have: usize) -> bytes::BytesMut {
+    let mut b = Vec::new();
+    Head { len: len as u32, kind: kind::DATA, flags, stream: 1 }.encode(&mut b);
+    b.extend((0..have).map(|i| i as u8));
+    bytes::BytesMut::from(&b[..])
+}
+
+#[test]
+fn a_data_frame_cut_by_the_read_buffer_is_handed_on_in_two_parts() {
+    let mut c = uploading(Some("40000"));
+    let buf = cut_data(flag::END_STREAM, 40_000, 25_000);
+    let (start, end) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
+    c.conn.handle_input_buf(c.now, buf);
+    assert!(c.events().is_empty(), "a frame is handed on when whole");
+    let rest = c.conn.take_unparsed_input(c.now);
+    // What is carried over is the header of a frame of the rest, with the original's flags.
+    assert_eq!(rest.len(), 9);
+    let h = Head::parse(&rest).unwrap();
+    assert_eq!((h.len, h.kind, h.flags, h.stream), (15_000, kind::DATA, flag::END_STREAM, 1));
+    let ev = c.events();
+    let [Event::Data { stream: 1, data, end_stream: false }] = &ev[..] else { panic!("{ev:?}") };
+    assert_eq!(data.len(), 25_000);
+    assert_eq!(data[..3], [0, 1, 2]);
+    let at = data.as_ptr() as usize;
+    assert!(at >= start && at + data.len() <= end, "the part is a slice of the read buffer, not a copy");
+    // The whole frame counts against both windows once, as when it arrives whole.
+    assert_eq!(c.conn.recv_window.open(), (1 << 20) - 25_000);
+    let mut next = rest.to_vec();
+    next.extend((25_000..40_000).map(|i| i as u8));
+    c.input(&next);
+    let ev = c.events();
+    let [Event::Data { stream: 1, data, end_stream: true }] = &ev[..] else { panic!("{ev:?}") };
+    assert_eq!((data.len(), data[0]), (15_000, (25_000 % 256) as u8));
+    assert_eq!(c.conn.recv_window.open(), (1 << 20) - 40_000);
+    assert_eq!(c.output(), vec![], "no error, no reset");
+}
+
+#[test]
+fn a_cut_data_frame_that_could_fail_is_carried_over_whole() {
+    let whole = |c: &mut Client, buf: bytes::BytesMut| {
+        let len = buf.len();
+        c.conn.handle_input_buf(c.now, buf);
+        let rest = c.conn.take_unparsed_input(c.now);
+        assert_eq!(rest.len(), len, "carried over as it came");
+        assert!(c.events().is_empty());
+    };
+    // Past the content-length, padded, too small a part to share, and not a DATA frame.
+    whole(&mut uploading(Some("30000")), cut_data(0, 40_000, 25_000));
+    whole(&mut uploading(None), cut_data(flag::PADDED, 40_000, 25_000));
+    whole(&mut uploading(None), cut_data(0, 40_000, 4_000));
+    let mut c = uploading(None);
+    let mut b = Vec::new();
+    Head { len: 40_000, kind: 0xfa, flags: 0, stream: 0 }.encode(&mut b);
+    b.extend([0; 25_000]);
+    whole(&mut c, bytes::BytesMut::from(&b[..]));
+    // Beyond the stream's window (64 KiB less a byte) and on a stream already ended: refused
+    // once, whole, when complete.
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":authority", "x"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    let _ = c.events();
+    whole(&mut c, cut_data(0, 65_536, 30_000));
+    let mut c = uploading(None);
+    c.send(kind::DATA, flag::END_STREAM, 1, b"x");
+    let _ = c.events();
+    whole(&mut c, cut_data(0, 40_000, 25_000));
+}
+
+#[test]
+fn frames_up_to_the_announced_max_frame_size_are_taken() {
+    let now = Instant::now();
+    let mut conn =
+        Connection::new(Config::default(), Box::new(FixedWindows { stream: 1 << 20, connection: 1 << 20 }), now);
+    let mut out = Vec::new();
+    let _ = conn.poll_transmit(now, &mut out, usize::MAX);
+    let h = Head::parse(&out).unwrap();
+    assert_eq!(h.kind, kind::SETTINGS);
+    let announced = out[9..9 + h.len as usize]
+        .chunks(6)
+        .find(|s| s[..2] == [0, 5])
+        .map(|s| u32::from_be_bytes(s[2..].try_into().unwrap()));
+    assert_eq!(announced, Some(super::recv::MAX_FRAME), "SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.5.2)");
+    let mut c = uploading(None);
+    c.send(kind::DATA, 0, 1, &vec![7; super::recv::MAX_FRAME as usize]);
+    let ev = c.events();
+    assert!(matches!(&ev[..], [Event::Data { data, .. }] if data.len() == super::recv::MAX_FRAME as usize));
+    c.send(kind::DATA, 0, 1, &vec![7; super::recv::MAX_FRAME as usize + 1]);
+    assert_eq!(goaway_reason(&c.output()), Some(Reason::FRAME_SIZE_ERROR));
+}
+
 #[test]
 fn graceful_goaway_finishes_open_streams_and_refuses_new() {
     let mut c = Client::new(Config::default());
