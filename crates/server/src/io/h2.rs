@@ -374,10 +374,10 @@ impl ReadBufs {
     }
 
     /// Move on to a buffer of `size` (the previous one, or a new one), starting with the bytes
-    /// of a frame the last read cut (of a DATA frame, only a header for its rest when the engine
-    /// hands on the part read; of any other, that part: under 64 KiB), so that the reads that follow go on
-    /// joining them in place (see `Connection::take_unparsed_input`). With `keep` false, as
-    /// when shrinking, the old buffers are let go.
+    /// of a frame the last read cut (of a DATA frame, only a header for its rest when the
+    /// engine hands on the part read; of any other, that part: under 64 KiB), so that the reads
+    /// that follow go on joining them in place (see `Connection::take_unparsed_input`). With
+    /// `keep` false, as when shrinking, the old buffers are let go.
     fn renew(&mut self, conn: &mut Connection, size: usize, keep: bool) {
         let unparsed = conn.take_unparsed_input(Instant::now());
         let want = size + unparsed.len();
