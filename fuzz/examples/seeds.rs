@@ -215,6 +215,14 @@ fn h2_server_seeds() {
     use h2_server::{Action as A, Input};
     let settings = vec![(0x1, 65_536), (0x2, 0), (0x4, 6_291_456), (0x6, 262_144)];
     let get = A::Request { stream: 1, method: 0, path: "/".into(), fields: fields(&[("priority", "u=1")]), end: true };
+    // A POST to /up on stream 1 announcing `length` body bytes, the body to follow.
+    let upload = |length: &str| A::Request {
+        stream: 1,
+        method: 1,
+        path: "/up".into(),
+        fields: fields(&[("content-length", length)]),
+        end: false,
+    };
     structured(
         "h2_server",
         "get",
@@ -238,13 +246,7 @@ fn h2_server_seeds() {
             knobs: 8,
             settings: vec![],
             actions: vec![
-                A::Request {
-                    stream: 1,
-                    method: 1,
-                    path: "/up".into(),
-                    fields: fields(&[("content-length", "150")]),
-                    end: false,
-                },
+                upload("150"),
                 A::Frame { kind: 0x0, flags: 0, stream: 1, payload: Chunk(vec![1; 100]) },
                 A::Release { pick: 0, n: 100 },
                 A::Frame { kind: 0x0, flags: 0x8, stream: 1, payload: Chunk([&[3u8][..], &[2; 50], &[0; 3]].concat()) },
@@ -319,13 +321,7 @@ fn h2_server_seeds() {
             knobs: 0,
             settings: vec![],
             actions: vec![
-                A::Request {
-                    stream: 1,
-                    method: 1,
-                    path: "/up".into(),
-                    fields: fields(&[("content-length", "20000")]),
-                    end: false,
-                },
+                upload("20000"),
                 A::Input(Chunk(cut)),
                 A::NewBuffer,
                 A::Input(Chunk(vec![6; 8_000])),

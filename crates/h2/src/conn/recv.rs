@@ -17,15 +17,14 @@ use sluice_http::request;
 /// frames are never copied.
 const SHARE_MIN: usize = 8 * 1024;
 
-/// Largest frame we accept, announced as our SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.5.2 allows
-/// 2^14 to 2^24-1; 2^14 is the default). A peer that honours it (hyper's client does) sends a
+/// Largest frame we accept ([`frame::MAX_FRAME_SIZE`], announced in our SETTINGS). A peer that honours it (hyper's client does) sends a
 /// bulk upload in a quarter of the DATA frames, and each frame costs the receive path an event,
 /// a hand-over to the handler and a flow-control credit. Without `split_partial_data` larger
 /// frames cost more than they save: a frame cut by the end of a read buffer is copied to the
 /// next one, and a 64 KiB frame almost always is (200 MB upload from `sluice put`, server under
 /// callgrind: 1,184 M instructions with 64 KiB frames, 1,067 M with 16 KiB ones, 985 M with
 /// 64 KiB frames split; HTTP/1.1 961 M).
-pub(super) const MAX_FRAME: u32 = 64 * 1024;
+pub(super) const MAX_FRAME: u32 = frame::MAX_FRAME_SIZE;
 
 impl Connection {
     /// Parse and handle one frame from the input buffer; `Ok(false)` when more bytes are needed.

@@ -28,6 +28,10 @@ use crate::error::{Error, Reason};
 /// Length of the fixed frame header (RFC 9113 §4.1).
 pub const HEADER_LEN: usize = 9;
 
+/// The largest frame the server engine accepts, announced as its SETTINGS_MAX_FRAME_SIZE
+/// (RFC 9113 §6.5.2: 2^14, the default, to 2^24-1).
+pub const MAX_FRAME_SIZE: u32 = 64 * 1024;
+
 /// The client connection preface (RFC 9113 §3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
