@@ -233,7 +233,7 @@ impl Connection {
             Setting::InitialWindowSize(stream_window),
             Setting::MaxHeaderListSize(cfg.max_header_list_size),
             Setting::EnablePush(0),
-            Setting::MaxFrameSize(recv::MAX_FRAME),
+            Setting::MaxFrameSize(crate::frame::MAX_FRAME_SIZE),
         ];
         if cfg.header_table_size != 4096 {
             values.insert(0, Setting::HeaderTableSize(cfg.header_table_size));

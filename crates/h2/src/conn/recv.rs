@@ -17,15 +17,6 @@ use sluice_http::request;
 /// frames are never copied.
 const SHARE_MIN: usize = 8 * 1024;
 
-/// Largest frame we accept ([`frame::MAX_FRAME_SIZE`], announced in our SETTINGS). A peer that honours it (hyper's client does) sends a
-/// bulk upload in a quarter of the DATA frames, and each frame costs the receive path an event,
-/// a hand-over to the handler and a flow-control credit. Without `split_partial_data` larger
-/// frames cost more than they save: a frame cut by the end of a read buffer is copied to the
-/// next one, and a 64 KiB frame almost always is (200 MB upload from `sluice put`, server under
-/// callgrind: 1,184 M instructions with 64 KiB frames, 1,067 M with 16 KiB ones, 985 M with
-/// 64 KiB frames split; HTTP/1.1 961 M).
-pub(super) const MAX_FRAME: u32 = frame::MAX_FRAME_SIZE;
-
 impl Connection {
     /// Parse and handle one frame from the input buffer; `Ok(false)` when more bytes are needed.
     pub(super) fn step(&mut self, now: Instant) -> Result<bool, Error> {
@@ -47,7 +38,7 @@ impl Connection {
             self.preface = Preface::Settings;
         }
         let Some(head) = Head::parse(&self.inbuf) else { return Ok(false) };
-        if head.len > MAX_FRAME {
+        if head.len > frame::MAX_FRAME_SIZE {
             return Err(Error::conn(Reason::FRAME_SIZE_ERROR, "frame larger than SETTINGS_MAX_FRAME_SIZE"));
         }
         let total = frame::HEADER_LEN + head.len as usize;
@@ -71,11 +62,21 @@ impl Connection {
         }
         match self.on_frame(now, head, payload) {
             Ok(()) => Ok(true),
-            Err(e @ Error::Stream { .. }) => {
-                self.reset_stream(now, e);
+            Err(e) => {
+                self.reset_on_stream_error(now, e)?;
                 Ok(!self.failed)
             }
-            Err(e) => Err(e),
+        }
+    }
+
+    /// A frame's error: a stream error resets that stream; a connection error is returned.
+    fn reset_on_stream_error(&mut self, now: Instant, e: Error) -> Result<(), Error> {
+        match e {
+            Error::Stream { .. } => {
+                self.reset_stream(now, e);
+                Ok(())
+            }
+            e => Err(e),
         }
     }
 
@@ -98,7 +99,7 @@ impl Connection {
         let have = self.inbuf.len() - frame::HEADER_LEN;
         if head.kind != kind::DATA
             || head.has(frame::flag::PADDED)
-            || head.len > MAX_FRAME
+            || head.len > frame::MAX_FRAME_SIZE
             || have < SHARE_MIN
             || have >= head.len as usize
         {
@@ -115,12 +116,9 @@ impl Connection {
         self.inbuf.advance(frame::HEADER_LEN);
         let part = std::mem::take(&mut self.inbuf).freeze();
         let first = Head { len: have as u32, flags: head.flags & !frame::flag::END_STREAM, ..head };
-        if let Err(e) = self.on_frame(now, first, part) {
-            // Not expected (checked above); handled as `step` would.
-            match e {
-                Error::Stream { .. } => self.reset_stream(now, e),
-                e => self.fail(e),
-            }
+        // An error is not expected (checked above); handled as `step` would.
+        if let Err(e) = self.on_frame(now, first, part).or_else(|e| self.reset_on_stream_error(now, e)) {
+            self.fail(e);
         }
         let mut rest = Vec::with_capacity(frame::HEADER_LEN);
         Head { len: head.len - have as u32, ..head }.encode(&mut rest);
@@ -283,7 +281,7 @@ impl Connection {
         b.continuations += 1;
         // A compressed block cannot usefully exceed twice the decoded limit (§6.5.2 counts 32
         // bytes per field on top of the strings); bound both count and size.
-        let max_block = 2 * self.cfg.max_header_list_size as usize + MAX_FRAME as usize;
+        let max_block = 2 * self.cfg.max_header_list_size as usize + frame::MAX_FRAME_SIZE as usize;
         if b.continuations > self.cfg.max_continuation_frames || b.buf.len() + c.fragment.len() > max_block {
             return Err(Error::conn(Reason::ENHANCE_YOUR_CALM, "CONTINUATION flood"));
         }

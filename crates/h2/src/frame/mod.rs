@@ -29,7 +29,13 @@ use crate::error::{Error, Reason};
 pub const HEADER_LEN: usize = 9;
 
 /// The largest frame the server engine accepts, announced as its SETTINGS_MAX_FRAME_SIZE
-/// (RFC 9113 §6.5.2: 2^14, the default, to 2^24-1).
+/// (RFC 9113 §6.5.2: 2^14, the default, to 2^24-1). A peer that honours it (hyper's client
+/// does) sends a bulk upload in a quarter of the DATA frames, and each frame costs the receive
+/// path an event, a hand-over to the handler and a flow-control credit. Without the engine's
+/// split of a DATA frame cut by the end of a read buffer, larger frames cost more than they
+/// save: the cut part is copied to the next buffer, and a 64 KiB frame almost always is cut
+/// (200 MB upload from `sluice put`, server under callgrind: 1,184 M instructions with 64 KiB
+/// frames, 1,067 M with 16 KiB ones, 985 M with 64 KiB frames split; HTTP/1.1 961 M).
 pub const MAX_FRAME_SIZE: u32 = 64 * 1024;
 
 /// The client connection preface (RFC 9113 §3.4).

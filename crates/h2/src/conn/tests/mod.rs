@@ -662,12 +662,12 @@ fn frames_up_to_the_announced_max_frame_size_are_taken() {
         .chunks(6)
         .find(|s| s[..2] == [0, 5])
         .map(|s| u32::from_be_bytes(s[2..].try_into().unwrap()));
-    assert_eq!(announced, Some(super::recv::MAX_FRAME), "SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.5.2)");
+    assert_eq!(announced, Some(crate::frame::MAX_FRAME_SIZE), "SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.5.2)");
     let mut c = uploading(None);
-    c.send(kind::DATA, 0, 1, &vec![7; super::recv::MAX_FRAME as usize]);
+    c.send(kind::DATA, 0, 1, &vec![7; crate::frame::MAX_FRAME_SIZE as usize]);
     let ev = c.events();
-    assert!(matches!(&ev[..], [Event::Data { data, .. }] if data.len() == super::recv::MAX_FRAME as usize));
-    c.send(kind::DATA, 0, 1, &vec![7; super::recv::MAX_FRAME as usize + 1]);
+    assert!(matches!(&ev[..], [Event::Data { data, .. }] if data.len() == crate::frame::MAX_FRAME_SIZE as usize));
+    c.send(kind::DATA, 0, 1, &vec![7; crate::frame::MAX_FRAME_SIZE as usize + 1]);
     assert_eq!(goaway_reason(&c.output()), Some(Reason::FRAME_SIZE_ERROR));
 }
 
