@@ -1,5 +1,5 @@
 //! The `download` experiment: one large file, HTTP/2 against HTTP/3, from Sluice and from Caddy
-//! side by side. The issue's bar: a 200 MB download at 100 Mbit/s × 13 ms, 200 Mbit/s × 40 ms
+//! side by side, and HTTP/2 with curl too. The issue's bar: a 200 MB download at 100 Mbit/s × 13 ms, 200 Mbit/s × 40 ms
 //! and 500 Mbit/s × 10 ms RTT with h3/h2 ≥ 0.95 in each, and at 200 Mbit/s × 40 ms with 0.5 %
 //! random loss h3/h2 ≥ 0.8 with HTTP/2 on BBR.
 //!
@@ -13,8 +13,13 @@
 //! status is 200, every byte arrived and the protocol is the one asked for; a failed run stays in
 //! `results.csv` with its error, out of the figures.
 //!
-//! In each run every server is measured in an order rotating run by run, h2 then h3 in odd runs
-//! and h3 then h2 in even ones, with a pause between transfers so queues drain. Sluice sets BBR
+//! Each run adds a third download per server, with curl (`curl --http2`, protocol `h2-curl` in
+//! the CSV): a client none of the servers wrote, for the later issue's row that Sluice's HTTP/2
+//! downloads be at least as fast as every peer's. Its figure is curl's `%{size_download}` × 8 /
+//! `%{time_total}`, the same clock as `sluice get`'s.
+//!
+//! In each run every server is measured in an order rotating run by run, h2, h3 then curl's h2
+//! in odd runs and the reverse in even ones, with a pause between transfers so queues drain. Sluice sets BBR
 //! on its own TCP sockets (`[tcp] congestion`, default `bbr`); for the loss case the server
 //! namespace's default (`net.ipv4.tcp_congestion_control`) is set to `bbr` too, so Caddy's
 //! HTTP/2 runs on BBR there (accepted sockets of a listener that did not choose its congestion
@@ -25,8 +30,8 @@
 //! With `--servers` left at the global default, the experiment runs `sluice` (its defaults),
 //! `sluice-h3cubic` and `sluice-h3bbr` (HTTP/3 on quinn's CUBIC, on its BBR) and `caddy`; a list
 //! given replaces it (`sluice-h3nocap`: HTTP/3 without Sluice's in-flight bound). nginx
-//! 1.22 and h2o 2.2 (the Debian packages) have no HTTP/3. Listed explicitly they are skipped
-//! with that reason; Sluice's variants (`sluice-cwnd`, `sluice-fixed64k`, …) run as they are.
+//! 1.22 and h2o 2.2 (the Debian packages) have no HTTP/3: listed explicitly they serve HTTP/2
+//! only (`sluice get --http2` and curl), their h3 column empty; Sluice's variants (`sluice-cwnd`, `sluice-fixed64k`, …) run as they are.
 //!
 //! Beside each download the emulated link's server → client direction is read over that
 //! transfer: packets dropped by the full queue and by the random loss per 100 MB delivered, and
@@ -35,7 +40,8 @@
 //! Output: `results.csv` (one row per transfer, as it goes, with the link's readings),
 //! `summary.md` (per case each server's h2 and h3 medians with min–max, the h3/h2 ratio of the
 //! medians and whether Sluice meets the bar, then the link readings per server and protocol;
-//! the issue's nginx figures quoted, marked as such), `download.png`/`.svg` (the loss-free
+//! curl's HTTP/2 median, and each Sluice server's curl median against each peer's; the issue's
+//! nginx figures quoted, marked as such), `download.png`/`.svg` (the loss-free
 //! cases) and `download-loss.png`/`.svg` (the loss case: the chart's panel titles show rate
 //! and RTT only, so it gets a chart of its own).
 
@@ -178,13 +184,15 @@ pub fn max_time(body: u64) -> Duration {
     Duration::from_secs((body as f64 * 8.0 / (FLOOR_MBIT * 1e6)).ceil() as u64) + MAX_TIME_SLACK
 }
 
-/// A protocol the client is told to speak.
+/// A protocol and client a download is made with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Proto {
-    /// `--http2` (TLS, ALPN h2).
+    /// `sluice get --http2` (TLS, ALPN h2).
     H2,
-    /// `--http3` (QUIC, ALPN h3).
+    /// `sluice get --http3` (QUIC, ALPN h3).
     H3,
+    /// `curl --http2` (TLS, ALPN h2): a third-party client, for comparing servers' HTTP/2.
+    H2Curl,
 }
 
 impl Proto {
@@ -193,32 +201,69 @@ impl Proto {
         match self {
             Self::H2 => "h2",
             Self::H3 => "h3",
+            Self::H2Curl => "h2-curl",
         }
     }
 
+    /// The flag that asks the client for the protocol (`sluice get` and curl spell it alike).
     fn flag(self) -> &'static str {
         match self {
-            Self::H2 => "--http2",
+            Self::H2 | Self::H2Curl => "--http2",
             Self::H3 => "--http3",
         }
     }
 
-    /// What the client's `http_version` says for it.
+    /// What the client's `http_version` (curl's `%{http_version}`) says for it.
     fn version(self) -> &'static str {
         match self {
-            Self::H2 => "2",
+            Self::H2 | Self::H2Curl => "2",
             Self::H3 => "3",
+        }
+    }
+
+    /// The client program's name, for error messages.
+    fn client(self) -> &'static str {
+        match self {
+            Self::H2 | Self::H3 => "sluice get",
+            Self::H2Curl => "curl",
         }
     }
 }
 
-/// The order of protocols in run `run` (from 1): h2 first in odd runs, h3 first in even runs.
-pub fn proto_order(run: u32) -> [Proto; 2] {
+/// The order of downloads in run `run` (from 1): `sluice get` h2, h3, then curl h2 in odd runs,
+/// the reverse in even ones.
+pub fn proto_order(run: u32) -> [Proto; 3] {
     if run % 2 == 1 {
-        [Proto::H2, Proto::H3]
+        [Proto::H2, Proto::H3, Proto::H2Curl]
     } else {
-        [Proto::H3, Proto::H2]
+        [Proto::H2Curl, Proto::H3, Proto::H2]
     }
+}
+
+/// curl's `-w` format: status, negotiated version, body bytes, connect to last byte (seconds).
+const CURL_W: &str = "%{http_code} %{http_version} %{size_download} %{time_total}";
+
+/// Parses the output of [`CURL_W`] into the figures `sluice get --json` gives.
+pub fn parse_curl_w(out: &str) -> Result<GetFigures, String> {
+    let parts: Vec<&str> = out.split_whitespace().collect();
+    let [code, version, size, total] = parts[..] else {
+        return Err(format!("curl's -w output is not `code version size time`: {:?}", out.trim()));
+    };
+    let seconds = total.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+    Ok(GetFigures {
+        status: code.parse().map_err(|_| format!("curl's http_code is {code:?}"))?,
+        version: version.to_string(),
+        bytes: size.parse().map_err(|_| format!("curl's size_download is {size:?}"))?,
+        seconds: seconds.ok_or_else(|| format!("curl's time_total is {total:?}"))?,
+    })
+}
+
+/// curl's arguments for `url` over HTTP/2, bounded by `limit`, the body discarded.
+pub(crate) fn curl_args(url: &str, limit: Duration) -> Vec<String> {
+    let max = limit.as_secs().to_string();
+    let connect = CONNECT_TIMEOUT_S.to_string();
+    let args = ["--http2", "-k", "-sS", "--noproxy", "*", "--connect-timeout", &connect, "--max-time", &max];
+    args.iter().chain(&["-o", "/dev/null", "-w", CURL_W, url]).map(|s| s.to_string()).collect()
 }
 
 /// The servers the global default `--servers` means here: Sluice with its defaults, with
@@ -230,8 +275,21 @@ pub const DOWNLOAD_DEFAULT: [ServerKind; 4] = [
     ServerKind::Caddy,
 ];
 
-/// The servers to run for `requested`: the global default list means [`DOWNLOAD_DEFAULT`]; peers
-/// without HTTP/3 here (and the `-tuned` variants) are skipped with the reason.
+/// Why `kind` has no HTTP/3 here, if it has none: its downloads are HTTP/2 only (`sluice get
+/// --http2` and curl), its h3 column stays empty.
+pub fn no_h3(kind: ServerKind) -> Option<&'static str> {
+    match kind {
+        ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => {
+            Some("no HTTP/3 in the Debian package (nginx 1.22; `http_v3` came with 1.25)")
+        }
+        ServerKind::H2o | ServerKind::H2oTuned => Some("no HTTP/3 in the Debian package (h2o 2.2; QUIC came with 2.3)"),
+        _ => None,
+    }
+}
+
+/// The servers to run for `requested`: the global default list means [`DOWNLOAD_DEFAULT`];
+/// nginx and h2o (no HTTP/3 here) run HTTP/2 only; servers that are not static-file servers here,
+/// and Caddy's `-tuned` variant, are skipped with the reason.
 pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<Skipped>), String> {
     if requested == servers::DEFAULT {
         return Ok((DOWNLOAD_DEFAULT.to_vec(), Vec::new()));
@@ -241,12 +299,11 @@ pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<
     for &k in requested {
         let reason = match k {
             ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::Caddy => None,
-            ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => {
-                Some("no HTTP/3 in the Debian package (nginx 1.22; `http_v3` came with 1.25)")
-            }
-            ServerKind::H2o | ServerKind::H2oTuned => {
-                Some("no HTTP/3 in the Debian package (h2o 2.2; QUIC came with 2.3)")
-            }
+            ServerKind::Nginx
+            | ServerKind::Nginx512
+            | ServerKind::NginxTuned
+            | ServerKind::H2o
+            | ServerKind::H2oTuned => None,
             ServerKind::CaddyTuned => Some(
                 "the download experiment runs Caddy's HTTP/2 on BBR in the loss case by itself; list `caddy` instead",
             ),
@@ -263,8 +320,8 @@ pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<
         }
     }
     if keep.is_empty() {
-        return Err("none of the requested servers serves HTTP/3 here (the download experiment knows sluice, its \
-                    variants and caddy)"
+        return Err("none of the requested servers serves static files here (the download experiment knows sluice, \
+                    its variants, caddy, nginx and h2o)"
             .into());
     }
     Ok((keep, skipped))
@@ -344,6 +401,9 @@ pub fn judge(
     body: u64,
     limit: Duration,
 ) -> (f64, f64, String) {
+    if proto == Proto::H2Curl {
+        return judge_curl(exit_ok, exit_desc, stderr, stdout, body, limit);
+    }
     if !exit_ok {
         let mut error = format!("sluice get {exit_desc}: {}", one_line(stderr));
         if let Some(n) = partial_bytes(stderr) {
@@ -360,18 +420,52 @@ pub fn judge(
         Ok(f) => f,
         Err(e) => return (0.0, 0.0, e),
     };
-    let error = if fig.status != 200 {
+    (fig.mbps(), fig.seconds, verdict_on(&fig, proto, body))
+}
+
+/// Whether a finished download is a good one: empty, or what is wrong with it.
+fn verdict_on(fig: &GetFigures, proto: Proto, body: u64) -> String {
+    if fig.status != 200 {
         format!("HTTP {}", fig.status)
     } else if fig.version != proto.version() {
         format!("negotiated HTTP/{} instead of HTTP/{}", fig.version, proto.version())
     } else if fig.bytes != body {
         format!("received {} bytes, not {body}", fig.bytes)
     } else if fig.mbps() <= 0.0 {
-        "sluice get reported no duration".into()
+        format!("{} reported no duration", proto.client())
     } else {
         String::new()
-    };
-    (fig.mbps(), fig.seconds, error)
+    }
+}
+
+/// [`judge`] for curl: its `-w` line is printed after a time-out too (exit 28), with the bytes
+/// that arrived; the partial rate over the limit is then the figure, as for `sluice get`.
+fn judge_curl(
+    exit_ok: bool,
+    exit_desc: &str,
+    stderr: &str,
+    stdout: &str,
+    body: u64,
+    limit: Duration,
+) -> (f64, f64, String) {
+    let fig = parse_curl_w(stdout);
+    if !exit_ok {
+        let mut error = format!("curl {exit_desc}: {}", one_line(stderr));
+        if let Some(f) = fig.as_ref().ok().filter(|f| f.bytes > 0 && f.bytes < body) {
+            let secs = limit.as_secs_f64();
+            let mbps = f.bytes as f64 * 8.0 / secs / 1e6;
+            error.push_str(&format!(
+                " (below {FLOOR_MBIT} Mbit/s: {} of {body} bytes in {secs:.0} s, {mbps:.1} Mbit/s)",
+                f.bytes
+            ));
+            return (mbps, secs, error);
+        }
+        return (0.0, 0.0, error);
+    }
+    match fig {
+        Ok(f) => (f.mbps(), f.seconds, verdict_on(&f, Proto::H2Curl, body)),
+        Err(e) => (0.0, 0.0, e),
+    }
 }
 
 /// `sluice get` arguments for `url` over `proto`, bounded by `limit`.
@@ -391,13 +485,13 @@ pub(crate) fn url(kind: ServerKind, file: &str) -> String {
 
 /// Expected seconds of a whole run.
 pub fn expected_seconds(cases: &[Case], servers: usize, runs: u32, body: u64) -> f64 {
-    let per_run: f64 = cases.iter().map(|c| 2.0 * c.seconds(body)).sum();
+    let per_run: f64 = cases.iter().map(|c| 3.0 * c.seconds(body)).sum();
     // Start-up: the body file, the lab, each server and its HTTP/3 probe.
     per_run * (servers * runs as usize) as f64 + 10.0 + 5.0 * servers as f64
 }
 
 fn title(body: u64) -> String {
-    format!("download: {} MB GET, HTTP/2 vs HTTP/3, sluice get --json", body / 1_000_000)
+    format!("download: {} MB GET, HTTP/2 vs HTTP/3, sluice get --json and curl", body / 1_000_000)
 }
 
 /// The `summary.md` text: notes, one table per case (each server's h2 and h3 medians with
@@ -413,12 +507,12 @@ pub fn markdown(rows: &[Row], cases: &[Case], body: u64, notes: &[String]) -> St
     for case in &shown {
         md.push_str(&format!("\n## {} (`{}`)\n\n", case.title(), case.name));
         md.push_str(
-            "| server | h2 Mbit/s median (min–max) | h3 Mbit/s median (min–max) | h3/h2 | ok runs |\n\
-             |---|---:|---:|---:|---|\n",
+            "| server | h2 Mbit/s median (min–max) | h3 Mbit/s median (min–max) | h3/h2 | curl h2 Mbit/s median \
+             (min–max) | ok runs |\n|---|---:|---:|---:|---:|---|\n",
         );
         for server in &s.servers {
             let cell = |p: &str| s.cell(&case.name, server, p);
-            if cell("h2").is_none() && cell("h3").is_none() {
+            if cell("h2").is_none() && cell("h3").is_none() && cell(CURL).is_none() {
                 continue;
             }
             let fmt = |p: &str| cell(p).and_then(|c| c.stat).map_or_else(|| "n/a".into(), |st| fmt_stat(&st, 1));
@@ -429,18 +523,21 @@ pub fn markdown(rows: &[Row], cases: &[Case], body: u64, notes: &[String]) -> St
                 )
             };
             md.push_str(&format!(
-                "| {server} | {} | {} | {} | {}, {} |\n",
+                "| {server} | {} | {} | {} | {} | {}, {}, {} |\n",
                 fmt("h2"),
                 fmt("h3"),
                 fmt_ratio(s.ratio(&case.name, server, "h3", "h2")),
+                fmt(CURL),
                 runs("h2"),
-                runs("h3")
+                runs("h3"),
+                runs(CURL)
             ));
         }
         md.push('\n');
         for server in s.servers.iter().filter(|n| n.starts_with("sluice")) {
             md.push_str(&verdict(server, s.ratio(&case.name, server, "h3", "h2"), case));
         }
+        md.push_str(&curl_verdicts(&s, &case.name));
         if let Some(table) = report::link_table(rows, &case.name, "Mbit/s") {
             md.push_str(
                 "\nThe link's server → client direction during each download (medians over the successful runs): \
@@ -478,6 +575,26 @@ pub fn markdown(rows: &[Row], cases: &[Case], body: u64, notes: &[String]) -> St
         }
     }
     md
+}
+
+/// The protocol name of curl's HTTP/2 downloads.
+const CURL: &str = "h2-curl";
+
+/// Per Sluice server, its curl HTTP/2 median against each other server's in `case` (the
+/// issue's row: HTTP/2 downloads at least as fast as every peer's, with a third-party client).
+fn curl_verdicts(s: &Summary, case: &str) -> String {
+    let median = |server: &str| s.median(case, server, CURL);
+    let mut out = String::new();
+    for ours in s.servers.iter().filter(|n| n.starts_with("sluice")) {
+        let Some(m) = median(ours) else { continue };
+        for peer in s.servers.iter().filter(|n| !n.starts_with("sluice")) {
+            if let Some(p) = median(peer).filter(|p| *p > 0.0) {
+                let word = if m >= p { "at least as fast as" } else { "slower than" };
+                out.push_str(&format!("`{ours}` with curl over HTTP/2: {:.2} × `{peer}`'s, {word} it.\n", m / p));
+            }
+        }
+    }
+    out
 }
 
 /// `243750 bytes`, `100 packets`.
@@ -571,11 +688,11 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     net::available().map_err(|e| format!("the lab is not available: {e}"))?;
     let work = plan.out.join("work");
     fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let transfers = cases.len() * active.len() * 2 * plan.runs as usize;
+    let transfers = cases.len() * active.len() * 3 * plan.runs as usize;
     let expected = Duration::from_secs_f64(expected_seconds(&cases, active.len(), plan.runs, body));
     let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
     println!(
-        "download: {} case(s) × {} server(s) × 2 protocols × {} run(s) = {transfers} downloads of {body} bytes \
+        "download: {} case(s) × {} server(s) × 3 clients × {} run(s) = {transfers} downloads of {body} bytes \
          (each bounded to {} s): expected ≈ {} (bounded to {}); results in {}",
         cases.len(),
         active.len(),
@@ -613,8 +730,11 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         let mut running: Vec<ServerKind> = Vec::new();
         for (kind, bin) in &active {
             let setup = Setup::new(*kind, &work, SERVER_ADDR, &cert, &key);
-            let started = servers::static_launch_h3(*kind, &setup, &docroot)
-                .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url(*kind, READY_FILE)));
+            let launch = match no_h3(*kind) {
+                None => servers::static_launch_h3(*kind, &setup, &docroot),
+                Some(_) => servers::static_launch(*kind, &setup, &docroot),
+            };
+            let started = launch.and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url(*kind, READY_FILE)));
             match started {
                 Ok(()) => running.push(*kind),
                 Err(e) => {
@@ -622,6 +742,10 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                     skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", one_line(&e)) });
                     continue;
                 }
+            }
+            if let Some(why) = no_h3(*kind) {
+                run_notes.push(format!("`{}` ran HTTP/2 only: {why}.", kind.name()));
+                continue;
             }
             if let Err(e) = probe_h3(&stage, &client, &url(*kind, READY_FILE), READY_TEXT.len() as u64) {
                 eprintln!("sluice-lab: WARNING {}: HTTP/3 does not answer ({e}); its h3 runs will fail", kind.name());
@@ -637,7 +761,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         if running.is_empty() {
             return Err("no server started (see above)".into());
         }
-        let total = cases.len() * running.len() * 2 * plan.runs as usize;
+        let per_run: usize = running.iter().map(|k| if no_h3(*k).is_some() { 2 } else { 3 }).sum();
+        let total = cases.len() * per_run * plan.runs as usize;
         let mut done = 0;
         for case in &cases {
             stage.set_link(&case.link());
@@ -664,6 +789,9 @@ pub fn run(plan: &Plan) -> Result<(), String> {
             for run in 1..=plan.runs {
                 for kind in rotation(&running, run) {
                     for proto in proto_order(run) {
+                        if proto == Proto::H3 && no_h3(kind).is_some() {
+                            continue;
+                        }
                         proc::check_interrupt()?;
                         if Instant::now() >= deadline {
                             return Err(format!(
@@ -795,7 +923,11 @@ fn download_once(
         row.error = one_line(&e);
         return Ok(row);
     }
-    let f = stage.client(client, &get_args(proto, &url(kind, FILE), limit), limit + Duration::from_secs(15))?;
+    let u = url(kind, FILE);
+    let f = match proto {
+        Proto::H2Curl => stage.client("curl", &curl_args(&u, limit), limit + Duration::from_secs(15))?,
+        Proto::H2 | Proto::H3 => stage.client(client, &get_args(proto, &u, limit), limit + Duration::from_secs(15))?,
+    };
     let (mbps, seconds, error) = judge(f.success(), &f.describe(), &f.stderr, &f.stdout, proto, body, limit);
     row.mbps = mbps;
     row.seconds = seconds;
@@ -825,9 +957,12 @@ fn notes(
              seconds / 10⁶, the clock running from just before the connect (handshakes included) to the last body \
              byte. A download counts when the status is 200, all {body} bytes arrived and the protocol is the one \
              asked for; each is bounded to {} s (the body at {FLOOR_MBIT} Mbit/s plus {} s; {} s in the loss case, where a \
-             cut-off download's partial rate is its figure). Runs: {} per server, \
-             protocol and case; the server order rotates run by run, h2 goes first in odd runs and h3 in even ones, \
-             {} ms pause between downloads.",
+             cut-off download's partial rate is its figure). A third download per run is a third-party client's, \
+             `curl --http2 -k -o /dev/null` (`h2-curl`; curl 7.88 with nghttp2 1.52, Debian's), its figure \
+             `%{{size_download}}` × 8 / `%{{time_total}}` (also from before the connect), so that servers' HTTP/2 \
+             compare with a client none of them wrote. Runs: {} per server, client and case; the server order \
+             rotates run by run, the downloads go h2, h3, curl h2 in odd runs and the reverse in even ones, {} ms \
+             pause between downloads.",
             max_time(body).as_secs(),
             MAX_TIME_SLACK.as_secs(),
             LOSS_MAX_TIME.as_secs(),
@@ -922,12 +1057,12 @@ mod tests {
         // 200 MB at 10 Mbit/s is 160 s.
         assert_eq!(max_time(BODY_BYTES), Duration::from_secs(190));
         assert_eq!(max_time(QUICK_BODY_BYTES), Duration::from_secs(46));
-        assert_eq!(proto_order(1), [Proto::H2, Proto::H3]);
-        assert_eq!(proto_order(2), [Proto::H3, Proto::H2]);
+        assert_eq!(proto_order(1), [Proto::H2, Proto::H3, Proto::H2Curl]);
+        assert_eq!(proto_order(2), [Proto::H2Curl, Proto::H3, Proto::H2]);
         // 200 MB at 85 % of 100 Mbit/s ≈ 18.8 s, plus 1.3 s.
         assert!((c[0].seconds(BODY_BYTES) - 20.12).abs() < 0.01, "{}", c[0].seconds(BODY_BYTES));
         let e = expected_seconds(&c, 2, 5, BODY_BYTES);
-        assert!((1000.0..3000.0).contains(&e), "{e}");
+        assert!((1500.0..4500.0).contains(&e), "{e}");
     }
 
     #[test]
@@ -939,13 +1074,16 @@ mod tests {
         let cwnd = ServerKind::parse("sluice-cwnd").unwrap();
         let asked = [ServerKind::Caddy, ServerKind::Nginx, cwnd, ServerKind::H2o, ServerKind::CaddyTuned];
         let (k, s) = select_servers(&asked).unwrap();
-        assert_eq!(k, [ServerKind::Caddy, cwnd]);
+        // nginx and h2o run HTTP/2 only (no HTTP/3 in their Debian packages).
+        assert_eq!(k, [ServerKind::Caddy, ServerKind::Nginx, cwnd, ServerKind::H2o]);
+        assert!(no_h3(ServerKind::Nginx).unwrap().contains("no HTTP/3"));
+        assert!(no_h3(ServerKind::H2o).unwrap().contains("no HTTP/3"));
+        assert_eq!((no_h3(ServerKind::Caddy), no_h3(cwnd)), (None, None));
         let reasons: Vec<(&str, &str)> = s.iter().map(|s| (s.server.name(), s.reason.as_str())).collect();
-        assert_eq!(reasons.len(), 3);
-        assert!(reasons[0].0 == "nginx" && reasons[0].1.contains("no HTTP/3"), "{reasons:?}");
-        assert!(reasons[1].0 == "h2o" && reasons[1].1.contains("no HTTP/3"), "{reasons:?}");
-        assert!(reasons[2].1.contains("`caddy`"), "{reasons:?}");
-        assert!(select_servers(&[ServerKind::Nginx512]).unwrap_err().contains("HTTP/3"));
+        assert_eq!(reasons.len(), 1);
+        assert!(reasons[0].1.contains("`caddy`"), "{reasons:?}");
+        let e = select_servers(&[ServerKind::Haproxy]).unwrap_err();
+        assert!(e.contains("none of the requested servers serves static files"), "{e}");
     }
 
     const OK_H2: &str = r#"{"url":"https://10.99.0.2:8443/body.bin","http_version":"2","status":200,
@@ -990,12 +1128,62 @@ mod tests {
     }
 
     #[test]
+    fn judging_curl_downloads() {
+        let limit = LOSS_MAX_TIME;
+        let ok = "200 2 20000000 2.000000\n";
+        assert_eq!(
+            parse_curl_w(ok).unwrap(),
+            GetFigures { status: 200, version: "2".into(), bytes: 20_000_000, seconds: 2.0 }
+        );
+        assert!(parse_curl_w("200 2 5").unwrap_err().contains("not `code version size time`"));
+        assert!(parse_curl_w("200 2 many 1").unwrap_err().contains("size_download"));
+        assert!(parse_curl_w("200 2 1 -1").unwrap_err().contains("time_total"));
+        let (mbps, secs, err) = judge(true, "exit 0", "", ok, Proto::H2Curl, QUICK_BODY_BYTES, limit);
+        assert_eq!((mbps, secs, err.as_str()), (80.0, 2.0, ""));
+        // curl fell back to HTTP/1.1: not an HTTP/2 figure.
+        let e = judge(true, "exit 0", "", "200 1.1 20000000 2.0", Proto::H2Curl, QUICK_BODY_BYTES, limit).2;
+        assert_eq!(e, "negotiated HTTP/1.1 instead of HTTP/2");
+        let e = judge(true, "exit 0", "", ok, Proto::H2Curl, BODY_BYTES, limit).2;
+        assert_eq!(e, "received 20000000 bytes, not 200000000");
+        let e = judge(true, "exit 0", "", "200 2 20000000 0.0", Proto::H2Curl, QUICK_BODY_BYTES, limit).2;
+        assert_eq!(e, "curl reported no duration");
+        // Cut off at the limit: curl still prints its line; the partial rate is the figure.
+        let out = "200 2 7500000 60.001\n";
+        let stderr =
+            "curl: (28) Operation timed out after 60001 milliseconds with 7500000 out of 20000000 bytes received\n";
+        let (mbps, secs, e) = judge(false, "exit 28", stderr, out, Proto::H2Curl, QUICK_BODY_BYTES, limit);
+        assert!((mbps - 1.0).abs() < 1e-9 && secs == 60.0, "{mbps} {secs}");
+        assert!(e.starts_with("curl exit 28: curl: (28) Operation timed out") && e.contains("1.0 Mbit/s"), "{e}");
+        let (mbps, _, e) =
+            judge(false, "exit 7", "curl: (7) Failed to connect\n", "000 0 0 0.001", Proto::H2Curl, 1, limit);
+        assert_eq!((mbps, e.as_str()), (0.0, "curl exit 7: curl: (7) Failed to connect"));
+    }
+
+    #[test]
     fn client_arguments() {
         let u = url(ServerKind::Caddy, FILE);
         assert_eq!(u, format!("https://{SERVER_ADDR}:8447/body.bin"));
         let a = get_args(Proto::H3, &u, Duration::from_secs(46));
         let want = ["get", "--http3", "-k", "-s", "--json", "--connect-timeout", "10", "--max-time", "46", u.as_str()];
         assert_eq!(a, want);
+        let c = curl_args(&u, Duration::from_secs(60));
+        let want = [
+            "--http2",
+            "-k",
+            "-sS",
+            "--noproxy",
+            "*",
+            "--connect-timeout",
+            "10",
+            "--max-time",
+            "60",
+            "-o",
+            "/dev/null",
+            "-w",
+            CURL_W,
+            u.as_str(),
+        ];
+        assert_eq!(c, want);
     }
 
     fn row(case: &str, server: &str, proto: &str, run: u32, mbps: f64, error: &str) -> Row {
@@ -1028,6 +1216,10 @@ mod tests {
             row("200mbit-40ms-loss0.5", "sluice", "h3", 1, 70.0, ""),
             row("200mbit-40ms-loss0.5", "caddy", "h2", 1, 90.0, ""),
             row("200mbit-40ms-loss0.5", "caddy", "h3", 1, 9.0, ""),
+            row("200mbit-40ms-loss0.5", "sluice", CURL, 1, 99.0, ""),
+            row("200mbit-40ms-loss0.5", "caddy", CURL, 1, 110.0, ""),
+            row("200mbit-40ms", "sluice", CURL, 1, 189.0, ""),
+            row("200mbit-40ms", "caddy", CURL, 1, 0.0, "curl exit 7: boom"),
         ]
     }
 
@@ -1038,11 +1230,15 @@ mod tests {
         assert!(md.contains("- a note\n"));
         assert!(!md.contains("100mbit-13ms"), "cases without rows are left out:\n{md}");
         assert!(md.contains("## 200 Mbit/s × 40 ms RTT (`200mbit-40ms`)"), "{md}");
-        assert!(md.contains("| sluice | 188.0 (186.0–190.0) | 183.0 (180.0–186.0) | 0.97 | h2 2/2, h3 2/2 |"), "{md}");
-        assert!(md.contains("| caddy | 150.0 (150.0–150.0) | n/a | n/a | h2 1/1, h3 0/1 |"), "{md}");
+        assert!(md.contains("| sluice | 188.0 (186.0–190.0) | 183.0 (180.0–186.0) | 0.97 | 189.0 (189.0–189.0) | h2 2/2, h3 2/2, h2-curl 1/1 |"), "{md}");
+        assert!(md.contains("| caddy | 150.0 (150.0–150.0) | n/a | n/a | n/a | h2 1/1, h3 0/1, h2-curl 0/1 |"), "{md}");
         assert!(md.contains("`sluice`: h3/h2 = 0.97 meets the bar of ≥ 0.95.\n"), "{md}");
         assert!(md.contains("## 200 Mbit/s × 40 ms RTT, 0.5 % loss each way (`200mbit-40ms-loss0.5`)"), "{md}");
-        assert!(md.contains("| caddy | 90.0 (90.0–90.0) | 9.0 (9.0–9.0) | 0.10 | h2 1/1, h3 1/1 |"), "{md}");
+        assert!(md.contains("| caddy | 90.0 (90.0–90.0) | 9.0 (9.0–9.0) | 0.10 | 110.0 (110.0–110.0) | h2 1/1, h3 1/1, h2-curl 1/1 |"), "{md}");
+        // curl's HTTP/2, Sluice against each peer: the loss case has both, the other no peer figure.
+        assert!(md.contains("`sluice` with curl over HTTP/2: 0.90 × `caddy`'s, slower than it.\n"), "{md}");
+        assert_eq!(md.matches("with curl over HTTP/2").count(), 1, "{md}");
+        assert!(md.contains("- 200mbit-40ms caddy h2-curl run 1: curl exit 7: boom\n"), "{md}");
         assert!(md.contains("`sluice`: h3/h2 = 0.70 misses the bar of ≥ 0.8, HTTP/2 on BBR.\n"), "{md}");
         assert!(md.contains("| server | 200mbit-40ms | 200mbit-40ms-loss0.5 |\n|---|---:|---:|\n"), "{md}");
         assert!(md.contains("| sluice | 0.97 | 0.70 |\n| caddy | n/a | 0.10 |\n"), "{md}");
