@@ -208,6 +208,9 @@ pub fn run(input: &Input) {
     let t0 = Instant::now();
     let mut now = t0;
     let mut conn = Connection::new(config(input.knobs), policy(input.knobs), now);
+    // As the server's driver does: the engine reports the streams it forgets.
+    conn.report_closed();
+    let mut closed: Vec<u64> = Vec::new();
     let mut enc = Encoder::new();
     let mut first = PREFACE.to_vec();
     let mut payload = Vec::new();
@@ -323,6 +326,13 @@ pub fn run(input: &Input) {
                 Event::ConnectionError(_) => failed = true,
                 Event::GoAway { .. } => {}
             }
+        }
+        // A forgotten stream is reported once, and is gone.
+        let before = closed.len();
+        assert!(conn.take_closed(&mut closed));
+        for (at, &id) in closed.iter().enumerate().skip(before) {
+            assert!(!closed[..at].contains(&id), "stream {id} reported closed twice");
+            assert!(conn.buffered(u32::try_from(id).unwrap()).is_none(), "stream {id} reported closed but held");
         }
         // The handler's frames are bounded by what it queued; the rest answers the peer, at
         // most a few control frames per frame received (4 bytes out per byte in covers a

@@ -424,7 +424,11 @@ pub fn response_fields(fields: &mut Vec<crate::Field>, upstream_proto: http::Ver
             .map(<[u8]>::to_ascii_lowercase)
             .collect()
     };
-    let named = options(fields);
+    // `Connection: keep-alive` (or `close`) alone, as nearly every HTTP/1.1 origin sends it,
+    // names nothing: no need to split and trim it.
+    let usual = |v: &[u8]| v.eq_ignore_ascii_case(b"keep-alive") || v.eq_ignore_ascii_case(b"close");
+    let named =
+        if fields.iter().any(|f| f.name == "connection" && !usual(&f.value)) { options(fields) } else { Vec::new() };
     fields.retain(|f| !fixed(&f.name) && !named.iter().any(|n| *n == f.name));
     let via: &'static [u8] = if upstream_proto == http::Version::HTTP_2 { b"2 sluice" } else { b"1.1 sluice" };
     fields.push(crate::Field::new(bytes::Bytes::from_static(b"via"), bytes::Bytes::from_static(via)));
@@ -630,6 +634,17 @@ mod tests {
         sorted_map.sort();
         sorted_fields.sort();
         assert_eq!(sorted_map, sorted_fields);
+        // `Connection: keep-alive` alone names nothing; an option in a second `Connection`
+        // field still goes.
+        let names = |pairs: &[(&'static str, &'static str)]| {
+            let mut fields: Vec<crate::Field> = pairs.iter().map(|(n, v)| crate::Field::new(*n, *v)).collect();
+            response_fields(&mut fields, http::Version::HTTP_11);
+            fields.iter().map(|f| String::from_utf8_lossy(&f.name).into_owned()).collect::<Vec<_>>()
+        };
+        let usual = [("connection", "Keep-Alive"), ("x-a", "1"), ("content-length", "2")];
+        assert_eq!(names(&usual), ["x-a", "content-length", "via"]);
+        let second = [("connection", "close"), ("x-a", "1"), ("connection", "x-a"), ("x-b", "2")];
+        assert_eq!(names(&second), ["x-b", "via"]);
     }
 
     #[test]

@@ -177,6 +177,10 @@ pub struct Connection {
     /// With each, the WINDOW_UPDATEs the peer may still send for it for free: those for DATA
     /// frames it read after we closed the stream are a race, not a glitch.
     recently_closed: VecDeque<(u32, u32)>,
+    /// Streams forgotten since [`Connection::take_closed`] last took them, kept only once
+    /// [`Connection::report_closed`] asked for them.
+    closed: Vec<u32>,
+    report_closed: bool,
     block: Option<Block>,
     control: Vec<u8>,
     heads: VecDeque<u32>,
@@ -275,6 +279,8 @@ impl Connection {
             // Grows with use (up to RECENTLY_CLOSED): reserving it all at once cost 2 kB per
             // connection, most of which never close that many streams.
             recently_closed: VecDeque::new(),
+            closed: Vec::new(),
+            report_closed: false,
             block: None,
             control,
             heads: VecDeque::new(),
@@ -364,6 +370,7 @@ impl Connection {
         self.heads.shrink_to_fit();
         self.sent_dirty.shrink_to_fit();
         self.recently_closed.shrink_to_fit();
+        self.closed.shrink_to_fit();
         self.pending_priority.shrink_to_fit();
         self.control.shrink_to_fit();
         self.out_block = Vec::new();
@@ -578,7 +585,25 @@ impl Connection {
             self.recently_closed.pop_front();
         }
         self.recently_closed.push_back((id, update_credit));
+        if self.report_closed {
+            self.closed.push(id);
+        }
         true
+    }
+
+    /// From now on, keep the id of every stream the connection forgets (closed both ways, or
+    /// reset) for [`Connection::take_closed`]. Off by default: a caller that never takes them
+    /// would keep a list that grows with every stream. A server's stream layer uses it to learn
+    /// when a finished request's stream is gone without asking about each one on every turn.
+    pub fn report_closed(&mut self) {
+        self.report_closed = true;
+    }
+
+    /// The streams forgotten since the last call, in the order they went, appended to `out`;
+    /// `false` (and nothing appended) unless [`Connection::report_closed`] was called.
+    pub fn take_closed(&mut self, out: &mut Vec<u64>) -> bool {
+        out.extend(self.closed.drain(..).map(u64::from));
+        self.report_closed
     }
 
     /// Close the stream if both directions are done.

@@ -98,6 +98,10 @@ impl Engine for Connection {
     fn recycle_head(&mut self, head: Box<sluice_http::RequestHead>) {
         Self::recycle_head(self, head);
     }
+
+    fn take_closed(&mut self, out: &mut Vec<u64>) -> bool {
+        Self::take_closed(self, out)
+    }
 }
 
 /// Serve one HTTP/2 connection. `prefix` holds bytes already read (h2c sniffing).
@@ -127,7 +131,10 @@ where
             let mut cfg = state.h2.clone();
             // RFC 8336: the origin set of the certificate this connection's SNI picked.
             cfg.origins = info.served.as_ref().and_then(crate::io::tls::Served::origins);
-            Connection::new(cfg, state.window_policy(), Instant::now())
+            let mut conn = Connection::new(cfg, state.window_policy(), Instant::now());
+            // The stream layer learns from the engine when a stream is gone (Streams::sweep).
+            conn.report_closed();
+            conn
         };
         if !prefix.is_empty() {
             conn.handle_input(Instant::now(), &prefix);

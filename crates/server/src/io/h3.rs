@@ -981,7 +981,7 @@ impl Driver {
         for id in self.streams.take_unwanted() {
             self.engine.stop_reading(id);
         }
-        self.streams.sweep(&self.engine);
+        self.streams.sweep(&mut self.engine);
         // Credits live from the start of the stream's reader (before its request event, if its
         // head waits on QPACK) to its end.
         let (streams, engine) = (&self.streams, &self.engine);

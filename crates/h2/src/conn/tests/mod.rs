@@ -153,6 +153,40 @@ fn get_request_and_response() {
 }
 
 #[test]
+fn closed_streams_are_reported_once_when_asked_for() {
+    let mut c = Client::new(Config::default());
+    let mut out = Vec::new();
+    // Not asked for: nothing kept.
+    c.request(1, "/", true);
+    c.events();
+    c.conn.send_response(1, 200, Vec::new(), true).unwrap();
+    c.output();
+    assert!(!c.conn.take_closed(&mut out) && out.is_empty());
+    c.conn.report_closed();
+    // A stream that ends both ways is reported when its last frame is framed, not before.
+    c.request(3, "/", true);
+    c.events();
+    c.conn.send_response(3, 200, Vec::new(), false).unwrap();
+    c.conn.send_data(3, Bytes::from_static(b"hi"), true).unwrap();
+    assert!(c.conn.take_closed(&mut out) && out.is_empty(), "queued, not framed: still open");
+    c.output();
+    assert!(c.conn.take_closed(&mut out));
+    assert_eq!(out, [3]);
+    // Reset by the peer, and by the server: reported too, and each only once.
+    c.request(5, "/", false);
+    c.request(7, "/", false);
+    c.events();
+    c.send(kind::RST_STREAM, 0, 5, &Reason::CANCEL.0.to_be_bytes());
+    c.conn.reset(7, Reason::INTERNAL_ERROR);
+    c.output();
+    out.clear();
+    assert!(c.conn.take_closed(&mut out));
+    assert_eq!(out, [5, 7]);
+    out.clear();
+    assert!(c.conn.take_closed(&mut out) && out.is_empty());
+}
+
+#[test]
 fn heads_with_shared_fields_carry_them_first_then_their_own() {
     let mut c = Client::new(Config::default());
     let shared = std::sync::Arc::new(vec![Field::new("etag", "\"1-e\""), Field::new("content-type", "text/plain")]);
