@@ -484,10 +484,15 @@ pub(crate) fn url(kind: ServerKind, file: &str) -> String {
 }
 
 /// Expected seconds of a whole run.
-pub fn expected_seconds(cases: &[Case], servers: usize, runs: u32, body: u64) -> f64 {
-    let per_run: f64 = cases.iter().map(|c| 3.0 * c.seconds(body)).sum();
+pub fn expected_seconds(cases: &[Case], servers: &[ServerKind], runs: u32, body: u64) -> f64 {
+    let per_run: f64 = cases.iter().map(|c| downloads_per_run(servers) as f64 * c.seconds(body)).sum();
     // Start-up: the body file, the lab, each server and its HTTP/3 probe.
-    per_run * (servers * runs as usize) as f64 + 10.0 + 5.0 * servers as f64
+    per_run * runs as f64 + 10.0 + 5.0 * servers.len() as f64
+}
+
+/// Downloads per case and run: three per server, two for one without HTTP/3.
+pub fn downloads_per_run(servers: &[ServerKind]) -> usize {
+    servers.iter().map(|k| if no_h3(*k).is_some() { 2 } else { 3 }).sum()
 }
 
 fn title(body: u64) -> String {
@@ -590,7 +595,7 @@ fn curl_verdicts(s: &Summary, case: &str) -> String {
         for peer in s.servers.iter().filter(|n| !n.starts_with("sluice")) {
             if let Some(p) = median(peer).filter(|p| *p > 0.0) {
                 let word = if m >= p { "at least as fast as" } else { "slower than" };
-                out.push_str(&format!("`{ours}` with curl over HTTP/2: {:.2} × `{peer}`'s, {word} it.\n", m / p));
+                out.push_str(&format!("`{ours}` with curl over HTTP/2: {:.3} × `{peer}`'s, {word} it.\n", m / p));
             }
         }
     }
@@ -688,12 +693,13 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     net::available().map_err(|e| format!("the lab is not available: {e}"))?;
     let work = plan.out.join("work");
     fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let transfers = cases.len() * active.len() * 3 * plan.runs as usize;
-    let expected = Duration::from_secs_f64(expected_seconds(&cases, active.len(), plan.runs, body));
+    let kinds: Vec<ServerKind> = active.iter().map(|(k, _)| *k).collect();
+    let transfers = cases.len() * downloads_per_run(&kinds) * plan.runs as usize;
+    let expected = Duration::from_secs_f64(expected_seconds(&cases, &kinds, plan.runs, body));
     let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
     println!(
-        "download: {} case(s) × {} server(s) × 3 clients × {} run(s) = {transfers} downloads of {body} bytes \
-         (each bounded to {} s): expected ≈ {} (bounded to {}); results in {}",
+        "download: {} case(s) × {} server(s) (3 downloads each, 2 without HTTP/3) × {} run(s) = {transfers} \
+         downloads of {body} bytes (each bounded to {} s): expected ≈ {} (bounded to {}); results in {}",
         cases.len(),
         active.len(),
         plan.runs,
@@ -761,8 +767,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         if running.is_empty() {
             return Err("no server started (see above)".into());
         }
-        let per_run: usize = running.iter().map(|k| if no_h3(*k).is_some() { 2 } else { 3 }).sum();
-        let total = cases.len() * per_run * plan.runs as usize;
+        let total = cases.len() * downloads_per_run(&running) * plan.runs as usize;
         let mut done = 0;
         for case in &cases {
             stage.set_link(&case.link());
@@ -1061,8 +1066,12 @@ mod tests {
         assert_eq!(proto_order(2), [Proto::H2Curl, Proto::H3, Proto::H2]);
         // 200 MB at 85 % of 100 Mbit/s ≈ 18.8 s, plus 1.3 s.
         assert!((c[0].seconds(BODY_BYTES) - 20.12).abs() < 0.01, "{}", c[0].seconds(BODY_BYTES));
-        let e = expected_seconds(&c, 2, 5, BODY_BYTES);
+        let two = [ServerKind::Sluice, ServerKind::Caddy];
+        let e = expected_seconds(&c, &two, 5, BODY_BYTES);
         assert!((1500.0..4500.0).contains(&e), "{e}");
+        // nginx has no HTTP/3 here: two downloads per run, not three.
+        assert_eq!(downloads_per_run(&[ServerKind::Sluice, ServerKind::Nginx, ServerKind::H2o]), 7);
+        assert!(expected_seconds(&c, &[ServerKind::Sluice, ServerKind::Nginx], 5, BODY_BYTES) < e);
     }
 
     #[test]
@@ -1236,7 +1245,7 @@ mod tests {
         assert!(md.contains("## 200 Mbit/s × 40 ms RTT, 0.5 % loss each way (`200mbit-40ms-loss0.5`)"), "{md}");
         assert!(md.contains("| caddy | 90.0 (90.0–90.0) | 9.0 (9.0–9.0) | 0.10 | 110.0 (110.0–110.0) | h2 1/1, h3 1/1, h2-curl 1/1 |"), "{md}");
         // curl's HTTP/2, Sluice against each peer: the loss case has both, the other no peer figure.
-        assert!(md.contains("`sluice` with curl over HTTP/2: 0.90 × `caddy`'s, slower than it.\n"), "{md}");
+        assert!(md.contains("`sluice` with curl over HTTP/2: 0.900 × `caddy`'s, slower than it.\n"), "{md}");
         assert_eq!(md.matches("with curl over HTTP/2").count(), 1, "{md}");
         assert!(md.contains("- 200mbit-40ms caddy h2-curl run 1: curl exit 7: boom\n"), "{md}");
         assert!(md.contains("`sluice`: h3/h2 = 0.70 misses the bar of ≥ 0.8, HTTP/2 on BBR.\n"), "{md}");

@@ -159,8 +159,9 @@ pub struct RunArgs {
     /// body; `fairness`: a 5 s window.
     #[arg(long)]
     pub quick: bool,
-    /// `upload` only: also run a 1 Gbit/s × 2 ms case (the emulator reaches about 820 Mbit/s with
-    /// MTU 1500 on two cores: such a case is partly emulator-bound, and the report says so).
+    /// `upload` only: also run the fast, short links, 1 Gbit/s × 2 ms and × 5 ms and 500 Mbit/s
+    /// × 5 ms (the emulator reaches about 820 Mbit/s with MTU 1500 on two cores: a gigabit case
+    /// is partly emulator-bound, and the report says so).
     #[arg(long)]
     pub gigabit: bool,
     /// Only these cases, comma-separated, by the names the reports use (e.g. `20mbit-40ms`).

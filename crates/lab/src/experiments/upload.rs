@@ -49,7 +49,7 @@ pub fn default_servers() -> Vec<ServerKind> {
 }
 
 /// The cases: 200 Mbit/s × 40 ms and × 10 ms RTT; `quick` keeps the first; `gigabit` adds
-/// 1 Gbit/s × 2 ms.
+/// the fast, short links: 1 Gbit/s × 2 ms and × 5 ms, 500 Mbit/s × 5 ms.
 pub fn cases(quick: bool, gigabit: bool) -> Vec<Case> {
     let n = if quick { 1 } else { RTTS_MS.len() };
     let mut v: Vec<Case> = RTTS_MS[..n]
@@ -57,7 +57,9 @@ pub fn cases(quick: bool, gigabit: bool) -> Vec<Case> {
         .map(|&rtt| Case { name: format!("{RATE_MBIT}mbit-{rtt}ms"), rate_mbit: RATE_MBIT, rtt_ms: rtt })
         .collect();
     if gigabit {
-        v.push(Case { name: "1000mbit-2ms".into(), rate_mbit: 1000.0, rtt_ms: 2.0 });
+        for (rate, rtt) in [(1000.0, 2.0), (1000.0, 5.0), (500.0, 5.0)] {
+            v.push(Case { name: format!("{rate}mbit-{rtt}ms"), rate_mbit: rate, rtt_ms: rtt });
+        }
     }
     v
 }
@@ -651,7 +653,8 @@ mod tests {
     #[test]
     fn cases_and_orders() {
         let c = cases(false, false);
-        assert_eq!(cases(false, true).len(), 3);
+        let fast: Vec<String> = cases(false, true).into_iter().map(|c| c.name).collect();
+        assert_eq!(fast, ["200mbit-40ms", "200mbit-10ms", "1000mbit-2ms", "1000mbit-5ms", "500mbit-5ms"]);
         assert_eq!(c.len(), 2);
         assert_eq!(c[0], Case { name: "200mbit-40ms".into(), rate_mbit: 200.0, rtt_ms: 40.0 });
         assert_eq!(c[1].name, "200mbit-10ms");
