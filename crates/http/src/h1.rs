@@ -141,7 +141,7 @@ fn span(base: &[u8], part: &[u8]) -> std::ops::Range<usize> {
 fn to_fields(spans: &[[u32; 4]], mut head: BytesMut) -> Vec<Field> {
     let at = |a: u32, b: u32| a as usize..b as usize;
     for s in spans {
-        head[at(s[0], s[1])].make_ascii_lowercase();
+        lowercase(&mut head[at(s[0], s[1])]);
     }
     let head = head.freeze();
     let mut fields = Vec::with_capacity(spans.len() + 1);
@@ -153,6 +153,57 @@ fn to_fields(spans: &[[u32; 4]], mut head: BytesMut) -> Vec<Field> {
         fields.push(Field { name, value: head.slice(at(s[2], s[3])) });
     }
     fields
+}
+
+/// ASCII upper case to lower case in place, eight bytes at a time. An origin's field names are
+/// mostly capitalised (`Content-Type`); byte by byte this cost about 550 instructions per
+/// proxied response, some six a byte.
+fn lowercase(b: &mut [u8]) {
+    let n = b.len();
+    // Lowering a byte twice changes nothing, so the last word may overlap the one before.
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 <= n {
+            lower_word(b, i);
+            i += 8;
+        }
+        if i < n {
+            lower_word(b, n - 8);
+        }
+    } else if n >= 4 {
+        lower_half(b, 0);
+        lower_half(b, n - 4);
+    } else {
+        b.make_ascii_lowercase();
+    }
+}
+
+/// [`lower8`] of the eight bytes of `b` at `at`.
+fn lower_word(b: &mut [u8], at: usize) {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    b[at..at + 8].copy_from_slice(&lower8(u64::from_le_bytes(w)).to_le_bytes());
+}
+
+/// [`lower8`] of the four bytes of `b` at `at` (zero bytes above them stay zero).
+fn lower_half(b: &mut [u8], at: usize) {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    let low = lower8(u64::from(u32::from_le_bytes(w)));
+    b[at..at + 4].copy_from_slice(&low.to_le_bytes()[..4]);
+}
+
+/// [`lowercase`] of eight bytes in a word: each byte from `A` to `Z` gains 0x20, every other
+/// byte (non-ASCII ones included) stays as it is. Within a byte, its low seven bits plus 0x3f
+/// reach bit 7 exactly when they are at least `A` (0x41), plus 0x25 exactly when they are past
+/// `Z` (0x5a); neither sum carries into the next byte.
+fn lower8(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let low = w & (0x7f * ONES);
+    let from_a = low + (0x80 - b'A' as u64) * ONES;
+    let past_z = low + (0x80 - b'Z' as u64 - 1) * ONES;
+    let upper = from_a & !past_z & !w & (0x80 * ONES);
+    w | (upper >> 2)
 }
 
 /// The fields `parsed` from `base` as a map, their values slices of one copy of `base`.
@@ -422,6 +473,23 @@ mod tests {
 
     fn head(text: &str) -> Result<Option<ResponseHead>, Error> {
         parse_response(&mut BytesMut::from(text.as_bytes()), 64 * 1024)
+    }
+
+    #[test]
+    fn lowercase_by_words_is_make_ascii_lowercase() {
+        // Every byte value, at every position of a word and in the tail past the last word.
+        for len in 0..=17 {
+            for at in 0..len {
+                for v in 0..=255u8 {
+                    let mut a: Vec<u8> = (0..len).map(|i| b"Content-Type:Xz@["[i % 17]).collect();
+                    a[at] = v;
+                    let mut want = a.clone();
+                    want.make_ascii_lowercase();
+                    lowercase(&mut a);
+                    assert_eq!(a, want, "length {len}, byte {v:#04x} at {at}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -124,7 +124,7 @@ pub(crate) struct Request {
     /// proxy tunnels WebSockets through it).
     pub(crate) upgrade: Option<hyper::upgrade::OnUpgrade>,
     /// What the access-log line counts for this request (handlers mark the hints they sent).
-    pub(crate) counters: Arc<crate::app::accesslog::Counters>,
+    pub(crate) counters: crate::app::accesslog::CountersRef,
 }
 
 /// Why a request is answered before any handler sees it, and with what status.
@@ -179,7 +179,7 @@ impl Interim {
 pub(crate) struct RequestBody {
     inner: BodyRx,
     /// Bytes taken so far, shared with the access log.
-    seen: Option<Arc<crate::app::accesslog::Counters>>,
+    seen: Option<crate::app::accesslog::CountersRef>,
     /// Largest body accepted; more is an error.
     limit: u64,
     /// The trailer section, once the body has ended (HTTP/2 and HTTP/3: set by the driver
@@ -299,7 +299,7 @@ impl RequestBody {
     }
 
     /// Count the bytes taken into `seen` and fail with [`BodyError::TooLarge`] past `limit`.
-    pub(crate) fn counting(mut self, seen: Arc<crate::app::accesslog::Counters>, limit: u64) -> Self {
+    pub(crate) fn counting(mut self, seen: crate::app::accesslog::CountersRef, limit: u64) -> Self {
         self.seen = Some(seen);
         self.limit = limit;
         self

@@ -14,7 +14,7 @@ use http::{HeaderMap, StatusCode};
 use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::Semaphore;
 
-use crate::app::accesslog::{AccessLog, Counters};
+use crate::app::accesslog::{AccessLog, CountersRef};
 use crate::app::http::{Body, Interim, Proto, Refusal, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
 
@@ -103,7 +103,7 @@ pub(crate) fn to_request(
     interim: Interim,
     conn: &ConnInfo,
     proto: Proto,
-    counters: Arc<Counters>,
+    counters: CountersRef,
 ) -> Request {
     let tls = conn.tls;
     // Invariant: the engines accept only token methods (sluice_http::request_head).
@@ -242,7 +242,7 @@ fn access_log(
     method: &http::Method,
     authority: &str,
     path: &str,
-    counters: Arc<Counters>,
+    counters: CountersRef,
 ) -> AccessLog {
     let enabled = state.cfg.access_log;
     // Without an access log, the line's fields are never read: no copies, no clock.
@@ -274,7 +274,7 @@ pub(crate) struct Inline {
 
 impl Inline {
     /// The request's counters, for the stream layer's state when the body waits for room.
-    pub(crate) fn counters(&self) -> Arc<Counters> {
+    pub(crate) fn counters(&self) -> CountersRef {
         self.log.as_ref().map_or_else(|| NO_COUNTS.clone(), |l| l.counters.clone())
     }
 
@@ -369,7 +369,7 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
 
 /// The access-log counters of requests answered inline: they receive no body and send no
 /// hints, so one all-zero set serves them all.
-static NO_COUNTS: std::sync::LazyLock<Arc<Counters>> = std::sync::LazyLock::new(Arc::default);
+static NO_COUNTS: std::sync::LazyLock<CountersRef> = std::sync::LazyLock::new(CountersRef::default);
 
 /// The longest field name the `http` crate takes.
 const MAX_NAME: usize = (1 << 16) - 1;

@@ -13,7 +13,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::app::accesslog::{AccessLog, Counters};
+use crate::app::accesslog::{AccessLog, CountersRef};
 use crate::app::http::{Body, Interim, Proto, Refusal, Request, RequestBody, CHUNK};
 use crate::app::respond::{prepare, ConnInfo, Prepared};
 use crate::state::State;
@@ -82,7 +82,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         (Some(a), _) => a.to_ascii_lowercase().into(),
         (None, _) => Arc::from(""),
     };
-    let counters = Arc::new(Counters::default());
+    let counters = CountersRef::default();
     let body =
         RequestBody::hyper(incoming, state.write_rule()).counting(counters.clone(), state.cfg.limits.max_request_body);
     let mut req = Request {

@@ -38,7 +38,7 @@ use bytes::Bytes;
 use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::mpsc;
 
-use crate::app::accesslog::Counters;
+use crate::app::accesslog::{Counters, CountersRef};
 use crate::app::http::{BodyError, Interim, Proto, RequestBody, TrailerSlot, CHUNK};
 use crate::app::respond::{answer_inline, run_handler, to_request, ConnInfo, Inline, Interims, SendRoom, Sink};
 use crate::state::State;
@@ -191,6 +191,8 @@ pub(crate) struct Shared {
     /// A [`Cmd::Poll`] is on its way and the handler has not been polled since.
     queued: AtomicBool,
     tx: CmdSender,
+    /// The request's access-log counters ([`CountersRef`]).
+    counters: Counters,
 }
 
 impl Shared {
@@ -200,7 +202,14 @@ impl Shared {
             id,
             queued: AtomicBool::new(false),
             tx: tx.clone(),
+            counters: Counters::default(),
         })
+    }
+}
+
+impl crate::app::accesslog::HoldsCounters for Shared {
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 }
 
@@ -236,7 +245,7 @@ struct StreamCtx {
     trailers: Option<TrailerSlot>,
     /// The send room, and the handler's waker.
     room: Arc<Shared>,
-    counters: Arc<Counters>,
+    counters: CountersRef,
     /// The handler; `None` once it finished.
     handler: Option<Handler>,
     /// Data the engine refused as [`Refused::Full`], offered again after progress.
@@ -330,7 +339,8 @@ impl Streams {
             (RequestBody::channel(rx, on_consumed).with_trailers(slot.clone()), Some(tx), Some(slot))
         };
         let room = Shared::new(id, &self.state, &self.tx);
-        let counters = Arc::new(Counters::default());
+        // The request's counters live in the stream's shared state: no allocation of their own.
+        let counters = CountersRef::new(room.clone());
         let sink = StreamSink { id, tx: self.tx.clone() };
         let interim = Interim::to(id, self.interims.clone());
         let req = Box::new(to_request(&mut head, body, interim, &self.info, self.proto, counters.clone()));
@@ -906,7 +916,7 @@ mod tests {
         // times the cost to allocate and free (2,768 bytes before the request was boxed and the
         // router borrowed it).
         let (s, _rx, _dir) = streams();
-        let counters = Arc::new(Counters::default());
+        let counters = CountersRef::default();
         let interim = Interim::to(1, s.interims.clone());
         let req =
             Box::new(to_request(&mut head("GET", "/"), RequestBody::empty(), interim, &s.info, s.proto, counters));
@@ -923,7 +933,7 @@ mod tests {
             body_tx: None,
             trailers: None,
             room: Shared::new(1, &s.state, &s.tx),
-            counters: Arc::new(Counters::default()),
+            counters: CountersRef::default(),
             handler: None,
             held: VecDeque::new(),
             held_trailers: None,
