@@ -617,7 +617,8 @@ impl Streams {
     /// most: when the engine reports it, and when its handler finishes. Otherwise every
     /// finished stream the engine still holds is asked about on every call: with ten requests
     /// answered at a time about eight wait for their last bytes to be framed, and that walk
-    /// cost about 600 instructions per proxied request.
+    /// cost about 170 instructions per proxied request (callgrind; forgetting a stream, its
+    /// state dropped and its room released, is some 400 more either way).
     pub(crate) fn sweep<E: Engine>(&mut self, engine: &mut E) {
         let Some(lists) = self.lists.as_mut() else { return };
         let map = &mut self.map;
