@@ -1,7 +1,7 @@
 //! The `download` experiment: one large file, HTTP/2 against HTTP/3, from Sluice and from Caddy
-//! side by side, and HTTP/2 with curl too. The bar: a 200 MB download at 100 Mbit/s × 13 ms, 200 Mbit/s × 40 ms
-//! and 500 Mbit/s × 10 ms RTT with h3/h2 ≥ 0.95 in each, and at 200 Mbit/s × 40 ms with 0.5 %
-//! random loss h3/h2 ≥ 0.8 with HTTP/2 on BBR.
+//! side by side, and HTTP/2 with curl too. The bar: a 200 MB download at 100 Mbit/s ×
+//! 13 ms, 200 Mbit/s × 40 ms and 500 Mbit/s × 10 ms RTT with h3/h2 ≥ 0.95 in each, and at
+//! 200 Mbit/s × 40 ms with 0.5 % random loss h3/h2 ≥ 0.8 with HTTP/2 on BBR.
 //!
 //! Every server serves the same docroot (`body.bin`: [`BODY_BYTES`] random bytes; `--quick`:
 //! [`QUICK_BODY_BYTES`] and the first case only) as static files over TLS and over HTTP/3 on
@@ -19,8 +19,8 @@
 //! `%{time_total}`, the same clock as `sluice get`'s.
 //!
 //! In each run every server is measured in an order rotating run by run, h2, h3 then curl's h2
-//! in odd runs and the reverse in even ones, with a pause between transfers so queues drain. Sluice sets BBR
-//! on its own TCP sockets (`[tcp] congestion`, default `bbr`); for the loss case the server
+//! in odd runs and the reverse in even ones, with a pause between transfers so queues drain.
+//! Sluice sets BBR on its own TCP sockets (`[tcp] congestion`, default `bbr`); for the loss case the server
 //! namespace's default (`net.ipv4.tcp_congestion_control`) is set to `bbr` too, so Caddy's
 //! HTTP/2 runs on BBR there (accepted sockets of a listener that did not choose its congestion
 //! control take the namespace's default), and restored afterwards. HTTP/3 runs on each server's
@@ -31,7 +31,8 @@
 //! `sluice-h3cubic` and `sluice-h3bbr` (HTTP/3 on quinn's CUBIC, on its BBR) and `caddy`; a list
 //! given replaces it (`sluice-h3nocap`: HTTP/3 without Sluice's in-flight bound). nginx
 //! 1.22 and h2o 2.2 (the Debian packages) have no HTTP/3: listed explicitly they serve HTTP/2
-//! only (`sluice get --http2` and curl), their h3 column empty; Sluice's variants (`sluice-cwnd`, `sluice-fixed64k`, …) run as they are.
+//! only (`sluice get --http2` and curl), their h3 column empty; Sluice's variants
+//! (`sluice-cwnd`, `sluice-fixed64k`, …) run as they are.
 //!
 //! Beside each download the emulated link's server → client direction is read over that
 //! transfer: packets dropped by the full queue and by the random loss per 100 MB delivered, and
