@@ -46,6 +46,9 @@ pub enum Flow {
     /// Its TCP sockets on CUBIC, filling the congestion window (`[tcp] congestion = "cubic"`,
     /// `limit_inflight = false`): the `fairness` experiment's TCP competitor.
     TcpCubic,
+    /// Its TCP sockets on CUBIC with the in-flight bound kept (`[tcp] congestion = "cubic"`):
+    /// what BBR, Sluice's default, costs or gains where the bound stays.
+    TcpCubicBound,
 }
 
 impl Flow {
@@ -63,6 +66,7 @@ impl Flow {
             Self::QuicCubic => "\n[quic]\ncongestion = \"cubic\"\n".into(),
             Self::QuicNoCap => "\n[quic]\nlimit_inflight = false\n".into(),
             Self::TcpCubic => "\n[tcp]\ncongestion = \"cubic\"\nlimit_inflight = false\n".into(),
+            Self::TcpCubicBound => "\n[tcp]\ncongestion = \"cubic\"\n".into(),
             _ => format!("\n[flow]\npolicy = \"{}\"\n{windows}", self.policy()),
         }
     }
@@ -74,7 +78,12 @@ impl Flow {
             Self::Writeup => "writeup",
             Self::Quiche => "quiche",
             Self::Hyper => "hyper",
-            Self::FillCwnd | Self::QuicBbr | Self::QuicCubic | Self::QuicNoCap | Self::TcpCubic => "auto",
+            Self::FillCwnd
+            | Self::QuicBbr
+            | Self::QuicCubic
+            | Self::QuicNoCap
+            | Self::TcpCubic
+            | Self::TcpCubicBound => "auto",
         }
     }
 
@@ -86,6 +95,7 @@ impl Flow {
             Self::QuicCubic => "`[quic] congestion = \"cubic\"`".into(),
             Self::QuicNoCap => "`[quic] limit_inflight = false`".into(),
             Self::TcpCubic => "`[tcp] congestion = \"cubic\"`, `limit_inflight = false`".into(),
+            Self::TcpCubicBound => "`[tcp] congestion = \"cubic\"`".into(),
             _ => format!("`[flow] policy = \"{}\"`", self.policy()),
         }
     }
@@ -131,7 +141,7 @@ pub const DEFAULT: [ServerKind; 5] =
     [ServerKind::Sluice, ServerKind::Nginx, ServerKind::Nginx512, ServerKind::H2o, ServerKind::Caddy];
 
 /// Every server `--servers` knows.
-pub const ALL: [ServerKind; 23] = [
+pub const ALL: [ServerKind; 24] = [
     ServerKind::Sluice,
     ServerKind::Nginx,
     ServerKind::Nginx512,
@@ -147,6 +157,7 @@ pub const ALL: [ServerKind; 23] = [
     ServerKind::SluiceFlow(Flow::QuicCubic),
     ServerKind::SluiceFlow(Flow::QuicNoCap),
     ServerKind::SluiceFlow(Flow::TcpCubic),
+    ServerKind::SluiceFlow(Flow::TcpCubicBound),
     ServerKind::NginxTuned,
     ServerKind::H2oTuned,
     ServerKind::CaddyTuned,
@@ -172,6 +183,7 @@ impl ServerKind {
             Self::SluiceFlow(Flow::QuicCubic) => "sluice-h3cubic",
             Self::SluiceFlow(Flow::QuicNoCap) => "sluice-h3nocap",
             Self::SluiceFlow(Flow::TcpCubic) => "sluice-tcpcubic",
+            Self::SluiceFlow(Flow::TcpCubicBound) => "sluice-cubic",
             Self::Nginx => "nginx",
             Self::Nginx512 => "nginx512",
             Self::H2o => "h2o",
@@ -247,6 +259,7 @@ impl ServerKind {
             Self::SluiceProxy => 8463,
             Self::SluiceNoLearn => 8464,
             Self::Haproxy => 8465,
+            Self::SluiceFlow(Flow::TcpCubicBound) => 8466,
         }
     }
 
