@@ -198,7 +198,7 @@ pub enum Proto {
 
 impl Proto {
     /// Name in the CSV.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Self::H2 => "h2",
             Self::H3 => "h3",
@@ -402,12 +402,19 @@ pub fn judge(
     body: u64,
     limit: Duration,
 ) -> (f64, f64, String) {
-    if proto == Proto::H2Curl {
-        return judge_curl(exit_ok, exit_desc, stderr, stdout, body, limit);
-    }
+    // curl prints its `-w` line after a time-out too (exit 28), with the bytes that arrived;
+    // `sluice get` says them on stderr.
+    let (fig, partial) = match proto {
+        Proto::H2Curl => {
+            let fig = parse_curl_w(stdout);
+            let partial = fig.as_ref().ok().map(|f| f.bytes).filter(|&n| n > 0 && n < body);
+            (fig, partial)
+        }
+        Proto::H2 | Proto::H3 => (parse_get_json(stdout), partial_bytes(stderr)),
+    };
     if !exit_ok {
-        let mut error = format!("sluice get {exit_desc}: {}", one_line(stderr));
-        if let Some(n) = partial_bytes(stderr) {
+        let mut error = format!("{} {exit_desc}: {}", proto.client(), one_line(stderr));
+        if let Some(n) = partial {
             let secs = limit.as_secs_f64();
             let mbps = n as f64 * 8.0 / secs / 1e6;
             error.push_str(&format!(
@@ -417,11 +424,10 @@ pub fn judge(
         }
         return (0.0, 0.0, error);
     }
-    let fig = match parse_get_json(stdout) {
-        Ok(f) => f,
-        Err(e) => return (0.0, 0.0, e),
-    };
-    (fig.mbps(), fig.seconds, verdict_on(&fig, proto, body))
+    match fig {
+        Ok(f) => (f.mbps(), f.seconds, verdict_on(&f, proto, body)),
+        Err(e) => (0.0, 0.0, e),
+    }
 }
 
 /// Whether a finished download is a good one: empty, or what is wrong with it.
@@ -436,36 +442,6 @@ fn verdict_on(fig: &GetFigures, proto: Proto, body: u64) -> String {
         format!("{} reported no duration", proto.client())
     } else {
         String::new()
-    }
-}
-
-/// [`judge`] for curl: its `-w` line is printed after a time-out too (exit 28), with the bytes
-/// that arrived; the partial rate over the limit is then the figure, as for `sluice get`.
-fn judge_curl(
-    exit_ok: bool,
-    exit_desc: &str,
-    stderr: &str,
-    stdout: &str,
-    body: u64,
-    limit: Duration,
-) -> (f64, f64, String) {
-    let fig = parse_curl_w(stdout);
-    if !exit_ok {
-        let mut error = format!("curl {exit_desc}: {}", one_line(stderr));
-        if let Some(f) = fig.as_ref().ok().filter(|f| f.bytes > 0 && f.bytes < body) {
-            let secs = limit.as_secs_f64();
-            let mbps = f.bytes as f64 * 8.0 / secs / 1e6;
-            error.push_str(&format!(
-                " (below {FLOOR_MBIT} Mbit/s: {} of {body} bytes in {secs:.0} s, {mbps:.1} Mbit/s)",
-                f.bytes
-            ));
-            return (mbps, secs, error);
-        }
-        return (0.0, 0.0, error);
-    }
-    match fig {
-        Ok(f) => (f.mbps(), f.seconds, verdict_on(&f, Proto::H2Curl, body)),
-        Err(e) => (0.0, 0.0, e),
     }
 }
 
@@ -584,7 +560,7 @@ pub fn markdown(rows: &[Row], cases: &[Case], body: u64, notes: &[String]) -> St
 }
 
 /// The protocol name of curl's HTTP/2 downloads.
-const CURL: &str = "h2-curl";
+const CURL: &str = Proto::H2Curl.name();
 
 /// Per Sluice server, its curl HTTP/2 median against each other server's in `case` (the
 /// issue's row: HTTP/2 downloads at least as fast as every peer's, with a third-party client).

@@ -625,16 +625,16 @@ impl Streams {
         if engine.take_closed(&mut lists.closed) {
             // Gone from the engine: done once the handler is (what is still held cannot go out).
             for id in lists.closed.drain(..) {
-                if map.get(&id).is_some_and(|s| s.handler.is_none()) {
-                    if let Some(s) = map.remove(&id) {
-                        s.room.release();
+                if let std::collections::hash_map::Entry::Occupied(s) = map.entry(id) {
+                    if s.get().handler.is_none() {
+                        s.remove().room.release();
                     }
                 }
             }
             // Finished handlers: done if the engine forgot the stream already, else when it
             // reports it (above, on a later call).
             for id in lists.finished.drain(..) {
-                if map.contains_key(&id) && engine.buffered(id).is_none() {
+                if engine.buffered(id).is_none() {
                     if let Some(s) = map.remove(&id) {
                         s.room.release();
                     }
