@@ -153,6 +153,12 @@ pub trait WindowPolicy: Send {
         let _ = (now, rtt);
         s.window
     }
+    /// A stream opened that will receive a body of `declared` bytes (its content-length, if
+    /// it has one). Returns the target window.
+    fn on_stream_body(&mut self, s: &mut TuneState, declared: Option<u64>) -> u32 {
+        let _ = declared;
+        s.window
+    }
     /// Credit is about to be handed back on a stream. Returns the target window.
     fn on_stream_update(&mut self, s: &mut TuneState, now: Instant, rtt: Option<Duration>) -> u32 {
         let _ = (now, rtt);

@@ -422,9 +422,13 @@ impl Connection {
         }
         let s = self.open_stream(id, b.end_stream);
         s.content_length = content_length;
+
         s.priority = priority;
         s.priority_from_header = from_header;
         s.priority_signalled = signalled;
+        if !b.end_stream {
+            self.start_body(now, id, content_length);
+        }
         self.events.push_back(Event::Request { stream: id, head, end_stream: b.end_stream });
         let _ = now;
         Ok(())
@@ -616,6 +620,23 @@ impl Connection {
             self.glitch(now, "glitch flood: WINDOW_UPDATE frames")?;
         }
         Ok(())
+    }
+
+    /// Stream `id` will receive a body of `declared` bytes: the policy may start it on a
+    /// larger window than SETTINGS gave, handed to the peer at once.
+    fn start_body(&mut self, now: Instant, id: u32, declared: Option<u64>) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        let before = s.recv.target();
+        let target = self.policy.on_stream_body(&mut s.tune, declared);
+        if target <= before {
+            return;
+        }
+        s.recv.set_target(target);
+        self.recv_windows += u64::from(s.recv.target() - before);
+        if let Some(inc) = s.recv.poll_update() {
+            WindowUpdate { stream: id, increment: inc }.encode(&mut self.control);
+        }
+        self.queue_conn_update(now);
     }
 
     /// The peer ended the request body (END_STREAM or trailers).

@@ -905,6 +905,50 @@ fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
     assert_eq!(budget.used(), 0, "the end of the body returns the stream's growth to the budget");
 }
 
+#[test]
+fn a_declared_request_body_starts_on_a_window_that_holds_it() {
+    use crate::tune::{AutoTune, Limits, MemoryBudget};
+    let budget = MemoryBudget::new(1 << 30);
+    let now = Instant::now();
+    let mut c = Client {
+        conn: Connection::new(Config::default(), Box::new(AutoTune::new(Limits::new(budget.clone()))), now),
+        enc: hpack::Encoder::new(),
+        dec: hpack::Decoder::new(4096),
+        now,
+    };
+    let mut first = PREFACE.to_vec();
+    frame(&mut first, kind::SETTINGS, 0, 0, &[]);
+    c.input(&first);
+    let out = c.output();
+    // The connection window starts at the initial 1 MiB: 65,535 by default, raised at start.
+    assert!(out.contains(&F::WindowUpdate(0, (1 << 20) - 65_535)), "{out:?}");
+    let ten = 10u32 << 20;
+    let b =
+        c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up"), ("content-length", &ten.to_string())]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    // The stream's credit goes out with the request, before any DATA; the connection's
+    // follows (twice the receiving streams' windows).
+    let out = c.output();
+    assert!(out.contains(&F::WindowUpdate(1, ten - (1 << 20))), "{out:?}");
+    assert!(out.contains(&F::WindowUpdate(0, 2 * ten - (1 << 20))), "{out:?}");
+    assert_eq!(c.conn.stream_window(1), Some(ten));
+    assert_eq!(budget.used(), u64::from(ten - (1 << 20)), "the growth is reserved from the budget");
+    // The peer may now send past the initial window without waiting for credit.
+    for _ in 0..(2 << 20) / 16_384 {
+        c.send(kind::DATA, 0, 1, &[0; 16_384]);
+    }
+    assert!(!c.output().iter().any(|f| matches!(f, F::Rst(..) | F::GoAway(..))));
+    // A body no larger than the initial window, or of unknown length, starts on the initial one.
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up"), ("content-length", "1000")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 3, &b);
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 5, &b);
+    assert!(!c.output().iter().any(|f| matches!(f, F::WindowUpdate(3 | 5, _))));
+    assert_eq!((c.conn.stream_window(3), c.conn.stream_window(5)), (Some(1 << 20), Some(1 << 20)));
+    c.send(kind::RST_STREAM, 0, 1, &Reason::CANCEL.0.to_be_bytes());
+    assert_eq!(budget.used(), 0, "a reset stream gives its start window back");
+}
+
 fn priority_update(prioritized: u32, value: &str) -> Vec<u8> {
     let mut p = prioritized.to_be_bytes().to_vec();
     p.extend_from_slice(value.as_bytes());
