@@ -422,7 +422,6 @@ impl Connection {
         }
         let s = self.open_stream(id, b.end_stream);
         s.content_length = content_length;
-
         s.priority = priority;
         s.priority_from_header = from_header;
         s.priority_signalled = signalled;
@@ -430,7 +429,6 @@ impl Connection {
             self.start_body(now, id, content_length);
         }
         self.events.push_back(Event::Request { stream: id, head, end_stream: b.end_stream });
-        let _ = now;
         Ok(())
     }
 
