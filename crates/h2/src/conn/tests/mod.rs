@@ -38,9 +38,13 @@ impl Client {
     }
 
     fn with_windows(cfg: Config, w: FixedWindows) -> Self {
+        Self::with_policy(cfg, Box::new(w))
+    }
+
+    fn with_policy(cfg: Config, policy: Box<dyn crate::flow::WindowPolicy>) -> Self {
         let now = Instant::now();
         let mut c = Self {
-            conn: Connection::new(cfg, Box::new(w), now),
+            conn: Connection::new(cfg, policy, now),
             enc: hpack::Encoder::new(),
             dec: hpack::Decoder::new(4096),
             now,
@@ -909,25 +913,13 @@ fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
 fn a_declared_request_body_starts_on_a_window_that_holds_it() {
     use crate::tune::{AutoTune, Limits, MemoryBudget};
     let budget = MemoryBudget::new(1 << 30);
-    let now = Instant::now();
-    let mut c = Client {
-        conn: Connection::new(Config::default(), Box::new(AutoTune::new(Limits::new(budget.clone()))), now),
-        enc: hpack::Encoder::new(),
-        dec: hpack::Decoder::new(4096),
-        now,
-    };
-    let mut first = PREFACE.to_vec();
-    frame(&mut first, kind::SETTINGS, 0, 0, &[]);
-    c.input(&first);
-    let out = c.output();
-    // The connection window starts at the initial 1 MiB: 65,535 by default, raised at start.
-    assert!(out.contains(&F::WindowUpdate(0, (1 << 20) - 65_535)), "{out:?}");
+    let mut c = Client::with_policy(Config::default(), Box::new(AutoTune::new(Limits::new(budget.clone()))));
     let ten = 10u32 << 20;
     let b =
         c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up"), ("content-length", &ten.to_string())]);
     c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
-    // The stream's credit goes out with the request, before any DATA; the connection's
-    // follows (twice the receiving streams' windows).
+    // The stream's credit goes out with the request, before any DATA; the connection's (1 MiB
+    // at start) follows, to twice the receiving streams' windows.
     let out = c.output();
     assert!(out.contains(&F::WindowUpdate(1, ten - (1 << 20))), "{out:?}");
     assert!(out.contains(&F::WindowUpdate(0, 2 * ten - (1 << 20))), "{out:?}");
