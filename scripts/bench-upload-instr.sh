@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): user-space instructions per MB a Sluice server spends receiving an
+# upload, HTTP/2 against HTTP/1.1, counted by callgrind. CPU seconds per GB
+# (`scripts/bench-h3.sh --upload`) move by ±10 % between sets on a shared machine; instruction
+# counts do not. They leave out the kernel's share (the same system calls for both protocols,
+# as strace shows: one `recvfrom` per 16 KiB TLS record either way).
+#
+# For each protocol Sluice runs under `valgrind --tool=callgrind` (every thread) twice, once
+# for an upload of B0 bytes and once for B0 + B, each one `sluice put -X POST --data @FILE` to
+# the speed test's `/__up` over TLS from outside valgrind. Start-up, the handshake and shutdown
+# are the same in both runs, so
+#   instructions per MB = (Ir(B0 + B) - Ir(B0)) / (B / 10^6)
+#
+# Usage: scripts/bench-upload-instr.sh [--bytes B] [--repeat R] [--no-build] [--keep]
+#   --bytes B     bytes counted (default 200000000; B0 = 20000000)
+#   --repeat R    measure each protocol R times (default 1); the table gives the median and range
+#   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
+#   --keep        keep the temp dir (configs, logs, callgrind outputs)
+# Env: SLUICE_BIN (another sluice binary, as server and as client).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+B=200000000
+B0=20000000
+REPEAT=1
+BUILD=1
+KEEP=0
+
+log() { printf 'bench-upload-instr: %s\n' "$*" >&2; }
+die() { printf 'bench-upload-instr: ERROR: %s\n' "$*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bytes) B=${2:?--bytes needs a number}; shift 2 ;;
+    --repeat) REPEAT=${2:?--repeat needs a number}; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+[[ "$B" =~ ^[1-9][0-9]*$ ]] || die "--bytes must be a positive integer"
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive integer"
+command -v valgrind >/dev/null 2>&1 || die "valgrind not found (run scripts/setup.sh)"
+
+SLUICE=${SLUICE_BIN:-$REPO/target/release/sluice}
+if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ]; then
+  log "building sluice (cargo build --release -p sluice)"
+  (cd "$REPO" && cargo build --release -p sluice) >&2 || die "cargo build failed"
+fi
+[ -x "$SLUICE" ] || die "$SLUICE not found (build it, or set SLUICE_BIN)"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-upload-instr.XXXXXX")
+SERVER_PID=""
+stop_server() {
+  [ -n "$SERVER_PID" ] || return 0
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    # callgrind writes its profiles at exit: give it time.
+    for _ in $(seq 600); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+  fi
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+}
+cleanup() {
+  stop_server
+  if [ "$KEEP" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# The bodies: zeros (AES-GCM costs the same whatever the bytes), made once.
+head -c "$B0" /dev/zero >"$TMP/small.bin"
+head -c "$((B0 + B))" /dev/zero >"$TMP/large.bin"
+
+# count PROTO FILE OUTDIR: Ir of one whole server run that received one upload of FILE.
+count() {
+  local proto=$1 file=$2 out=$3 port logf
+  port=$(free_port)
+  mkdir -p "$out"
+  logf=$out/server.log
+  cat >"$out/sluice.toml" <<EOF
+data_dir = '$out/data'
+access_log = false
+[[listener]]
+addr = "127.0.0.1:$port"
+tls = true
+[quic]
+enabled = false
+EOF
+  valgrind --tool=callgrind "--callgrind-out-file=$out/callgrind.out.%p" \
+    "$SLUICE" serve --config "$out/sluice.toml" >"$logf" 2>&1 &
+  SERVER_PID=$!
+  local up=0
+  for _ in $(seq 1200); do
+    if grep -q "listening on" "$logf" 2>/dev/null; then up=1; break; fi
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ "$up" != 1 ]; then
+    tail -n 20 "$logf" >&2 || true
+    stop_server
+    die "sluice did not start under valgrind"
+  fi
+  local res
+  res=$(timeout 900 "$SLUICE" put "--$proto" -k -s -X POST --data "@$file" "https://127.0.0.1:$port/__up") ||
+    { stop_server; die "$proto upload failed: $res"; }
+  grep -q "http_code=200" <<<"$res" || { stop_server; die "$proto upload not answered 200: $res"; }
+  grep -q "size_upload=$(stat -c %s "$file") " <<<"$res" || { stop_server; die "$proto upload short: $res"; }
+  stop_server
+  awk '/^summary:/ { s += $2 } END { printf "%.0f\n", s }' "$out"/callgrind.out.*
+}
+
+declare -A PER_MB
+for proto in http1.1 http2; do
+  for r in $(seq "$REPEAT"); do
+    log "$proto run $r: $B0 bytes under callgrind"
+    small=$(count "$proto" "$TMP/small.bin" "$TMP/$proto-small-$r")
+    log "$proto run $r: $((B0 + B)) bytes under callgrind"
+    large=$(count "$proto" "$TMP/large.bin" "$TMP/$proto-large-$r")
+    per=$(awk -v a="$small" -v b="$large" -v n="$B" 'BEGIN { printf "%.0f", (b - a) / (n / 1e6) }')
+    log "$proto run $r: Ir $small and $large: $per per MB"
+    PER_MB[$proto]="${PER_MB[$proto]:-} $per"
+  done
+done
+
+printf '\nSluice receiving one upload over TLS from `sluice put` (loopback), user-space instructions per MB\n'
+printf '(callgrind, (Ir(%d B) - Ir(%d B)) / %d MB; %d run(s) each)\n\n' "$((B0 + B))" "$B0" "$((B / 1000000))" "$REPEAT"
+printf '| protocol | instructions per MB, median | range |\n|---|---|---|\n'
+python3 - "${PER_MB[http1.1]}" "${PER_MB[http2]}" <<'EOF'
+import statistics, sys
+h1 = [int(x) for x in sys.argv[1].split()]
+h2 = [int(x) for x in sys.argv[2].split()]
+for name, v in (("HTTP/1.1", h1), ("HTTP/2", h2)):
+    print(f"| {name} | {statistics.median(v):,.0f} | {min(v):,}–{max(v):,} |")
+print(f"\nHTTP/2 / HTTP/1.1 (medians): {statistics.median(h2) / statistics.median(h1):.3f}")
+EOF
