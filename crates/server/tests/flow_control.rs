@@ -44,6 +44,39 @@ fn ten_mb_h2_upload_under_a_tiny_budget_arrives_intact() {
     }
 }
 
+/// A body of declared length starts on a window that holds all of it: the access log's `win=`
+/// (the largest window granted to the stream) is the body's length for a 4 MB upload, and the
+/// initial 1 MiB for a body that fits in it. curl over TLS h2 sends `content-length` with
+/// `--data-binary`.
+#[test]
+fn a_body_of_declared_length_starts_on_a_window_that_holds_it() {
+    require_tool!("curl", "a_body_of_declared_length_starts_on_a_window_that_holds_it");
+    let srv = Server::start_with(&Options::default());
+    let (big, _) = random_file(&srv, "up4m.bin", 4_000_000);
+    let (small, _) = random_file(&srv, "up100k.bin", 100_000);
+    for file in [&big, &small] {
+        let data = format!("@{}", file.display());
+        let r = curl(&srv, Proto::H2Tls, "/__up", &["--data-binary", &data, "-H", "Expect:"]);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    // The log is written out every 100 ms; a line's `in=` tells the two uploads apart.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let window = |log: &str, bytes: u64| -> Option<u64> {
+        let line = log.lines().find(|l| l.contains(" POST ") && l.contains(&format!(" in={bytes} ")))?;
+        line.split(' ').find_map(|w| w.strip_prefix("win="))?.parse().ok()
+    };
+    loop {
+        let log = srv.log();
+        if let (Some(big), Some(small)) = (window(&log, 4_000_000), window(&log, 100_000)) {
+            assert_eq!(big, 4_000_000, "the declared length, granted at once:\n{log}");
+            assert_eq!(small, 1 << 20, "a body under the initial window keeps it:\n{log}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no access-log lines with win= for both uploads:\n{log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn fifty_concurrent_uploads_on_one_connection_and_on_fifty() {
     require_tool!("h2load", "fifty_concurrent_uploads_on_one_connection_and_on_fifty");
