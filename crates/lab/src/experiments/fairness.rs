@@ -405,17 +405,7 @@ fn notes(plan: &Plan, cases: &[Case], window: Duration, file: u64, versions: &[S
          it (p50 / p95 / peak in packets, and as queueing delay in ms)."
             .into(),
     ];
-    let variants: Vec<String> = plan
-        .servers
-        .iter()
-        .filter_map(|k| match k {
-            ServerKind::SluiceFlow(f) => Some(format!("`{}` is Sluice with {}", k.name(), f.describe())),
-            _ => None,
-        })
-        .collect();
-    if !variants.is_empty() {
-        n.push(format!("{}.", variants.join("; ")));
-    }
+    n.extend(servers::variants_note(&plan.servers));
     if !versions.is_empty() {
         n.push(format!("Versions: {}.", versions.join("; ")));
     }

@@ -581,17 +581,7 @@ fn notes(
          it under a `/p/` speedtest route)."
             .into(),
     ];
-    let variants: Vec<String> = plan
-        .servers
-        .iter()
-        .filter_map(|k| match k {
-            ServerKind::SluiceFlow(f) => Some(format!("`{}` is Sluice with {}", k.name(), f.describe())),
-            _ => None,
-        })
-        .collect();
-    if !variants.is_empty() {
-        n.push(format!("{}.", variants.join("; ")));
-    }
+    n.extend(servers::variants_note(&plan.servers));
     let shares: Vec<String> = plan
         .servers
         .iter()

@@ -776,17 +776,7 @@ fn notes(
                 .into(),
         );
     }
-    let variants: Vec<String> = plan
-        .servers
-        .iter()
-        .filter_map(|k| match k {
-            ServerKind::SluiceFlow(f) => Some(format!("`{}` is Sluice with {}", k.name(), f.describe())),
-            _ => None,
-        })
-        .collect();
-    if !variants.is_empty() {
-        n.push(format!("{}.", variants.join("; ")));
-    }
+    n.extend(servers::variants_note(&plan.servers));
     if !versions.is_empty() {
         n.push(format!("Versions: {}.", versions.join("; ")));
     }

@@ -289,3 +289,16 @@ impl ServerKind {
         }
     }
 }
+
+/// The report's note on the Sluice variants among `servers` ("`sluice-cwnd` is Sluice with
+/// `[tcp] limit_inflight = false`; ..."), or `None` when there are none.
+pub fn variants_note(servers: &[ServerKind]) -> Option<String> {
+    let variants: Vec<String> = servers
+        .iter()
+        .filter_map(|k| match k {
+            ServerKind::SluiceFlow(f) => Some(format!("`{}` is Sluice with {}", k.name(), f.describe())),
+            _ => None,
+        })
+        .collect();
+    (!variants.is_empty()).then(|| format!("{}.", variants.join("; ")))
+}
