@@ -642,6 +642,19 @@ impl Connection {
     }
 }
 
+/// Raise stream `s`'s receive window to `target` (a policy's answer; windows never shrink),
+/// counting the growth in the connection's sum of receive windows (`recv_windows`). Whether it
+/// grew. A function of the parts, as [`stop_receiving`] is.
+fn raise_target(recv_windows: &mut u64, s: &mut Stream, target: u32) -> bool {
+    let before = s.recv.target();
+    if target <= before {
+        return false;
+    }
+    s.recv.set_target(target);
+    *recv_windows += u64::from(s.recv.target() - before);
+    true
+}
+
 /// Stream `s` will receive no more body: its window leaves the connection's sum
 /// (`recv_windows`) and its growth goes back to the budget. A function of the parts rather than
 /// a method, so that `s` can be one of the connection's own streams.

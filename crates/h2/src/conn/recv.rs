@@ -212,12 +212,8 @@ impl Connection {
         }
         s.received += d.data.len() as u64;
         s.tune.received += u64::from(d.flow_len);
-        let before = s.recv.target();
         let target = self.policy.on_stream_data(&mut s.tune, now, self.rtt);
-        if target > before {
-            s.recv.set_target(target);
-            self.recv_windows += u64::from(s.recv.target() - before);
-        }
+        super::raise_target(&mut self.recv_windows, s, target);
         // §8.1.1: content-length must match the DATA received.
         if let Some(cl) = s.content_length {
             if s.received > cl || (d.end_stream && s.received != cl) {
@@ -624,13 +620,10 @@ impl Connection {
     /// larger window than SETTINGS gave, handed to the peer at once.
     fn start_body(&mut self, now: Instant, id: u32, declared: Option<u64>) {
         let Some(s) = self.streams.get_mut(&id) else { return };
-        let before = s.recv.target();
         let target = self.policy.on_stream_body(&mut s.tune, declared);
-        if target <= before {
+        if !super::raise_target(&mut self.recv_windows, s, target) {
             return;
         }
-        s.recv.set_target(target);
-        self.recv_windows += u64::from(s.recv.target() - before);
         if let Some(inc) = s.recv.poll_update() {
             WindowUpdate { stream: id, increment: inc }.encode(&mut self.control);
         }
@@ -650,12 +643,8 @@ impl Connection {
         if let Some(s) = self.streams.get_mut(&id) {
             s.recv.release(n);
             if s.recv_open && s.recv.due().is_some() {
-                let before = s.recv.target();
                 let target = self.policy.on_stream_update(&mut s.tune, now, self.rtt);
-                if target > before {
-                    s.recv.set_target(target);
-                    self.recv_windows += u64::from(s.recv.target() - before);
-                }
+                super::raise_target(&mut self.recv_windows, s, target);
                 if let Some(inc) = s.recv.poll_update() {
                     WindowUpdate { stream: id, increment: inc }.encode(&mut self.control);
                 }
