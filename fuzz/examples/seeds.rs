@@ -526,7 +526,19 @@ fn proxy_fields_seeds() {
     }
 }
 
+fn h1_response_seeds() {
+    for (name, bytes) in [
+        ("origin", &b"\xffHTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Sun, 29 Nov 2026 21:00:00 GMT\r\nContent-Type: text/html\r\nContent-Length: 14\r\nConnection: keep-alive\r\n\r\nhello, world!\n"[..]),
+        ("bare-lf-no-reason", &b"\xff\r\nHTTP/1.0 304\nETag: \"x\"\nX-Empty:\n\n"[..]),
+        ("obs-fold-and-tabs", &b"\xffHTTP/1.1 103 Early\tHints\r\nLink: </a>; rel=preload\r\n\tfolded\r\n\r\n"[..]),
+        ("over-the-limit", &b"\x04HTTP/1.1 200 OK\r\nX-Long: 0123456789abcdef0123456789abcdef\r\n\r\n"[..]),
+    ] {
+        write("h1_response", name, bytes);
+    }
+}
+
 fn main() {
+    h1_response_seeds();
     proxy_fields_seeds();
     hpack_seeds();
     qpack_seeds();

@@ -7,6 +7,7 @@
 
 pub mod flow;
 pub mod forward;
+pub mod h1;
 pub mod h2_client;
 pub mod h2_server;
 pub mod h3_server;
