@@ -155,7 +155,7 @@ fn write_node(out: &mut Vec<u8>, ip: IpAddr) {
 }
 
 /// An IPv4 address in dotted decimal, written without the formatting machinery (it runs for
-/// every proxied request, twice).
+/// every proxied request).
 fn push_v4(out: &mut Vec<u8>, v4: std::net::Ipv4Addr) {
     for (i, o) in v4.octets().into_iter().enumerate() {
         if i > 0 {
@@ -265,6 +265,7 @@ impl<'h> RequestPlan<'h> {
             128 + f.authority.len() + prior_xff.as_ref().map_or(0, Vec::len) + prior_fwd.as_ref().map_or(0, Vec::len),
         );
         list(&mut own, prior_xff);
+        let ip_at = own.len();
         match ip {
             IpAddr::V4(v4) => push_v4(&mut own, v4),
             IpAddr::V6(v6) => {
@@ -275,7 +276,11 @@ impl<'h> RequestPlan<'h> {
         let fwd = &mut own;
         list(fwd, prior_fwd);
         fwd.extend_from_slice(b"for=");
-        write_node(fwd, ip);
+        match ip {
+            // The same dotted quad as in `X-Forwarded-For`: copied, not written again.
+            IpAddr::V4(_) => fwd.extend_from_within(ip_at..xff_end),
+            IpAddr::V6(_) => write_node(fwd, ip),
+        }
         fwd.extend_from_slice(b";proto=");
         fwd.extend_from_slice(scheme.as_bytes());
         if quotable(f.authority) {

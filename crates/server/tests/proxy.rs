@@ -175,6 +175,8 @@ enum Script {
     MixedCase,
     /// The echo for a connection's first request; never answers the ones after it.
     OnceThenStall,
+    /// The echo, at once for a connection's first request, after 1.2 s for the ones after it.
+    SlowAfterFirst,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -285,6 +287,12 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
             Script::OnceThenStall => {
                 thread::sleep(Duration::from_secs(20));
                 false
+            }
+            Script::SlowAfterFirst => {
+                if answered > 1 {
+                    thread::sleep(Duration::from_millis(1200));
+                }
+                echo(&mut w).is_ok()
             }
             Script::Unhealthy if head.starts_with("GET /health ") => {
                 w.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n").is_ok()
@@ -439,6 +447,23 @@ fn the_response_head_timeout_holds_on_a_reused_connection() {
     // Both went over one upstream connection: the second on the pooled one.
     assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 1);
     assert_eq!(up.heads().len(), 2);
+}
+
+/// A pooled connection's timer keeps the deadline of an earlier exchange when that one is
+/// earlier than the new exchange needs; when it fires, the exchange is not over: the timer
+/// moves on to the exchange's own deadline. Here the first exchange leaves the timer due at
+/// about 2 s, the second starts at 1.5 s and its answer comes at 2.7 s, within its own 2 s.
+#[test]
+fn a_deadline_left_from_an_earlier_exchange_does_not_cut_the_next_one_short() {
+    require_tool!("curl", "a_deadline_left_from_an_earlier_exchange_does_not_cut_the_next_one_short");
+    let up = Scripted::start(Script::SlowAfterFirst);
+    let px = proxy(&up_at(up.port, "[upstream.timeouts]\nresponse_head_secs = 2"), "");
+    let r = curl(&px, Proto::H2Tls, "/p/first", &[]);
+    assert_eq!(r.status, 200, "{}", r.headers);
+    thread::sleep(Duration::from_millis(1500));
+    let r = curl(&px, Proto::H2Tls, "/p/second", &[]);
+    assert_eq!(r.status, 200, "{}", r.headers);
+    assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 1, "the second went on the pooled connection");
 }
 
 /// Whatever framing the upstream's responses use, the client gets the whole body: read to

@@ -39,12 +39,12 @@ pub(crate) struct Conn {
     out: Vec<u8>,
     /// It carried an exchange before (a failure before any answer may be a stale close).
     pub(crate) reused: bool,
-    /// The response-head timer, kept from exchange to exchange: moving a registered timer to
-    /// a later deadline only stores the new one (tokio's `Sleep::reset` extends it in place),
-    /// where a new timer per exchange was an insertion into tokio's timer wheel and a removal,
-    /// each under its lock (about 2 % of a small proxied response's instructions). While the
-    /// connection sits idle, the timer may still hold the last exchange's waker; it is
-    /// replaced at the next poll, or dropped when the timer fires.
+    /// The response-head timer, kept from exchange to exchange: a new timer per exchange was
+    /// an insertion into tokio's timer wheel and a removal, each under its lock (about 2 % of
+    /// a small proxied response's instructions). It is moved only when it would fire too late
+    /// for an exchange (see `proxy::head_timer`). While the connection sits idle, the timer may
+    /// still hold the last exchange's waker; it is replaced at the next poll, or dropped when
+    /// the timer fires.
     pub(crate) head_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }

@@ -708,7 +708,12 @@ impl Fields {
 }
 
 /// The response-head timer: it runs from the end of the request body (`done`; none: there
-/// is no body). `timer` is the connection's, set to the new deadline here.
+/// is no body). `timer` is the connection's. It is moved only when it would fire late: a
+/// deadline left from an earlier exchange on the connection, earlier than this one's, stays,
+/// and when it fires the timer moves on to this one's. Exchanges on a busy connection follow
+/// each other far more often than the timeout, so most find the timer due later than they
+/// need only once in a timeout's time, and do not move it at all (a move cost about 140
+/// instructions of a proxied request).
 async fn head_timer(
     done: &mut Option<tokio::sync::watch::Receiver<bool>>,
     mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
@@ -717,8 +722,17 @@ async fn head_timer(
     if let Some(done) = done {
         let _ = done.wait_for(|d| *d).await;
     }
-    timer.as_mut().reset(tokio::time::Instant::now() + timeout);
-    timer.await;
+    let deadline = tokio::time::Instant::now() + timeout;
+    if timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    loop {
+        timer.as_mut().await;
+        if tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        timer.as_mut().reset(deadline);
+    }
 }
 
 fn head_timed_out() -> Failed {
