@@ -24,6 +24,11 @@
 #                 the range. Counts move between runs with how a server's event loop batches
 #                 the ten streams under valgrind: on 2026-11-29 Sluice's by under 2 % (8,928 to
 #                 9,086), h2o's by a third (6,487 to 9,588), so compare medians of several.
+#   --atomics     also count atomic operations per request (instructions with a `lock` prefix,
+#                 and `xchg` with memory: reference counts, locks, wake-ups; tens of cycles
+#                 each), from profiles made with --dump-instr=yes, by
+#                 scripts/bench/callgrind-atomics.py (needs objdump and nm); the functions with
+#                 the most are in each run's directory of the temp dir (atomics.txt, --keep)
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
 #   --keep        keep the temp dir (configs, logs, callgrind outputs)
 # Env: SLUICE_BIN (another sluice binary).
@@ -38,6 +43,7 @@ N0=2000
 BUILD=1
 KEEP=0
 REPEAT=1
+ATOMICS=0
 
 log() { printf 'bench-callgrind: %s\n' "$*" >&2; }
 die() { printf 'bench-callgrind: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -49,15 +55,18 @@ while [ $# -gt 0 ]; do
     -n) N=${2:?-n needs a number}; shift 2 ;;
     --repeat) REPEAT=${2:?--repeat needs a number}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
+    --atomics) ATOMICS=1; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
 [[ "$N" =~ ^[1-9][0-9]*$ ]] || die "-n must be a positive integer"
 [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive integer"
 case "$PROTO" in h2 | h1) ;; *) die "--proto is h2 or h1" ;; esac
-for t in valgrind h2load openssl; do
+TOOLS=(valgrind h2load openssl)
+[ "$ATOMICS" -eq 1 ] && TOOLS+=(objdump nm python3)
+for t in "${TOOLS[@]}"; do
   command -v "$t" >/dev/null 2>&1 || die "$t not found (run scripts/setup.sh)"
 done
 
@@ -118,6 +127,7 @@ fill() {
 start() {
   local name=$1 port=$2 out=$3 logf=$3/server.log
   local vg=(valgrind --tool=callgrind --trace-children=yes "--callgrind-out-file=$out/callgrind.out.%p")
+  [ "$ATOMICS" -eq 1 ] && vg+=(--dump-instr=yes)
   case "$name" in
     sluice)
       fill "$BENCH/sluice.toml.in" "$port" >"$TMP/sluice/sluice.toml"
@@ -189,8 +199,15 @@ total() {
   awk '/^summary:/ { s += $2 } END { printf "%.0f\n", s }' "$1"/callgrind.out.*
 }
 
+# atomics OUTDIR: atomic operations executed in every profile of OUTDIR (the functions with the
+# most into OUTDIR/atomics.txt). Counted at once: the addresses are the binary's as it is now.
+atomics() {
+  python3 "$BENCH/callgrind-atomics.py" --top 40 "$1"/callgrind.out.* 2>"$1/atomics.txt"
+}
+
 # count NAME REQUESTS [RUN]: Ir of one whole server run that served REQUESTS (each run's
-# outputs in a directory of their own: `total` sums every profile in it).
+# outputs in a directory of their own: `total` sums every profile in it), and with --atomics
+# the atomic operations after it.
 count() {
   local name=$1 n=$2 port out
   port=$(free_port)
@@ -203,11 +220,21 @@ count() {
     return 1
   fi
   stop_server
-  total "$out"
+  if [ "$ATOMICS" -eq 1 ]; then
+    echo "$(total "$out") $(atomics "$out")"
+  else
+    total "$out"
+  fi
 }
 
-printf '| server | instructions per request (%s, 14-byte file) | Ir(%d) | Ir(%d) |\n' "$PROTO" "$N0" "$((N0 + N))"
-printf '|---|---|---|---|\n'
+if [ "$ATOMICS" -eq 1 ]; then
+  printf '| server | instructions per request (%s, 14-byte file) | atomic operations per request | Ir(%d) | Ir(%d) |\n' \
+    "$PROTO" "$N0" "$((N0 + N))"
+  printf '|---|---|---|---|---|\n'
+else
+  printf '| server | instructions per request (%s, 14-byte file) | Ir(%d) | Ir(%d) |\n' "$PROTO" "$N0" "$((N0 + N))"
+  printf '|---|---|---|---|\n'
+fi
 IFS=, read -r -a WANTED <<<"$SERVERS"
 for s in "${WANTED[@]}"; do
   case "$s" in
@@ -224,12 +251,17 @@ for s in "${WANTED[@]}"; do
     log "$label: $N0 requests under callgrind"
     run=
     [ "$REPEAT" -gt 1 ] && run=$r
-    a=$(count "$s" "$N0" "$run") || { log "$s failed"; continue; }
+    read -r a a_atomic <<<"$(count "$s" "$N0" "$run")" && [ -n "$a" ] || { log "$s failed"; continue; }
     log "$label: $((N0 + N)) requests under callgrind"
-    b=$(count "$s" "$((N0 + N))" "$run") || { log "$s failed"; continue; }
+    read -r b b_atomic <<<"$(count "$s" "$((N0 + N))" "$run")" && [ -n "$b" ] || { log "$s failed"; continue; }
     v=$(awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN { printf "%.0f", (b - a) / n }')
     per+=("$v")
-    printf '| %s | %s | %s | %s |\n' "$label" "$v" "$a" "$b"
+    if [ "$ATOMICS" -eq 1 ]; then
+      w=$(awk -v a="$a_atomic" -v b="$b_atomic" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / n }')
+      printf '| %s | %s | %s | %s | %s |\n' "$label" "$v" "$w" "$a" "$b"
+    else
+      printf '| %s | %s | %s | %s |\n' "$label" "$v" "$a" "$b"
+    fi
   done
   if [ "$REPEAT" -gt 1 ] && [ "${#per[@]}" -gt 0 ]; then
     printf '%s\n' "${per[@]}" | sort -n | awk -v s="$s" '{ v[NR] = $1 } END {
