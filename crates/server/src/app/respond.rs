@@ -404,7 +404,16 @@ pub(crate) async fn prepare(req: &mut Request, state: &State, conn: &ConnInfo) -
     finish(admitted, resp)
 }
 
-/// Answer `req` and stream the response into `sink`, as `room` allows.
+/// What an HTTP/2 or HTTP/3 handler runs with, in one shared object per stream: where its
+/// response goes ([`Sink`]), the room it may take ([`SendRoom`]), and the server's and the
+/// connection's state. One pointer for all of it: each clone of a pointer and each drop is an
+/// atomic operation.
+pub(crate) trait Handled: Sink + std::ops::Deref<Target = SendRoom> {
+    fn state(&self) -> &State;
+    fn conn(&self) -> &ConnInfo;
+}
+
+/// Answer `req` and stream the response into `h`, as its room allows.
 ///
 /// A plain function returning an `async move` block, not an `async fn`, for the reason given at
 /// [`prepare`]. The future is boxed for every HTTP/2 and HTTP/3 request, so its size is paid per
@@ -412,16 +421,14 @@ pub(crate) async fn prepare(req: &mut Request, state: &State, conn: &ConnInfo) -
 /// allocator's per-thread cache serves it (a larger block costs several times as much to
 /// allocate and free).
 #[allow(clippy::manual_async_fn)] // on purpose: see above
-pub(crate) fn run_handler<S: Sink, R: std::ops::Deref<Target = SendRoom> + Send + Sync + 'static>(
-    sink: S,
+pub(crate) fn run_handler<H: Handled>(
     mut req: Box<Request>,
-    room: Arc<R>,
-    state: Arc<State>,
-    conn: Arc<ConnInfo>,
+    h: Arc<H>,
 ) -> impl std::future::Future<Output = ()> + Send {
     async move {
-        let prepared = prepare(&mut req, &state, &conn).await;
-        send(&sink, prepared, &room).await;
+        let h: &H = &h;
+        let prepared = prepare(&mut req, h.state(), h.conn()).await;
+        send(h, prepared, h).await;
     }
 }
 
@@ -575,8 +582,19 @@ impl SendRoom {
         self.global.add_permits(self.held.swap(0, Ordering::AcqRel));
     }
 
+    /// [`release`](Self::release) for a stream whose handler has finished: no one can be
+    /// waiting for room, so the stream's own count is left as it is (closing it takes its
+    /// wait list's lock).
+    pub(crate) fn release_finished(&self) {
+        use std::sync::atomic::Ordering;
+        let held = self.held.swap(0, Ordering::AcqRel);
+        if held > 0 {
+            self.global.add_permits(held);
+        }
+    }
+
     /// Bytes of the global budget held: bytes the handler queued that the engine has not
-    /// framed yet.
+    /// framed yet (and, once it has finished, framed ones not handed back).
     pub(crate) fn held(&self) -> usize {
         self.held.load(std::sync::atomic::Ordering::Acquire)
     }
