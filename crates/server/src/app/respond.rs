@@ -80,6 +80,9 @@ pub(crate) trait Sink: Send + Sync + 'static {
     fn head(&self, status: u16, fields: HeadFields, end: bool) -> bool;
     /// Body bytes; `end` with the last.
     fn data(&self, data: Bytes, end: bool) -> bool;
+    /// A final head and the whole body, not empty: [`head`](Self::head) then
+    /// [`data`](Self::data) with `end`, in one.
+    fn whole(&self, status: u16, fields: HeadFields, data: Bytes) -> bool;
     /// The trailer section; it ends the response.
     fn trailers(&self, fields: Vec<Field>) -> bool;
     /// The body failed half-way: reset the stream with an internal error, so the truncated
@@ -460,6 +463,26 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
             Some(Err(shared)) => HeadFields { shared: Some(shared), own: response_fields(&p.headers) },
             None => HeadFields { shared: None, own: response_fields(&p.headers) },
         };
+        // A body here whole that fits one chunk goes with its head in one command: one trip
+        // through the connection's queue (its lock and wake-up: about five atomic operations)
+        // instead of two. The room comes first, as for any chunk.
+        let whole = match &p.body {
+            Body::Full(b) if !p.no_body && !b.is_empty() && b.len() <= CHUNK => b.len(),
+            _ => 0,
+        };
+        if whole > 0 {
+            if room.take(whole).await.is_err() {
+                return;
+            }
+            let Body::Full(data) = std::mem::replace(&mut p.body, Body::Empty) else { return };
+            // The line is written when `p` drops, as below.
+            let log = &mut p.log;
+            if sink.whole(p.status.as_u16(), fields, data) {
+                log.bytes_out += whole as u64;
+                log.outcome = "ok";
+            }
+            return;
+        }
         if !sink.head(p.status.as_u16(), fields, p.no_body) || p.no_body {
             return;
         }

@@ -57,6 +57,9 @@ pub(crate) enum Cmd {
     Head { id: u64, status: u16, fields: HeadFields, end: bool },
     /// Body bytes.
     Data { id: u64, data: Bytes, end: bool },
+    /// A final head and the whole body after it: [`Cmd::Head`] then [`Cmd::Data`] with `end`,
+    /// in one trip through the queue.
+    Whole { id: u64, status: u16, fields: HeadFields, data: Bytes },
     /// The trailer section, ending the response.
     Trailers { id: u64, fields: Vec<Field> },
     /// Request body bytes the handler consumed (HTTP/2: credit to hand back).
@@ -203,6 +206,10 @@ impl Sink for Shared {
 
     fn data(&self, data: Bytes, end: bool) -> bool {
         self.send(Cmd::Data { id: self.id, data, end })
+    }
+
+    fn whole(&self, status: u16, fields: HeadFields, data: Bytes) -> bool {
+        self.send(Cmd::Whole { id: self.id, status, fields, data })
     }
 
     fn trailers(&self, fields: Vec<Field>) -> bool {
@@ -574,6 +581,12 @@ impl Streams {
         match cmd {
             Cmd::Head { id, status, fields, end } => {
                 self.head(engine, id, status, fields, end);
+            }
+            Cmd::Whole { id, status, fields, data } => {
+                // As the two commands it stands for: the data follows whatever became of the
+                // head (a stream the engine no longer takes gives its room back there).
+                self.head(engine, id, status, fields, false);
+                self.apply(engine, Cmd::Data { id, data, end: true });
             }
             Cmd::Data { id, data, end } => {
                 let Some(s) = self.map.get_mut(&id) else {
