@@ -57,6 +57,12 @@ impl Inner {
 /// One upstream's learned hints.
 pub(crate) struct HintCache {
     inner: Mutex<Inner>,
+    /// How many entries `inner` holds, kept beside it (set under its lock): [`is_empty`],
+    /// asked for every response with nothing to learn, then takes no lock (two atomic
+    /// operations of a small proxied response).
+    ///
+    /// [`is_empty`]: HintCache::is_empty
+    entries: std::sync::atomic::AtomicUsize,
     max_entries: usize,
     max_bytes: usize,
     ttl: Duration,
@@ -64,7 +70,7 @@ pub(crate) struct HintCache {
 
 impl HintCache {
     pub(crate) fn new(max_entries: usize, max_bytes: usize, ttl: Duration) -> Self {
-        Self { inner: Mutex::new(Inner::default()), max_entries, max_bytes, ttl }
+        Self { inner: Mutex::new(Inner::default()), entries: Default::default(), max_entries, max_bytes, ttl }
     }
 
     /// The key of a request: scheme, authority (lower case, port included) and path.
@@ -79,7 +85,12 @@ impl HintCache {
 
     /// Whether nothing is learned (then a response with nothing to learn changes nothing).
     pub(crate) fn is_empty(&self) -> bool {
-        self.lock().map.is_empty()
+        self.entries.load(std::sync::atomic::Ordering::Acquire) == 0
+    }
+
+    /// Note how many entries `g` holds, before its lock goes.
+    fn counted(&self, g: &Inner) {
+        self.entries.store(g.map.len(), std::sync::atomic::Ordering::Release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -93,6 +104,7 @@ impl HintCache {
         let e = inner.map.get_mut(key)?;
         if now.saturating_duration_since(e.at) >= self.ttl {
             inner.remove(key);
+            self.counted(inner);
             return None;
         }
         inner.order.remove(&e.tick);
@@ -113,6 +125,7 @@ impl HintCache {
         let mut g = self.lock();
         g.remove(key);
         if links.is_empty() {
+            self.counted(&g);
             return;
         }
         let bytes = key.len() + links.iter().map(HeaderValue::len).sum::<usize>();
@@ -127,6 +140,7 @@ impl HintCache {
         g.order.insert(tick, key.to_owned());
         g.bytes += bytes;
         g.map.insert(key.to_owned(), Entry { links, at: now, tick, bytes });
+        self.counted(&g);
     }
 
     #[cfg(test)]
@@ -436,17 +450,21 @@ mod tests {
         let c = HintCache::new(3, 10_000, Duration::from_secs(10));
         let k = HintCache::key(true, "A.example:443", "/page");
         assert_eq!(k, "https://a.example:443/page");
+        assert!(c.is_empty());
         c.learn(&k, vec![hv("</a.css>; rel=preload")], t0);
+        assert!(!c.is_empty());
         assert_eq!(c.get(&k, t0 + Duration::from_secs(9)).unwrap().len(), 1);
         // Another host, or scheme, never sees it.
         assert!(c.get(&HintCache::key(true, "b.example:443", "/page"), t0).is_none());
         assert!(c.get(&HintCache::key(false, "a.example:443", "/page"), t0).is_none());
         // The TTL.
         assert!(c.get(&k, t0 + Duration::from_secs(10)).is_none());
+        assert!(c.is_empty(), "the expired entry went");
         // A later response without the hint drops it.
         c.learn(&k, vec![hv("</a.css>; rel=preload")], t0);
         c.learn(&k, vec![], t0);
         assert!(c.get(&k, t0).is_none());
+        assert!(c.is_empty(), "the dropped entry went");
         // Eviction: the least recently used goes first.
         for p in ["/1", "/2", "/3"] {
             c.learn(&HintCache::key(true, "a", p), vec![hv("</x>; rel=preload")], t0);
@@ -454,6 +472,7 @@ mod tests {
         assert!(c.get(&HintCache::key(true, "a", "/1"), t0).is_some());
         c.learn(&HintCache::key(true, "a", "/4"), vec![hv("</x>; rel=preload")], t0);
         assert_eq!(c.len(), 3);
+        assert!(!c.is_empty());
         assert!(c.get(&HintCache::key(true, "a", "/2"), t0).is_none(), "/2 was the least recently used");
         assert!(c.get(&HintCache::key(true, "a", "/1"), t0).is_some());
         // The byte bound.

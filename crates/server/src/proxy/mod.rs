@@ -115,8 +115,19 @@ pub(crate) struct ServerState {
     /// Consecutive failed requests (passive health).
     fails: AtomicU32,
     ejected_until: Mutex<Option<Instant>>,
+    /// Whether `ejected_until` was ever set: the server's usability is read on every request,
+    /// and a plain load costs what the lock's two atomic operations cost in a small proxied
+    /// response otherwise.
+    ever_ejected: AtomicBool,
     /// The active health check's verdict (true when there is none).
     healthy: AtomicBool,
+}
+
+impl ServerState {
+    /// Whether passive health checks have the server ejected at `now`.
+    fn ejected(&self, now: Instant) -> bool {
+        self.ever_ejected.load(Ordering::Acquire) && lock(&self.ejected_until).is_some_and(|until| now < until)
+    }
 }
 
 struct IdleH1 {
@@ -160,6 +171,7 @@ impl Upstream {
                 returned: tokio::sync::Notify::new(),
                 fails: AtomicU32::new(0),
                 ejected_until: Mutex::new(None),
+                ever_ejected: AtomicBool::new(false),
                 healthy: AtomicBool::new(true),
             })
             .collect();
@@ -186,11 +198,7 @@ impl Upstream {
 
     fn usable(&self, avoid: &[usize]) -> Vec<bool> {
         let now = Instant::now();
-        let up: Vec<bool> = self
-            .servers
-            .iter()
-            .map(|s| s.healthy.load(Ordering::Relaxed) && lock(&s.ejected_until).is_none_or(|until| now >= until))
-            .collect();
+        let up: Vec<bool> = self.servers.iter().map(|s| s.healthy.load(Ordering::Relaxed) && !s.ejected(now)).collect();
         // Servers already tried are avoided while another is usable.
         let fresh: Vec<bool> = up.iter().enumerate().map(|(i, &u)| u && !avoid.contains(&i)).collect();
         if fresh.iter().any(|&u| u) {
@@ -203,8 +211,7 @@ impl Upstream {
     fn pick(&self, req: &Request, peer: IpAddr, avoid: &[usize]) -> Option<usize> {
         if self.servers.len() == 1 {
             let s = &self.servers[0];
-            let up =
-                s.healthy.load(Ordering::Relaxed) && lock(&s.ejected_until).is_none_or(|until| Instant::now() >= until);
+            let up = s.healthy.load(Ordering::Relaxed) && !s.ejected(Instant::now());
             return up.then_some(0);
         }
         let usable = self.usable(avoid);
@@ -243,6 +250,7 @@ impl Upstream {
         if self.cfg.eject_failures > 0 && n >= self.cfg.eject_failures {
             s.fails.store(0, Ordering::Relaxed);
             *lock(&s.ejected_until) = Some(Instant::now() + self.cfg.eject_for);
+            s.ever_ejected.store(true, Ordering::Release);
             tracing::warn!(upstream = %self.name, server = %s.addr, failures = n, last = why.kind,
                 for_secs = self.cfg.eject_for.as_secs(), "upstream server ejected");
         }
