@@ -144,6 +144,27 @@ impl Drop for Active {
     }
 }
 
+/// A request counted as active on server `.1` while the proxy's future handles it, without a
+/// reference count of its own (a clone and a drop, two atomic operations, for every request):
+/// [`Counted::keep`] makes it an [`Active`] for a body that outlives that future.
+pub(crate) struct Counted<'a>(&'a Upstream, usize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.servers[self.1].active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Counted<'_> {
+    /// The same count, held by `up` (the upstream this borrows) for as long as it must.
+    fn keep(self, up: &Arc<Upstream>) -> Active {
+        let i = self.1;
+        // The count moves to the `Active`: not decremented here.
+        std::mem::forget(self);
+        Active(up.clone(), i)
+    }
+}
+
 /// An upstream with its servers' state.
 pub(crate) struct Upstream {
     pub(crate) cfg: UpstreamCfg,
@@ -238,9 +259,9 @@ impl Upstream {
         }
     }
 
-    fn begin(self: &Arc<Self>, i: usize) -> Active {
+    fn begin(&self, i: usize) -> Counted<'_> {
         self.servers[i].active.fetch_add(1, Ordering::Relaxed);
-        Active(self.clone(), i)
+        Counted(self, i)
     }
 
     /// A request to server `i` failed in a way that counts against it.
@@ -495,7 +516,8 @@ pub(crate) async fn serve(
     } else {
         Some(UpBody::empty())
     };
-    let interim = req.interim.clone();
+    // Borrowed, not cloned: a clone and its drop are two atomic operations, per attempt too.
+    let interim = &req.interim;
     // 103 Early Hints (RFC 8297): the route's configured ones and, for a navigation, what the
     // upstream's earlier responses to this URL carried, at once, before asking the upstream.
     // The key is made only when it is used: most responses have nothing to learn.
@@ -541,7 +563,6 @@ pub(crate) async fn serve(
         let out = body.take().unwrap_or_else(UpBody::empty);
         let attempt = match &h2_request {
             None if interim.available() => {
-                let interim = interim.clone();
                 let mut forwarded = 0u32;
                 let (sent, counters) = (&sent, &req.counters);
                 let mut on_interim = move |status: StatusCode, fields: &http::HeaderMap| {
@@ -1091,7 +1112,7 @@ fn learn(up: &Arc<Upstream>, key: &dyn Fn() -> String, status: StatusCode, h: &F
 }
 
 /// The client's response from the upstream's.
-fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<body::Learner>) -> Response {
+fn response(up: &Arc<Upstream>, answer: Answer, active: Counted<'_>, learner: Option<body::Learner>) -> Response {
     let mut source = answer.body;
     let whole = match &mut source {
         body::Source::H1(ex) => ex.take_whole(WHOLE_MAX),
@@ -1112,7 +1133,7 @@ fn response(up: &Arc<Upstream>, answer: Answer, active: Active, learner: Option<
         Body::Empty
     } else {
         let h2 = answer.version == http::Version::HTTP_2;
-        let mut b = UpstreamBody::new(source, up.cfg.idle_timeout, active, up.name.clone(), h2);
+        let mut b = UpstreamBody::new(source, up.cfg.idle_timeout, active.keep(up), up.name.clone(), h2);
         b.learner = learner;
         Body::Upstream(Box::new(b))
     };
