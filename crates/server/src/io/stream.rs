@@ -2,8 +2,9 @@
 //! owns the engine) and the handler tasks of its streams.
 //!
 //! - **Commands**: a handler talks to the connection task through its stream's [`Shared`]
-//!   state (the handler's [`Sink`]), which sends [`Cmd`]s (heads, interim heads included; data; trailers; failure; priority) on one
-//!   channel per connection. The driver applies them to its engine through [`Engine`].
+//!   state (the handler's [`Sink`]), which sends [`Cmd`]s (heads, interim heads included;
+//!   data; trailers; failure; priority) on one channel per connection. The driver applies them
+//!   to its engine through [`Engine`].
 //! - **Send room**: each stream's handler may have at most [`STREAM_SEND_BUFFER`] bytes
 //!   queued in the engine, and all streams of the process together at most
 //!   `limits.send_buffer` ([`SendRoom`]); [`Streams::sent`] returns room as the engine frames
@@ -1186,6 +1187,37 @@ mod tests {
         s.start(&mut e, 1, head("POST", "/__up"), false, None);
         assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::Taken);
         assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::TooLarge);
+    }
+
+    #[tokio::test]
+    async fn a_finished_handler_s_framed_bytes_go_back_when_its_stream_is_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::config::default_config(dir.path().to_path_buf());
+        cfg.access_log = false;
+        let state = Arc::new(State::new(cfg));
+        let total = state.send_budget.available_permits();
+        let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
+        let (mut s, mut rx) = Streams::new(state.clone(), info, Proto::Http2);
+        let mut e = Recorder { reports: true, ..Default::default() };
+        // Not answered inline (a method the file handler refuses): a handler's whole answer,
+        // its head and its one chunk in one command.
+        s.start(&mut e, 1, head("DELETE", "/a.txt"), true, None);
+        pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
+        assert_eq!(e.heads, [(1, 405, false)]);
+        assert!(e.ended.get(&1).copied().unwrap_or(false), "the body ended the stream");
+        let n = e.data[&1].len();
+        assert!(n > 0);
+        assert_eq!(state.send_budget.available_permits(), total - n, "the chunk holds its room");
+        assert!(s.queued(), "queued, not framed");
+        // Framed: nothing is queued any more, but the room goes back only with the stream.
+        s.sent(&mut e, 1, n);
+        assert!(!s.queued(), "framed bytes of a finished handler are not queued ones");
+        assert_eq!(state.send_budget.available_permits(), total - n);
+        e.gone.push(1);
+        e.closed.push(1);
+        s.sweep(&mut e);
+        assert!(!s.contains(1));
+        assert_eq!(state.send_budget.available_permits(), total, "returned with the stream");
     }
 
     #[tokio::test]
