@@ -99,8 +99,8 @@ impl ResponseHead {
 /// Parsed here in one pass rather than by httparse (which the trailer section still uses):
 /// httparse, then a second pass over its result to lower-case the names and split the fields
 /// off the buffer, cost about 4,000 instructions of a small proxied response's 30,800 for an
-/// origin's eight-field head. Here the pass that checks a name also lower-cases it in place,
-/// and a value's bytes are checked eight at a time. What it accepts is what httparse's default
+/// origin's eight-field head, about 390 more than this. Here the pass that checks a name also
+/// lower-cases it in place, and a value's bytes are checked eight at a time. What it accepts is what httparse's default
 /// response parser accepts (a test and the `h1_response` fuzz target hold it to that): empty
 /// lines before the status line ignored, `HTTP/1.0` or `HTTP/1.1`, one space, three digits, an
 /// optional reason phrase; fields `token ":" OWS value OWS` (RFC 9112 §5.1: no whitespace

@@ -739,10 +739,9 @@ impl Fields {
 /// The response-head timer: it runs from the end of the request body (`done`; none: there
 /// is no body). `timer` is the connection's. It is moved only when it would fire late: a
 /// deadline left from an earlier exchange on the connection, earlier than this one's, stays,
-/// and when it fires the timer moves on to this one's. Exchanges on a busy connection follow
-/// each other far more often than the timeout, so most find the timer due later than they
-/// need only once in a timeout's time, and do not move it at all (a move cost about 140
-/// instructions of a proxied request).
+/// and when it fires the timer moves on to this one's. On a busy connection exchanges follow
+/// each other far faster than the timeout, so the timer is moved about once per timeout, not
+/// once per exchange (a move cost about 140 instructions of a small proxied request).
 async fn head_timer(
     done: &mut Option<tokio::sync::watch::Receiver<bool>>,
     mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
