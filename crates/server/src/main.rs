@@ -117,7 +117,10 @@ fn main() -> ExitCode {
 // test w3_w9: 151 MB resident 20 s after, against a 36 MB bound) until every worker called
 // mi_collect when it parked and the purge delay was 0; and with those, 300 MB h2 downloads fell
 // from 13.4-15.9 to 7.6-10.2 Gbit/s (bench-h3.sh, two alternating sets; the client, the same
-// binary, doubled its CPU per GB too). Not taken.
+// binary, doubled its CPU per GB too). Not taken. On 2026-11-29 (AMD EPYC), a proxied small
+// response: mimalloc 29,889 -> 27,604 instructions and 140 -> 125 atomic operations, jemalloc
+// 28,162 and 126.5, but an idle TLS h2 connection then took 19.6 and 16.0 kB against glibc's
+// 15.2 (nginx 15.1; bench-idle.sh -n 10000). Not taken either.
 
 /// How often freed heap memory is handed back to the system: often enough that memory comes
 /// back soon after a burst, rarely enough that the walk over the allocator's free lists costs
