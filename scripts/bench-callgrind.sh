@@ -36,6 +36,8 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$REPO/scripts/bench
+# shellcheck source=bench/lib.sh
+. "$BENCH/lib.sh"
 SERVERS=sluice,h2o,nginx
 PROTO=h2
 N=20000
@@ -87,13 +89,7 @@ stop_server() {
     ORIGIN_PID=""
   fi
   [ -n "$SERVER_PID" ] || return 0
-  if kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    # Under valgrind, shutting down (and writing the profile) takes a while.
-    for _ in $(seq 600); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-  fi
-  wait "$SERVER_PID" 2>/dev/null || true
+  stop_pid "$SERVER_PID"
   SERVER_PID=""
 }
 cleanup() {
@@ -116,9 +112,6 @@ chmod 644 "$KEY" "$CERT"
 # HAProxy takes the certificate and its key in one file.
 cat "$CERT" "$KEY" >"$TMP/combined.pem"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 fill() {
   sed -e "s|@TMP@|$TMP|g" -e "s|@PORT@|$2|g" -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" -e "s|@ROOT@|$ROOT|g" "$1"
 }
@@ -194,11 +187,6 @@ load() {
     { grep -E '^(requests|status codes):' "$out" >&2; return 1; }
 }
 
-# total OUTDIR: the sum of every callgrind output's instruction total.
-total() {
-  awk '/^summary:/ { s += $2 } END { printf "%.0f\n", s }' "$1"/callgrind.out.*
-}
-
 # atomics OUTDIR: atomic operations executed in every profile of OUTDIR (the functions with the
 # most into OUTDIR/atomics.txt). Counted at once: the addresses are the binary's as it is now.
 atomics() {
@@ -206,7 +194,7 @@ atomics() {
 }
 
 # count NAME REQUESTS [RUN]: Ir of one whole server run that served REQUESTS (each run's
-# outputs in a directory of their own: `total` sums every profile in it), and with --atomics
+# outputs in a directory of their own: `callgrind_total` sums every profile in it), and with --atomics
 # the atomic operations after it.
 count() {
   local name=$1 n=$2 port out
@@ -221,9 +209,9 @@ count() {
   fi
   stop_server
   if [ "$ATOMICS" -eq 1 ]; then
-    echo "$(total "$out") $(atomics "$out")"
+    echo "$(callgrind_total "$out") $(atomics "$out")"
   else
-    total "$out"
+    callgrind_total "$out"
   fi
 }
 

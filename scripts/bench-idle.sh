@@ -22,6 +22,8 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$REPO/scripts/bench/lib.sh"
 BENCH=$REPO/scripts/bench
 N=10000
 RUNS=1
@@ -89,7 +91,6 @@ chmod 644 "$KEY" "$CERT"
 fill() {
   sed -e "s|@TMP@|$TMP|g" -e "s|@PORT@|$2|g" -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" -e "s|@ROOT@|$ROOT|g" "$1"
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 # tree_rss PID: kB resident in PID and all its descendants.
 tree_rss() {

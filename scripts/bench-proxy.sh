@@ -57,6 +57,8 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$REPO/scripts/bench/lib.sh"
 TPL=$REPO/scripts/bench/proxy
 ONLY=all
 RUNS=5
@@ -145,9 +147,6 @@ wait_port() {
   return 1
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 
 # --- tools --------------------------------------------------------------------------------
 need=(python3 curl)

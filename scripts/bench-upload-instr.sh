@@ -20,6 +20,8 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$REPO/scripts/bench/lib.sh"
 B=200000000
 B0=20000000
 REPEAT=1
@@ -54,13 +56,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-upload-instr.XXXXXX")
 SERVER_PID=""
 stop_server() {
   [ -n "$SERVER_PID" ] || return 0
-  if kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    # callgrind writes its profiles at exit: give it time.
-    for _ in $(seq 600); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-  fi
-  wait "$SERVER_PID" 2>/dev/null || true
+  stop_pid "$SERVER_PID"
   SERVER_PID=""
 }
 cleanup() {
@@ -68,10 +64,6 @@ cleanup() {
   if [ "$KEEP" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 
 # The bodies: zeros (AES-GCM costs the same whatever the bytes), made once.
 head -c "$B0" /dev/zero >"$TMP/small.bin"
@@ -112,7 +104,7 @@ EOF
   grep -q "http_code=200" <<<"$res" || { stop_server; die "$proto upload not answered 200: $res"; }
   grep -q "size_upload=$(stat -c %s "$file") " <<<"$res" || { stop_server; die "$proto upload short: $res"; }
   stop_server
-  awk '/^summary:/ { s += $2 } END { printf "%.0f\n", s }' "$out"/callgrind.out.*
+  callgrind_total "$out"
 }
 
 declare -A PER_MB
