@@ -600,9 +600,8 @@ impl SendRoom {
     /// The stream is gone: wake a handler waiting for room, and hand back every byte of the
     /// global budget it held.
     pub(crate) fn release(&self) {
-        use std::sync::atomic::Ordering;
         self.stream.close();
-        self.global.add_permits(self.held.swap(0, Ordering::AcqRel));
+        self.release_finished();
     }
 
     /// [`release`](Self::release) for a stream whose handler has finished: no one can be
