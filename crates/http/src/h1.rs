@@ -138,10 +138,7 @@ const NAME_BYTE: [u8; 256] = {
     let mut i = 0;
     while i < 256 {
         let c = i as u8;
-        let token = c.is_ascii_alphanumeric()
-            || matches!(c, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_')
-            || matches!(c, b'`' | b'|' | b'~');
-        if token {
+        if crate::request::is_tchar(c) {
             t[i] = c.to_ascii_lowercase();
         }
         i += 1;

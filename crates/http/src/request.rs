@@ -251,17 +251,21 @@ const NOT_IN_VALUE: u8 = 4;
 /// A control character other than HTAB (RFC 9110 §5.5: not in a valid field value).
 const CTL: u8 = 8;
 
+/// Whether `b` is a `tchar` (RFC 9110 §5.6.2), a byte of a token.
+pub(crate) const fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
+        )
+}
+
 static CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut c = 0;
     while c < 256 {
         let b = c as u8;
-        let tchar = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
-            );
-        if tchar {
+        if is_tchar(b) {
             t[c] |= TCHAR;
             if !b.is_ascii_uppercase() {
                 t[c] |= NAME;
