@@ -17,7 +17,10 @@
 #     large: h2load -n $LARGE_N (20000)  -c 10 -m 10 .../100k.bin
 #   Reported per proxy: h2load's req/s; the proxy's CPU seconds per 100,000 requests (utime +
 #   stime of its whole process tree, master and workers, from /proc/PID/stat before and after
-#   each h2load run, in getconf CLK_TCK ticks); responses that were not 2xx (h2load's failed,
+#   each h2load run, in getconf CLK_TCK ticks) and the system's share of it; system calls per
+#   small request, counted in a run of SYSCALL_N (20000) small requests of its own after the
+#   warm-up (perf stat -e raw_syscalls:sys_enter on the process tree, where perf may count
+#   tracepoints, else n/a; untimed, as the tracepoint slows every call); responses that were not 2xx (h2load's failed,
 #   errored and non-2xx, summed over the runs); the upstream connections the proxy opened
 #   during the run (the origin's stub_status `accepts`). Medians and min–max over the runs, a
 #   Markdown table, and the ratios of Sluice's medians to each peer's (h2o and HAProxy first).
@@ -52,7 +55,8 @@
 #                 --no-build says so explicitly)
 #   --keep        keep the temp dir (configs, logs, raw h2load output)
 # Env: SLUICE_BIN (default target/release/sluice), SMALL_N (100000), LARGE_N (20000),
-#   KA_N (1000), KA_LANES (50), KA_WORK_MS (2), H2LOAD_TIMEOUT (seconds per h2load run, 300).
+#   SYSCALL_N (20000), KA_N (1000), KA_LANES (50), KA_WORK_MS (2), H2LOAD_TIMEOUT (seconds per
+#   h2load run, 300).
 # HAProxy, when missing, is installed with apt-get (as root only; otherwise it is skipped).
 set -euo pipefail
 
@@ -67,6 +71,7 @@ BUILD=0
 KEEP=0
 H2LOAD_TIMEOUT=${H2LOAD_TIMEOUT:-300}
 SMALL_N=${SMALL_N:-100000}
+SYSCALL_N=${SYSCALL_N:-20000}
 LARGE_N=${LARGE_N:-20000}
 LARGE_BYTES=100000
 KA_N=${KA_N:-1000}
@@ -162,6 +167,14 @@ else
   log "WARNING: fewer than 2 cores or no taskset: proxies, origin and h2load are NOT pinned; figures are not comparable"
 fi
 CLK_TCK=$(getconf CLK_TCK)
+# System calls per request are counted with perf's syscall tracepoint where it can be read
+# (root, or a permissive perf_event_paranoid); otherwise reported as n/a.
+PERF_SYSCALLS=0
+if command -v perf >/dev/null 2>&1 && perf stat -x, -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
+  PERF_SYSCALLS=1
+else
+  log "perf cannot count raw_syscalls:sys_enter here: system calls per request reported as n/a"
+fi
 # How busy the machine is before anything starts: percent of all cores over one second.
 cpu_sample() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
 BUSY0=$(cpu_sample)
@@ -267,20 +280,34 @@ start_proxy() {
   fi
 }
 
-# tree_ticks PID: utime + stime, in clock ticks, of PID and all its descendants.
+# tree_ticks PID: "utime stime", in clock ticks, of PID and all its descendants.
 tree_ticks() {
   { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" '
     {
       pid = $1; rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ")
-      parent[pid] = f[2]; ticks[pid] = f[12] + f[13]   # fields 4 (ppid), 14 (utime), 15 (stime)
+      parent[pid] = f[2]; user[pid] = f[12]; sys[pid] = f[13]   # fields 4 (ppid), 14 (utime), 15 (stime)
     }
     END {
-      total = 0
-      for (p in ticks) {
+      u = 0; s = 0
+      for (p in user) {
         q = p
-        for (d = 0; d < 64 && q > 0; d++) { if (q == root) { total += ticks[p]; break }; q = parent[q] }
+        for (d = 0; d < 64 && q > 0; d++) { if (q == root) { u += user[p]; s += sys[p]; break }; q = parent[q] }
       }
-      print total
+      print u, s
+    }'
+}
+
+# tree_pids PID: PID and all its descendants, comma-separated (for perf stat -p).
+tree_pids() {
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" '
+    { pid = $1; rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " "); parent[pid] = f[2] }
+    END {
+      out = ""
+      for (p in parent) {
+        q = p
+        for (d = 0; d < 64 && q > 0; d++) { if (q == root) { out = out (out == "" ? "" : ",") p; break }; q = parent[q] }
+      }
+      print out
     }'
 }
 
@@ -370,22 +397,44 @@ throughput() {
   # measure NAME RUN KIND N URL: one h2load run with the proxy's CPU time and the origin's
   # accepted connections around it; appends to tp-results/NAME.KIND.*; prints a summary.
   measure() {
-    local name=$1 run=$2 kind=$3 n=$4 url=$5 t0 t1 a0 a1 res rps bad failed errored tmo cpu conns
-    t0=$(tree_ticks "$PROXY_PID")
+    local name=$1 run=$2 kind=$3 n=$4 url=$5 u0 s0 u1 s1 a0 a1 res rps bad failed errored tmo cpu sys conns
+    read -r u0 s0 <<<"$(tree_ticks "$PROXY_PID")"
     a0=$(origin_accepts)
     res=$(h2load_run "$TMP/tp-$name/$kind-$run.txt" "$n" "$url") || return 1
-    t1=$(tree_ticks "$PROXY_PID")
+    read -r u1 s1 <<<"$(tree_ticks "$PROXY_PID")"
     a1=$(origin_accepts)
     read -r rps bad failed errored tmo <<<"$res"
-    cpu=$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / hz * 100000 / n }')
+    cpu=$(awk -v a="$((u0 + s0))" -v b="$((u1 + s1))" -v hz="$CLK_TCK" -v n="$n" 'BEGIN { printf "%.3f", (b - a) / hz * 100000 / n }')
+    sys=$(awk -v a="$((u0 + s0))" -v b="$((u1 + s1))" -v s="$((s1 - s0))" 'BEGIN { if (b > a) printf "%.0f", 100 * s / (b - a); else printf "0" }')
     conns=$((a1 - a0 - 1)) # the second status request is one of them
     local r=$TMP/tp-results/$name.$kind
     echo "$rps" >>"$r.rps"
     echo "$cpu" >>"$r.cpu"
+    echo "$sys" >>"$r.sys"
     echo "$bad" >>"$r.bad"
     echo "$conns" >>"$r.conns"
-    printf '%s: %s req/s, %s CPU s/100k, %s not 2xx (failed %s, errored %s, timeout %s), %s upstream conns' \
-      "$kind" "$rps" "$cpu" "$bad" "$failed" "$errored" "$tmo" "$conns"
+    printf '%s: %s req/s, %s CPU s/100k (%s %% system), %s not 2xx (failed %s, errored %s, timeout %s), %s upstream conns' \
+      "$kind" "$rps" "$cpu" "$sys" "$bad" "$failed" "$errored" "$tmo" "$conns"
+  }
+
+  # count_syscalls NAME URL: system calls per request over SYSCALL_N small requests, counted by
+  # perf on the proxy's process tree in a run of their own (untimed: the tracepoint adds to
+  # every call's cost, more to a proxy that makes more); appended to tp-results/NAME.calls.
+  count_syscalls() {
+    local name=$1 url=$2 out=$TMP/tp-$name/syscalls.perf perf_pid calls
+    [ "$PERF_SYSCALLS" -eq 1 ] || return 0
+    perf stat -x, -e raw_syscalls:sys_enter -p "$(tree_pids "$PROXY_PID")" -o "$out" 2>/dev/null &
+    perf_pid=$!
+    sleep 0.3 # attached before the load starts
+    if ! h2load_run "$TMP/tp-$name/syscalls.txt" "$SYSCALL_N" "$url" >/dev/null; then
+      kill -INT "$perf_pid" 2>/dev/null || true
+      wait "$perf_pid" 2>/dev/null || true
+      return 1
+    fi
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    calls=$(awk -F, -v n="$SYSCALL_N" '$3 ~ /raw_syscalls:sys_enter/ && $1 ~ /^[0-9]+$/ { printf "%.2f", $1 / n }' "$out")
+    [ -z "$calls" ] || echo "$calls" >>"$TMP/tp-results/$name.calls"
   }
 
   declare -A DEAD=()
@@ -403,6 +452,7 @@ throughput() {
     fi
     # Warm-up: TLS, upstream connections, page cache, allocator.
     h2load_run "$TMP/tp-$name/warmup.txt" 2000 "$base/small.txt" >/dev/null || { stop_group "$PROXY_PID"; return 1; }
+    count_syscalls "$name" "$base/small.txt" || { stop_group "$PROXY_PID"; return 1; }
     small=$(measure "$name" "$run" small "$SMALL_N" "$base/small.txt") || { stop_group "$PROXY_PID"; return 1; }
     large=$(measure "$name" "$run" large "$LARGE_N" "$base/100k.bin") || { stop_group "$PROXY_PID"; return 1; }
     kill -0 "$PROXY_PID" 2>/dev/null || { log "$name exited during the run (log: $TMP/tp-$name/server.log)"; return 1; }
@@ -435,10 +485,10 @@ throughput() {
   echo "### Reverse proxy throughput: h2load, TLS h2 to the proxy, HTTP/1.1 keep-alive to an nginx origin ($RUNS runs, $(date -u +%Y-%m-%d))"
   echo
   echo "Proxy on core 0 (one worker/thread); origin nginx and h2load share core 1. small: $SMALL_N requests for a 14-byte file; large: $LARGE_N requests for a 100,000-byte file; both -c 10 -m 10."
-  echo "CPU: the proxy's user+system seconds (whole process tree) per 100,000 requests. not 2xx: h2load's failed, errored and non-2xx responses, all runs. conns: upstream connections the proxy opened during one h2load run (median)."
+  echo "CPU: the proxy's user+system seconds (whole process tree) per 100,000 requests; system %: the kernel's share of them (median); system calls per small request: counted by perf's raw_syscalls:sys_enter tracepoint over the whole process tree in an untimed run of $SYSCALL_N small requests after the warm-up (median). not 2xx: h2load's failed, errored and non-2xx responses, all runs. conns: upstream connections the proxy opened during one h2load run (median)."
   echo
-  echo "| proxy | runs | small req/s median | small req/s min–max | small CPU s/100k median | small CPU min–max | large req/s median | large req/s min–max | large CPU s/100k median | large CPU min–max | not 2xx (small/large) | conns (small/large) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| proxy | runs | small req/s median | small req/s min–max | small CPU s/100k median | small CPU min–max | small system % | small system calls/request | large req/s median | large req/s min–max | large CPU s/100k median | large CPU min–max | not 2xx (small/large) | conns (small/large) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   local sr sc lr lc runs
   for name in "${TP[@]}"; do
     sr=$(stats "$R/$name.small.rps" '%.0f')
@@ -447,7 +497,7 @@ throughput() {
     lc=$(stats "$R/$name.large.cpu" '%.2f')
     MS[$name]=${sr%% *} ML[$name]=${lr%% *} MCS[$name]=${sc%% *} MCL[$name]=${lc%% *}
     runs=$( [ -s "$R/$name.large.rps" ] && wc -l <"$R/$name.large.rps" || echo 0)
-    echo "| $name | $runs | $(describe "$sr") | $(describe "$sc") | $(describe "$lr") | $(describe "$lc") | $(sum_file "$R/$name.small.bad")/$(sum_file "$R/$name.large.bad") | $(stats "$R/$name.small.conns" '%.0f' | awk '{ print $1 }')/$(stats "$R/$name.large.conns" '%.0f' | awk '{ print $1 }') |"
+    echo "| $name | $runs | $(describe "$sr") | $(describe "$sc") | $(stats "$R/$name.small.sys" '%.0f' | awk '{ print $1 }') | $(stats "$R/$name.calls" '%.2f' | awk '{ print ($1 == "" ? "n/a" : $1) }') | $(describe "$lr") | $(describe "$lc") | $(sum_file "$R/$name.small.bad")/$(sum_file "$R/$name.large.bad") | $(stats "$R/$name.small.conns" '%.0f' | awk '{ print $1 }')/$(stats "$R/$name.large.conns" '%.0f' | awk '{ print $1 }') |"
   done
   echo
   if [ -n "${MS[sluice]:-}" ]; then
