@@ -70,15 +70,12 @@ pub fn run(data: &[u8]) {
         assert!(out.get_all("cookie").iter().count() <= 1);
     }
     // The HTTP/1.1 client's form of a response (fields, not a map) loses the same fields.
-    let mut fields: Vec<sluice_http::Field> = response
-        .iter()
-        .map(|(n, v)| sluice_http::Field::new(n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
+    let mut fields = sluice_http::PackedFields::copied(response.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())));
     forward::response(&mut response, http::Version::HTTP_11);
     forward::response_fields(&mut fields, http::Version::HTTP_11);
     let mut as_map: Vec<(Vec<u8>, Vec<u8>)> =
         response.iter().map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
-    let mut as_fields: Vec<(Vec<u8>, Vec<u8>)> = fields.iter().map(|f| (f.name.to_vec(), f.value.to_vec())).collect();
+    let mut as_fields: Vec<(Vec<u8>, Vec<u8>)> = fields.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
     as_map.sort();
     as_fields.sort();
     assert_eq!(as_map, as_fields, "the two forms of a forwarded response differ");

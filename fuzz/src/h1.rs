@@ -24,12 +24,17 @@ pub fn run(data: &[u8]) {
             assert_eq!(Some(head.status.as_u16()), r.code);
             assert_eq!(Some(u8::from(head.version == http::Version::HTTP_11)), r.version);
             assert_eq!(head.fields.len(), r.headers.len());
-            for (f, h) in head.fields.iter().zip(r.headers.iter()) {
-                assert_eq!(f.name[..], *h.name.to_ascii_lowercase().as_bytes());
-                assert_eq!(f.value[..], *h.value);
-                assert!(http::HeaderName::from_bytes(&f.name).is_ok());
-                assert!(http::HeaderValue::from_bytes(&f.value).is_ok());
+            for ((name, value), h) in head.fields.iter().zip(r.headers.iter()) {
+                assert_eq!(name, h.name.to_ascii_lowercase().as_bytes());
+                assert_eq!(value, h.value);
+                assert!(http::HeaderName::from_bytes(name).is_ok());
+                assert!(http::HeaderValue::from_bytes(value).is_ok());
+                // Looked up by name (known names by their kind), the field is found.
+                assert!(head.fields.values(name).any(|v| v == value));
             }
+            let mut map = http::HeaderMap::new();
+            head.fields.append_to_map(&mut map);
+            assert_eq!(map.len(), r.headers.len(), "every field converts to the map");
         }
         // httparse takes any three digits; a status code is 100 to 999.
         (Err(Error::Invalid(_)), Ok(httparse::Status::Complete(len))) if r.code.is_some_and(|c| c < 100) => {

@@ -403,40 +403,39 @@ pub fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
 
 /// [`response`] for a response head held as [`Field`](crate::Field)s (lower-case names, as
 /// the HTTP/1.1 client parses them): the same fields go, `Via` is appended.
-pub fn response_fields(fields: &mut Vec<crate::Field>, upstream_proto: http::Version) {
-    // The fixed hop-by-hop names, told apart by length first: the common response fields
-    // have none of these lengths, and this runs for every field of every proxied response.
-    fn fixed(n: &[u8]) -> bool {
-        match n.len() {
-            2 => n == b"te",
-            7 => n == b"upgrade",
-            10 => n == b"connection" || n == b"keep-alive",
-            16 => n == b"proxy-connection",
-            17 => n == b"transfer-encoding",
-            18 => n == b"proxy-authenticate",
-            _ => false,
-        }
-    }
+pub fn response_fields(fields: &mut crate::PackedFields, upstream_proto: http::Version) {
+    // The fixed hop-by-hop names.
+    const HOP: crate::packed::Names = crate::packed::Names::new(&[
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"te",
+        b"upgrade",
+        b"proxy-authenticate",
+    ]);
+    const VIA_1: crate::packed::StaticField = (b"via", b"1.1 sluice");
+    const VIA_2: crate::packed::StaticField = (b"via", b"2 sluice");
     // The options `Connection` names besides the usual two (which name no other field or one
-    // that goes anyway): most responses have none, and then nothing is collected.
-    let options = |fields: &[crate::Field]| -> Vec<Vec<u8>> {
+    // that goes anyway). `Connection: keep-alive` (or `close`) alone, as nearly every HTTP/1.1
+    // origin sends it, names nothing: no need to split and trim it.
+    let usual = |v: &[u8]| v.eq_ignore_ascii_case(b"keep-alive") || v.eq_ignore_ascii_case(b"close");
+    let named: Vec<Vec<u8>> = if fields.values(b"connection").any(|v| !usual(v)) {
         fields
-            .iter()
-            .filter(|f| f.name == "connection")
-            .flat_map(|f| f.value.split(|&b| b == b','))
+            .values(b"connection")
+            .flat_map(|v| v.split(|&b| b == b','))
             .map(<[u8]>::trim_ascii)
             .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"))
             .map(<[u8]>::to_ascii_lowercase)
             .collect()
+    } else {
+        Vec::new()
     };
-    // `Connection: keep-alive` (or `close`) alone, as nearly every HTTP/1.1 origin sends it,
-    // names nothing: no need to split and trim it.
-    let usual = |v: &[u8]| v.eq_ignore_ascii_case(b"keep-alive") || v.eq_ignore_ascii_case(b"close");
-    let named =
-        if fields.iter().any(|f| f.name == "connection" && !usual(&f.value)) { options(fields) } else { Vec::new() };
-    fields.retain(|f| !fixed(&f.name) && !named.iter().any(|n| *n == f.name));
-    let via: &'static [u8] = if upstream_proto == http::Version::HTTP_2 { b"2 sluice" } else { b"1.1 sluice" };
-    fields.push(crate::Field::new(bytes::Bytes::from_static(b"via"), bytes::Bytes::from_static(via)));
+    fields.remove(&HOP);
+    if !named.is_empty() {
+        fields.retain(|n, _| !named.iter().any(|o| o == n));
+    }
+    fields.push_static(if upstream_proto == http::Version::HTTP_2 { &VIA_2 } else { &VIA_1 });
 }
 
 /// Whether `a` can go inside a quoted string as it is (RFC 7230 qdtext: visible ASCII but `"`
@@ -615,13 +614,16 @@ mod tests {
         ];
         let mut map = map(&pairs);
         response(&mut map, http::Version::HTTP_11);
-        let mut fields: Vec<crate::Field> = pairs.iter().map(|(n, v)| crate::Field::new(*n, *v)).collect();
+        let packed = |pairs: &[(&'static str, &'static str)]| {
+            crate::PackedFields::copied(pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+        };
+        let mut fields = packed(&pairs);
         response_fields(&mut fields, http::Version::HTTP_11);
         let from_map: Vec<(String, String)> =
             map.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned())).collect();
         let from_fields: Vec<(String, String)> = fields
             .iter()
-            .map(|f| (String::from_utf8_lossy(&f.name).into_owned(), String::from_utf8_lossy(&f.value).into_owned()))
+            .map(|(n, v)| (String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
             .collect();
         assert_eq!(
             from_fields,
@@ -642,9 +644,9 @@ mod tests {
         // `Connection: keep-alive` alone names nothing; an option in a second `Connection`
         // field still goes.
         let names = |pairs: &[(&'static str, &'static str)]| {
-            let mut fields: Vec<crate::Field> = pairs.iter().map(|(n, v)| crate::Field::new(*n, *v)).collect();
+            let mut fields = packed(pairs);
             response_fields(&mut fields, http::Version::HTTP_11);
-            fields.iter().map(|f| String::from_utf8_lossy(&f.name).into_owned()).collect::<Vec<_>>()
+            fields.iter().map(|(n, _)| String::from_utf8_lossy(n).into_owned()).collect::<Vec<_>>()
         };
         let usual = [("connection", "Keep-Alive"), ("x-a", "1"), ("content-length", "2")];
         assert_eq!(names(&usual), ["x-a", "content-length", "via"]);

@@ -14,7 +14,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
-use crate::Field;
+use crate::PackedFields;
 
 /// At most this many fields in a response head or trailer section (hyper's, HAProxy's and
 /// Envoy's limit too).
@@ -52,20 +52,20 @@ pub struct ResponseHead {
     pub status: StatusCode,
     /// HTTP/1.0 or HTTP/1.1.
     pub version: Version,
-    /// The fields in order, names lower-cased, connection-specific ones included; common
-    /// names are static, the rest and the values share one copy of the head.
-    pub fields: Vec<Field>,
+    /// The fields in order, names lower-cased, connection-specific ones included, where they
+    /// lie in the head's bytes.
+    pub fields: PackedFields,
 }
 
 impl ResponseHead {
     /// The values of the fields named `name` (lower-case).
     pub fn values<'a>(&'a self, name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.fields.iter().filter(move |f| f.name == name).map(|f| &f.value[..])
+        self.fields.values(name)
     }
 
     /// Whether a field named `name` (lower-case) is there.
     pub fn has(&self, name: &[u8]) -> bool {
-        self.fields.iter().any(|f| f.name == name)
+        self.fields.has(name)
     }
 
     /// Whether `Connection` names `option` (case-insensitive).
@@ -87,7 +87,7 @@ impl ResponseHead {
     /// The fields as a map (for interim responses, upgrades and other rare paths).
     pub fn to_map(&self) -> HeaderMap {
         let mut map = HeaderMap::with_capacity(self.fields.len());
-        crate::append_to_map(&self.fields, &mut map);
+        self.fields.append_to_map(&mut map);
         map
     }
 }
@@ -117,7 +117,9 @@ pub fn parse_response(buf: &mut BytesMut, max: usize) -> Result<Option<ResponseH
     }
     let status = StatusCode::from_u16(code).map_err(|_| Error::Invalid("bad status code"))?;
     let version = if minor == 0 { Version::HTTP_10 } else { Version::HTTP_11 };
-    let fields = to_fields(&spans[..fields], buf.split_to(len).freeze());
+    // The values are not checked again: `text_end` refuses a control character other than
+    // HTAB, the rule the `http` crate's values follow too (a test below holds it to that).
+    let fields = PackedFields::from_spans(buf.split_to(len).freeze(), &spans[..fields]);
     Ok(Some(ResponseHead { status, version, fields }))
 }
 
@@ -306,24 +308,6 @@ fn span(base: &[u8], part: &[u8]) -> std::ops::Range<usize> {
     at..at + part.len()
 }
 
-/// The fields at `spans` of `head` (split off the connection's read buffer, names already
-/// lower-case): common names static, the rest and every value slices of `head`. No copy and
-/// no allocation for the head's bytes (its body chunks are slices of that buffer too). The
-/// values are not checked again: [`text_end`] refuses a control character other than HTAB,
-/// the rule the `http` crate's values follow too (a test below holds it to that).
-fn to_fields(spans: &[[u32; 4]], head: Bytes) -> Vec<Field> {
-    let at = |a: u32, b: u32| a as usize..b as usize;
-    let mut fields = Vec::with_capacity(spans.len() + 1);
-    for s in spans {
-        let name = match crate::static_response_name(&head[at(s[0], s[1])]) {
-            Some(n) => Bytes::from_static(n),
-            None => head.slice(at(s[0], s[1])),
-        };
-        fields.push(Field { name, value: head.slice(at(s[2], s[3])) });
-    }
-    fields
-}
-
 /// The fields `parsed` from `base` as a map, their values slices of one copy of `base`.
 fn to_map(parsed: &[httparse::Header<'_>], base: &[u8]) -> Result<HeaderMap, Error> {
     let head = Bytes::copy_from_slice(base);
@@ -361,7 +345,7 @@ pub fn framing(method: &Method, head: &mut ResponseHead) -> Result<Framing, Erro
         return Ok(Framing::Empty);
     }
     if head.has(b"transfer-encoding") {
-        head.fields.retain(|f| f.name != "content-length");
+        head.fields.retain(|n, _| n != b"content-length");
         if head.version == Version::HTTP_10 {
             return Err(Error::Invalid("transfer-encoding in an HTTP/1.0 response"));
         }
@@ -627,7 +611,7 @@ mod tests {
             Ok(Some(h)) => {
                 let len = text.len() - buf.len();
                 let minor = u8::from(h.version == Version::HTTP_11);
-                let fields = h.fields.iter().map(|f| (f.name.to_vec(), f.value.to_vec()));
+                let fields = h.fields.iter().map(|(n, v)| (n.to_vec(), v.to_vec()));
                 Ok(Some((len, h.status.as_u16(), minor, fields.collect())))
             }
             Ok(None) => Ok(None),
@@ -774,9 +758,9 @@ mod tests {
         assert_eq!(h.status, 200);
         assert_eq!(h.version, Version::HTTP_11);
         assert_eq!(h.values(b"x-a").collect::<Vec<_>>(), [b"1", b"2"]);
-        // Names are lower-cased, common ones static.
-        assert_eq!(h.fields[0].name, "content-length");
-        assert_eq!(h.fields[1].name, "x-a");
+        // Names are lower-cased.
+        let names: Vec<_> = h.fields.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, [&b"content-length"[..], b"x-a", b"x-a"]);
         assert_eq!(&buf[..], b"hello");
         let mut h = h;
         assert_eq!(framing(&Method::GET, &mut h), Ok(Framing::Length(5)));
@@ -786,8 +770,8 @@ mod tests {
 
     #[test]
     fn a_control_character_in_a_value_is_refused_as_the_http_crate_would() {
-        // `to_fields` relies on the parser for this: the fields go to HTTP/2 and HTTP/3 clients
-        // and into maps unchecked.
+        // The fields go to HTTP/2 and HTTP/3 clients and into maps unchecked: the parser
+        // checks the values.
         for b in (0u8..=0xff).filter(|&b| b != b'\r' && b != b'\n') {
             let mut text = b"HTTP/1.1 200 OK\r\nx: a".to_vec();
             text.extend_from_slice(&[b, b'b']);
@@ -799,7 +783,7 @@ mod tests {
                 Ok(Some(h)) => {
                     assert!(valid, "{b:#04x} accepted");
                     assert_eq!(h.values(b"x").next(), Some(&[b'a', b, b'b'][..]));
-                    assert!(HeaderValue::from_maybe_shared(h.fields[0].value.clone()).is_ok());
+                    assert!(HeaderValue::from_maybe_shared(h.fields.first_bytes(b"x").unwrap()).is_ok());
                 }
                 Ok(None) => panic!("{b:#04x}: incomplete"),
                 Err(e) => assert!(!valid, "{b:#04x} refused: {e}"),

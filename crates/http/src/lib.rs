@@ -10,11 +10,13 @@
 pub mod budget;
 pub mod forward;
 pub mod h1;
+pub mod packed;
 pub mod priority;
 pub mod request;
 pub mod sched;
 
 pub use budget::Budget;
+pub use packed::PackedFields;
 pub use priority::Priority;
 pub use request::{
     append_to_map, content_length, fill_request_head, map_value, request_head, static_response_name, status_digits,

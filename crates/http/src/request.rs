@@ -18,29 +18,42 @@ impl Field {
     pub fn new(name: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
         Self { name: name.into(), value: value.into() }
     }
+
+    /// The name and the value.
+    pub fn parts(&self) -> (&[u8], &[u8]) {
+        (&self.name, &self.value)
+    }
 }
 
 /// A response head's fields: a list many responses share (made once, as for every response
-/// with one file version), then the response's own. Handing one over clones a pointer, not
-/// each field (a field clone is two reference counts, each an atomic operation).
+/// with one file version), then fields as they were parsed (a proxied response's), then the
+/// response's own. Handing one over clones a pointer or moves one buffer, not each field (a
+/// field clone is two reference counts, each an atomic operation).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeadFields {
     /// The shared fields, first.
     pub shared: Option<std::sync::Arc<Vec<Field>>>,
-    /// The response's own fields, after them.
+    /// Parsed fields, after them.
+    pub packed: crate::PackedFields,
+    /// The response's own fields, last.
     pub own: Vec<Field>,
 }
 
 impl HeadFields {
-    /// Every field, shared ones first.
-    pub fn iter(&self) -> impl Iterator<Item = &Field> + Clone {
-        self.shared.iter().flat_map(|s| s.iter()).chain(self.own.iter())
+    /// Every field as (name, value), in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
+        self.shared
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(Field::parts)
+            .chain(self.packed.iter())
+            .chain(self.own.iter().map(Field::parts))
     }
 }
 
 impl From<Vec<Field>> for HeadFields {
     fn from(own: Vec<Field>) -> Self {
-        Self { shared: None, own }
+        Self { own, ..Self::default() }
     }
 }
 

@@ -255,13 +255,13 @@ impl Connection {
             let n = head.status;
             let status = sluice_http::status_digits(n);
             let status = std::iter::once((&b":status"[..], &status[..], false));
-            let own = head.fields.own.iter().map(line);
+            let own = head.fields.packed.iter().chain(head.fields.own.iter().map(Field::parts)).map(line);
             self.out_block.clear();
             match &head.fields.shared {
                 // Shared fields (a file's prebuilt ones) are known to the encoder's memo by
-                // identity: a repeat compares the status and the response's own fields only.
+                // identity: a repeat compares the status and the response's other fields only.
                 Some(shared) => {
-                    let lines = status.clone().chain(shared.iter().map(line)).chain(own.clone());
+                    let lines = status.clone().chain(shared.iter().map(Field::parts).map(line)).chain(own.clone());
                     self.encoder.encode_keyed(shared, lines, status.chain(own), &mut self.out_block);
                 }
                 None => self.encoder.encode(status.chain(own), &mut self.out_block),
@@ -350,8 +350,8 @@ impl Connection {
 }
 
 /// A response field as the HPACK encoder takes it.
-fn line(f: &Field) -> (&[u8], &[u8], bool) {
-    (&f.name[..], &f.value[..], is_sensitive(&f.name))
+fn line<'a>((name, value): (&'a [u8], &'a [u8])) -> (&'a [u8], &'a [u8], bool) {
+    (name, value, is_sensitive(name))
 }
 
 /// Fields an intermediary must not index (RFC 7541 §7.1.3): credentials.

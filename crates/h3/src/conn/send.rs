@@ -43,13 +43,13 @@ impl Connection {
             return Err(SendError::InvalidState);
         }
         let mut priority = s.priority;
-        for f in fields.iter().filter(|f| f.name == "priority") {
-            priority = Priority::parse(&f.value, priority);
+        for (_, v) in fields.iter().filter(|(n, _)| *n == b"priority") {
+            priority = Priority::parse(v, priority);
         }
         // Three digits (checked above), without a `String` for them.
         let status = sluice_http::status_digits(status);
-        let list = std::iter::once(FieldRef::new(b":status", &status))
-            .chain(fields.iter().map(|f| FieldRef::new(&f.name, &f.value)));
+        let list =
+            std::iter::once(FieldRef::new(b":status", &status)).chain(fields.iter().map(|(n, v)| FieldRef::new(n, v)));
         let block = self.encode_section(stream, list)?;
         self.reprioritize(stream, priority);
         if !interim {

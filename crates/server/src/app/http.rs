@@ -380,10 +380,11 @@ pub(crate) struct Response {
     /// fixed and shared between responses (a cached file's, built once per file version):
     /// converting a map of them per request cost about 2,150 instructions of a small file's
     /// 22,600 (a clone of the map, its drop, and a copy of every value into the engine's form).
-    /// The proxy sets it for an HTTP/1.1 upstream's response, parsed straight into this form (a
-    /// list no other response holds goes to the engine as the response's own fields). A step that changes fields after the handler, or reads
-    /// them from the map alone, calls [`Response::materialize`] first, which moves them into
-    /// `headers` (the HTTP/2 and HTTP/3 sender reads both).
+    /// The proxy sets it for an HTTP/1.1 upstream's response: the fields where the parser left
+    /// them in the head's bytes ([`Head::Packed`]), which go to the engine as they lie. A step
+    /// that changes fields after the handler, or reads them from the map alone, calls
+    /// [`Response::materialize`] first, which moves them into `headers` (the HTTP/2 and
+    /// HTTP/3 sender reads both).
     pub(crate) head: Option<Head>,
     /// Response headers. `content-length` is set by the handler when the length is known.
     pub(crate) headers: HeaderMap,
@@ -410,9 +411,7 @@ impl Response {
     pub(crate) fn materialize(&mut self) {
         let Some(fields) = self.head.take() else { return };
         let mut map = HeaderMap::with_capacity(fields.len() + self.headers.len());
-        // Prebuilt fields come from a map (`respond::response_fields`) or the proxy's checked
-        // parse, so they convert back.
-        sluice_http::append_to_map(fields.iter(), &mut map);
+        fields.append_to_map(&mut map);
         // Appended, not inserted: on the wire both lists go out whole, so a name in both is sent
         // twice either way.
         let mut last: Option<http::HeaderName> = None;
@@ -430,14 +429,50 @@ impl Response {
 
     /// Whether the prebuilt fields hold one named `name` (lower-case).
     pub(crate) fn head_has(&self, name: &str) -> bool {
-        self.head.as_ref().is_some_and(|h| h.iter().any(|f| f.name == name.as_bytes()))
+        self.head.as_ref().is_some_and(|h| h.iter().any(|(n, _)| n == name.as_bytes()))
     }
 }
 
-/// Prebuilt response fields ([`Response::head`]). A thin pointer, not an `Arc<[Field]>`: every
-/// HTTP/2 and HTTP/3 request's boxed handler future holds one, and its size must stay within
-/// the allocator's per-thread cache (see `io::stream`'s size test).
-pub(crate) type Head = Arc<Vec<sluice_http::Field>>;
+/// Fields many responses share (a cached file version's), by pointer: a thin one, not an
+/// `Arc<[Field]>`.
+pub(crate) type SharedHead = Arc<Vec<sluice_http::Field>>;
+
+/// Prebuilt response fields ([`Response::head`]).
+#[derive(Debug)]
+pub(crate) enum Head {
+    /// Shared by many responses.
+    Shared(SharedHead),
+    /// This response's own, where an HTTP/1.1 upstream's head holds them (the proxy's).
+    Packed(sluice_http::PackedFields),
+}
+
+impl Head {
+    /// Every field as (name, value).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let (shared, packed) = match self {
+            Self::Shared(s) => (Some(s.iter().map(sluice_http::Field::parts)), None),
+            Self::Packed(p) => (None, Some(p.iter())),
+        };
+        shared.into_iter().flatten().chain(packed.into_iter().flatten())
+    }
+
+    /// How many fields there are.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Shared(s) => s.len(),
+            Self::Packed(p) => p.len(),
+        }
+    }
+
+    /// Append every field to `map`. Prebuilt fields come from a map
+    /// (`respond::response_fields`) or the proxy's checked parse, so they convert back.
+    pub(crate) fn append_to_map(&self, map: &mut HeaderMap) {
+        match self {
+            Self::Shared(s) => sluice_http::append_to_map(s.iter(), map),
+            Self::Packed(p) => p.append_to_map(map),
+        }
+    }
+}
 
 /// A response body the driver pulls from, at most [`CHUNK`] bytes at a time.
 pub(crate) enum Body {

@@ -15,7 +15,7 @@ use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::Semaphore;
 
 use crate::app::accesslog::{AccessLog, CountersRef};
-use crate::app::http::{Body, Interim, Proto, Refusal, Request, RequestBody, Response, CHUNK};
+use crate::app::http::{Body, Head, Interim, Proto, Refusal, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
 
 /// What the handlers of one connection need to know about it.
@@ -360,7 +360,8 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     }
     let (wire, body) = static_files::cached_whole(root, path, head_only)?;
     // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router).
-    let fields = HeadFields { shared: Some(wire), own: conn.alt_svc_field.iter().cloned().collect() };
+    let fields =
+        HeadFields { shared: Some(wire), own: conn.alt_svc_field.iter().cloned().collect(), ..HeadFields::default() };
     let log = state.cfg.access_log.then(|| {
         let method = if head_only { http::Method::HEAD } else { http::Method::GET };
         let mut log = access_log(state, proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
@@ -450,18 +451,19 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
         let in_map = if p.headers.is_empty() { None } else { p.headers.get(PRIORITY) };
         if let Some(v) = in_map {
             sink.priority(Bytes::copy_from_slice(v.as_bytes()));
-        } else if let Some(f) = p.head.as_ref().and_then(|h| h.iter().find(|f| f.name == "priority")) {
-            sink.priority(f.value.clone());
+        } else if let Some(v) = p.head.as_ref().and_then(|h| match h {
+            Head::Shared(s) => s.iter().find(|f| f.name == "priority").map(|f| f.value.clone()),
+            Head::Packed(l) => l.first_bytes(b"priority"),
+        }) {
+            sink.priority(v);
         }
-        let fields = match p.head.take().map(Arc::try_unwrap) {
-            // Fields no other response holds (a proxied response's) are this one's own: the
-            // HPACK memo then compares their lines, as a fresh `Arc` would never repeat.
-            Some(Ok(mut own)) => {
-                append_response_fields(&p.headers, &mut own);
-                HeadFields { shared: None, own }
-            }
-            Some(Err(shared)) => HeadFields { shared: Some(shared), own: response_fields(&p.headers) },
-            None => HeadFields { shared: None, own: response_fields(&p.headers) },
+        let own = response_fields(&p.headers);
+        let fields = match p.head.take() {
+            Some(Head::Shared(shared)) => HeadFields { shared: Some(shared), own, ..HeadFields::default() },
+            // Parsed fields (a proxied response's) go as they lie: the HPACK memo compares
+            // their lines.
+            Some(Head::Packed(packed)) => HeadFields { packed, own, ..HeadFields::default() },
+            None => HeadFields { own, ..HeadFields::default() },
         };
         // A body here whole that fits one chunk goes with its head in one command: one trip
         // through the connection's queue (its lock and wake-up: about five atomic operations)
@@ -638,16 +640,10 @@ async fn acquire(sem: &Semaphore, n: u32) -> Result<(), ()> {
 /// Response header fields for HTTP/2 and HTTP/3: lower-case names (the http crate's are),
 /// minus the connection-specific ones both forbid (RFC 9113 §8.2.2, RFC 9114 §4.2).
 pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
-    let mut fields = Vec::with_capacity(headers.len());
-    append_response_fields(headers, &mut fields);
-    fields
-}
-
-/// [`response_fields`] appended to `fields`.
-fn append_response_fields(headers: &HeaderMap, fields: &mut Vec<Field>) {
     if headers.is_empty() {
-        return;
+        return Vec::new();
     }
+    let mut fields = Vec::with_capacity(headers.len());
     let hop = |n: &http::HeaderName| {
         matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
     };
@@ -668,6 +664,7 @@ fn append_response_fields(headers: &HeaderMap, fields: &mut Vec<Field>) {
         all.extend_from_slice(v.as_bytes());
         fields.push(Field::new(name, all.split_to(v.len()).freeze()));
     }
+    fields
 }
 
 #[cfg(test)]

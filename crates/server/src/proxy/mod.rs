@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderValue, Method, StatusCode};
 
 use crate::app::accesslog;
-use crate::app::http::{Body, Request, RequestBody, Response};
+use crate::app::http::{Body, Head, Request, RequestBody, Response};
 use crate::config::{ProxySettings, UpstreamProto};
 use body::{UpBody, UpstreamBody};
 pub(crate) use connect::client_config;
@@ -394,47 +394,31 @@ struct Answer {
 /// (which goes to HTTP/2 and HTTP/3 clients as it is, without a map between).
 enum Fields {
     Map(http::HeaderMap),
-    List(Vec<sluice_http::Field>),
+    List(sluice_http::PackedFields),
 }
 
 impl Fields {
     /// The first value of the fields named `name`.
-    fn first(&self, name: &http::HeaderName) -> Option<&[u8]> {
+    fn first<'a>(&'a self, name: &'a http::HeaderName) -> Option<&'a [u8]> {
         match self {
             Self::Map(m) => m.get(name).map(HeaderValue::as_bytes),
-            Self::List(l) => l.iter().find(|f| f.name == name.as_str()).map(|f| &f.value[..]),
+            Self::List(l) => l.values(name.as_str().as_bytes()).next(),
         }
     }
 
     /// The first values of `Link`, `Content-Type` and `Content-Encoding`, what learning hints
-    /// asks of every response: one pass over a list (names told apart by length first).
+    /// asks of every response (a list knows whether it has each without a pass over it).
     fn for_hints(&self) -> [Option<&[u8]>; 3] {
-        let Self::List(l) = self else {
-            return [&http::header::LINK, &http::header::CONTENT_TYPE, &http::header::CONTENT_ENCODING]
-                .map(|n| self.first(n));
-        };
-        let mut out = [None; 3];
-        for f in l {
-            let i = match f.name.len() {
-                4 if f.name == "link" => 0,
-                12 if f.name == "content-type" => 1,
-                16 if f.name == "content-encoding" => 2,
-                _ => continue,
-            };
-            out[i] = out[i].or(Some(&f.value[..]));
-        }
-        out
+        [&http::header::LINK, &http::header::CONTENT_TYPE, &http::header::CONTENT_ENCODING].map(|n| self.first(n))
     }
 
     /// Every value of the fields named `name`, as values of a map.
     fn values(&self, name: &http::HeaderName) -> Vec<HeaderValue> {
         match self {
             Self::Map(m) => m.get_all(name).iter().cloned().collect(),
-            Self::List(l) => l
-                .iter()
-                .filter(|f| f.name == name.as_str())
-                .filter_map(|f| HeaderValue::from_maybe_shared(f.value.clone()).ok())
-                .collect(),
+            Self::List(l) => {
+                l.values(name.as_str().as_bytes()).filter_map(|v| HeaderValue::from_bytes(v).ok()).collect()
+            }
         }
     }
 
@@ -443,7 +427,7 @@ impl Fields {
             Self::Map(m) => m,
             Self::List(l) => {
                 let mut m = http::HeaderMap::with_capacity(l.len());
-                sluice_http::append_to_map(&l, &mut m);
+                l.append_to_map(&mut m);
                 m
             }
         }
@@ -859,7 +843,7 @@ fn response(up: &Arc<Upstream>, answer: Answer, active: Counted<'_>, learner: Op
         // response, header rules or an upstream `alt-svc` make it a map first).
         Fields::List(mut fields) => {
             headers::response_fields(&mut fields, answer.version);
-            Response { status: answer.status, head: Some(Arc::new(fields)), headers: http::HeaderMap::new(), body }
+            Response { status: answer.status, head: Some(Head::Packed(fields)), headers: http::HeaderMap::new(), body }
         }
     }
 }

@@ -209,7 +209,7 @@ fn heads_with_shared_fields_carry_them_first_then_their_own() {
         let id = 1 + 2 * i as u32;
         c.request(id, "/f", true);
         c.events();
-        let fields = sluice_http::HeadFields { shared: Some(list.clone()), own: own.clone() };
+        let fields = sluice_http::HeadFields { shared: Some(list.clone()), own: own.clone(), ..Default::default() };
         c.conn.send_response(id, 200, fields, true).unwrap();
         let want: Vec<(String, String)> =
             std::iter::once((":status".to_owned(), "200".to_owned()))
@@ -217,6 +217,45 @@ fn heads_with_shared_fields_carry_them_first_then_their_own() {
                     (String::from_utf8(f.name.to_vec()).unwrap(), String::from_utf8(f.value.to_vec()).unwrap())
                 }))
                 .collect();
+        assert_eq!(c.output(), vec![F::Headers(id, want, true)], "head {i}");
+    }
+}
+
+#[test]
+fn heads_with_parsed_fields_carry_every_part_in_order() {
+    let mut c = Client::new(Config::default());
+    let packed = |pairs: &[(&str, &str)]| {
+        let mut p = sluice_http::PackedFields::copied(pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        p.push_static(&(b"via", b"1.1 sluice"));
+        p
+    };
+    let origin = [("server", "nginx"), ("date", "Sun, 29 Nov 2026 23:40:00 GMT"), ("content-length", "14")];
+    let later = [("server", "nginx"), ("date", "Sun, 29 Nov 2026 23:40:01 GMT"), ("content-length", "14")];
+    let shared = std::sync::Arc::new(vec![Field::new("x-shared", "1")]);
+    let alt_svc = vec![Field::new("alt-svc", "h3=\":443\"")];
+    // The same parsed head several times (the encoder's memo repeats its block), one with a
+    // value changed, then with fields of the response's own, then behind a shared list.
+    let cases = [
+        (None, packed(&origin), vec![]),
+        (None, packed(&origin), vec![]),
+        (None, packed(&later), vec![]),
+        (None, packed(&later), alt_svc.clone()),
+        (None, packed(&later), vec![]),
+        (Some(shared.clone()), packed(&later), alt_svc.clone()),
+        (Some(shared.clone()), packed(&later), alt_svc.clone()),
+    ];
+    for (i, (shared, packed, own)) in cases.into_iter().enumerate() {
+        let id = 1 + 2 * i as u32;
+        c.request(id, "/p", true);
+        c.events();
+        let fields = sluice_http::HeadFields { shared, packed, own };
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+        let want: Vec<(String, String)> = std::iter::once((":status".to_owned(), "200".to_owned()))
+            .chain(fields.iter().map(|(n, v)| (text(n), text(v))))
+            .collect();
+        assert_eq!(want.len(), 5 + fields.own.len() + fields.shared.as_ref().map_or(0, |s| s.len()));
+        assert_eq!(want.last().map(|(n, _)| &n[..]), Some(if fields.own.is_empty() { "via" } else { "alt-svc" }));
+        c.conn.send_response(id, 200, fields, true).unwrap();
         assert_eq!(c.output(), vec![F::Headers(id, want, true)], "head {i}");
     }
 }

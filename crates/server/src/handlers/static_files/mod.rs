@@ -37,7 +37,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use crate::app::http::{Body, Head, Proto, Request, Response};
+use crate::app::http::{Body, Head, Proto, Request, Response, SharedHead};
 
 mod conditional;
 mod lookup;
@@ -176,7 +176,7 @@ pub(crate) struct Fields {
     full: HeaderMap,
     /// The same in the HTTP/2 and HTTP/3 engines' form, made by the first such response and
     /// shared by the others over those protocols (see `Response::head`).
-    wire: std::sync::OnceLock<crate::app::http::Head>,
+    wire: std::sync::OnceLock<SharedHead>,
 }
 
 impl Fields {
@@ -202,7 +202,7 @@ impl Fields {
 
 impl Fields {
     /// The whole-file fields in the HTTP/2 and HTTP/3 engines' form, shared.
-    fn wire(&self) -> Head {
+    fn wire(&self) -> SharedHead {
         self.wire.get_or_init(|| std::sync::Arc::new(crate::app::respond::response_fields(&self.full))).clone()
     }
 }
@@ -223,7 +223,7 @@ pub(crate) const SELECTING: [HeaderName; 6] = [
 /// `path` under `root` that carries none of [`SELECTING`], when the file is in the small-file
 /// cache: 200 with the shared whole-file fields and the whole content (none for HEAD), the
 /// same as `respond` gives. `None` when the file is not cached (`serve` looks it up).
-pub(crate) fn cached_whole(root: &Path, path: &str, head_only: bool) -> Option<(Head, Bytes)> {
+pub(crate) fn cached_whole(root: &Path, path: &str, head_only: bool) -> Option<(SharedHead, Bytes)> {
     let hit = cache::get(root, path)?;
     let body = if head_only {
         Bytes::new()
@@ -284,7 +284,7 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
                 Response::new(StatusCode::OK, f.full.clone(), body)
             } else {
                 // HTTP/2 and HTTP/3: the fields as their engines take them, shared.
-                Response { status: StatusCode::OK, head: Some(f.wire()), headers: HeaderMap::new(), body }
+                Response { status: StatusCode::OK, head: Some(Head::Shared(f.wire())), headers: HeaderMap::new(), body }
             }
         }
         Ranges::Unsatisfiable => {
@@ -675,14 +675,15 @@ mod tests {
             let r = respond(&with(Method::GET, &[]), file(), &fields);
             assert_eq!(r.status, StatusCode::OK);
             assert!(r.headers.is_empty());
-            let head = r.head.as_ref().expect("prebuilt fields");
+            let Some(Head::Shared(head)) = r.head.as_ref() else { panic!("no shared prebuilt fields") };
             let got: Vec<(String, String)> = head
                 .iter()
                 .map(|f| (String::from_utf8(f.name.to_vec()).unwrap(), String::from_utf8(f.value.to_vec()).unwrap()))
                 .collect();
             assert_eq!(got, want);
             let again = respond(&with(Method::GET, &[]), file(), &fields);
-            assert!(Arc::ptr_eq(head, again.head.as_ref().unwrap()), "one list per file version");
+            let Some(Head::Shared(again)) = again.head.as_ref() else { panic!("no shared prebuilt fields") };
+            assert!(Arc::ptr_eq(head, again), "one list per file version");
             assert_eq!(collect(r.body).await, b"hello world");
             let r = respond(&with(Method::HEAD, &[]), file(), &fields);
             assert!(r.head.is_some() && r.body.is_empty());

@@ -37,7 +37,7 @@ impl Engine for Recorder {
             return Err(Refused::Gone);
         }
         self.heads.push((id, status, end));
-        self.fields.insert(id, fields.iter().cloned().collect());
+        self.fields.insert(id, fields.iter().map(|(n, v)| Field::new(n.to_vec(), v.to_vec())).collect());
         self.queued.entry(id).or_default();
         Ok(())
     }
