@@ -82,19 +82,17 @@ impl<S: Copy + PartialEq> ListMemo<S> {
         }
         let mut at = 0;
         let mut kept = self.lens.iter();
-        // `all`, not a `for` loop: a list chained from parts (status, shared, own) is then
-        // walked part by part, not asked at each line which part it is in.
-        let mut lines = lines;
-        let same = lines.all(|(name, value, never)| {
+        for (name, value, never) in lines {
             let Some(&(n, v, s)) = kept.next() else { return false };
             if n != name.len() || v != value.len() || s != never {
                 return false;
             }
-            let same = self.src[at..at + n] == *name && self.src[at + n..at + n + v] == *value;
+            if self.src[at..at + n] != *name || self.src[at + n..at + n + v] != *value {
+                return false;
+            }
             at += n + v;
-            same
-        });
-        same && kept.next().is_none()
+        }
+        kept.next().is_none()
     }
 
     /// Keep `lines` and their block `out`, for the encoder state `state` (nothing, if the lines

@@ -53,7 +53,8 @@ impl HeadFields {
 
 impl From<Vec<Field>> for HeadFields {
     fn from(own: Vec<Field>) -> Self {
-        Self { own, ..Self::default() }
+        // Every field named: `..Self::default()` would make a default `own` and drop it.
+        Self { shared: None, packed: crate::PackedFields::default(), own }
     }
 }
 

@@ -255,16 +255,24 @@ impl Connection {
             let n = head.status;
             let status = sluice_http::status_digits(n);
             let status = std::iter::once((&b":status"[..], &status[..], false));
-            let own = head.fields.packed.iter().chain(head.fields.own.iter().map(Field::parts)).map(line);
+            let own = head.fields.own.iter().map(|f| line(f.parts()));
             self.out_block.clear();
-            match &head.fields.shared {
+            let packed = head.fields.packed.iter().map(line);
+            // Each part is chained only where it is there: a chain costs at every line.
+            match (&head.fields.shared, head.fields.packed.is_empty()) {
                 // Shared fields (a file's prebuilt ones) are known to the encoder's memo by
                 // identity: a repeat compares the status and the response's other fields only.
-                Some(shared) => {
-                    let lines = status.clone().chain(shared.iter().map(Field::parts).map(line)).chain(own.clone());
+                (Some(shared), true) => {
+                    let lines = status.clone().chain(shared.iter().map(|f| line(f.parts()))).chain(own.clone());
                     self.encoder.encode_keyed(shared, lines, status.chain(own), &mut self.out_block);
                 }
-                None => self.encoder.encode(status.chain(own), &mut self.out_block),
+                (None, true) => self.encoder.encode(status.chain(own), &mut self.out_block),
+                // Parsed fields (a proxied response's).
+                (None, false) => self.encoder.encode(status.chain(packed).chain(own), &mut self.out_block),
+                (Some(shared), false) => {
+                    let shared = shared.iter().map(|f| line(f.parts()));
+                    self.encoder.encode(status.chain(shared).chain(packed).chain(own), &mut self.out_block);
+                }
             }
             Headers::encode(id, &self.out_block, head.end_stream, self.peer_max_frame, out);
             if head.status >= 200 {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use sluice_http::{Field, HeadFields, RequestHead};
+use sluice_http::{Field, HeadFields, PackedFields, RequestHead};
 use tokio::sync::Semaphore;
 
 use crate::app::accesslog::{AccessLog, CountersRef};
@@ -266,7 +266,10 @@ fn access_log(
 
 /// A 200 response the stream layer sends itself, without a handler ([`answer_inline`]).
 pub(crate) struct Inline {
-    pub(crate) fields: HeadFields,
+    /// The file's prebuilt fields ([`Inline::fields`] puts `Alt-Svc` after them, as `send`
+    /// does); `None` once taken. Kept as the pointer until the head goes to the engine: an
+    /// answer moves a few times on its way, and a whole head's fields are 96 bytes.
+    pub(crate) wire: Option<crate::app::http::SharedHead>,
     /// The whole body; empty: none (the head ends the stream).
     pub(crate) body: Bytes,
     /// Its access-log line, written when this drops: set `bytes_out` and `outcome` first.
@@ -279,6 +282,15 @@ impl Inline {
     /// The request's counters, for the stream layer's state when the body waits for room.
     pub(crate) fn counters(&self) -> CountersRef {
         self.log.as_ref().map_or_else(|| NO_COUNTS.clone(), |l| l.counters.clone())
+    }
+
+    /// The head's fields, taken: the prebuilt ones, then the connection's `Alt-Svc`.
+    pub(crate) fn fields(&mut self, conn: &ConnInfo) -> HeadFields {
+        HeadFields {
+            shared: self.wire.take(),
+            packed: PackedFields::default(),
+            own: conn.alt_svc_field.iter().cloned().collect(),
+        }
     }
 
     /// How the exchange ended, and the body bytes handed on, for the log line.
@@ -359,16 +371,15 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
         return None;
     }
     let (wire, body) = static_files::cached_whole(root, path, head_only)?;
-    // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router).
-    let fields =
-        HeadFields { shared: Some(wire), own: conn.alt_svc_field.iter().cloned().collect(), ..HeadFields::default() };
     let log = state.cfg.access_log.then(|| {
         let method = if head_only { http::Method::HEAD } else { http::Method::GET };
         let mut log = access_log(state, proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
         log.status = 200;
         Box::new(log)
     });
-    Some(Inline { fields, body, log })
+    // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router),
+    // which `Inline::fields` adds.
+    Some(Inline { wire: Some(wire), body, log })
 }
 
 /// The access-log counters of requests answered inline: they receive no body and send no
@@ -459,11 +470,11 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
         }
         let own = response_fields(&p.headers);
         let fields = match p.head.take() {
-            Some(Head::Shared(shared)) => HeadFields { shared: Some(shared), own, ..HeadFields::default() },
+            Some(Head::Shared(shared)) => HeadFields { shared: Some(shared), packed: PackedFields::default(), own },
             // Parsed fields (a proxied response's) go as they lie: the HPACK memo compares
             // their lines.
-            Some(Head::Packed(packed)) => HeadFields { packed, own, ..HeadFields::default() },
-            None => HeadFields { own, ..HeadFields::default() },
+            Some(Head::Packed(packed)) => HeadFields { shared: None, packed, own },
+            None => HeadFields { shared: None, packed: PackedFields::default(), own },
         };
         // A body here whole that fits one chunk goes with its head in one command: one trip
         // through the connection's queue (its lock and wake-up: about five atomic operations)

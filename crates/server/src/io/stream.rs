@@ -455,7 +455,8 @@ impl Streams {
     /// handler's would be.
     fn send_inline<E: Engine>(&mut self, engine: &mut E, id: u64, mut a: Inline) {
         let end = a.body.is_empty();
-        if !self.head(engine, id, 200, std::mem::take(&mut a.fields), end) {
+        let fields = a.fields(&self.conn.info);
+        if !self.head(engine, id, 200, fields, end) {
             return;
         }
         if end {
