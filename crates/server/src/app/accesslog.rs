@@ -73,9 +73,22 @@ pub(crate) struct Counters {
 }
 
 /// What holds a request's [`Counters`]: their own allocation, or the stream layer's state of
-/// the request's stream (HTTP/2 and HTTP/3: one allocation fewer per request).
+/// the request's stream (HTTP/2 and HTTP/3: one allocation fewer per request), which also
+/// carries the request's interim responses: the request reaches both through one pointer
+/// (each pointer a request holds is a clone and a drop, two atomic operations).
 pub(crate) trait HoldsCounters: Send + Sync {
     fn counters(&self) -> &Counters;
+
+    /// Whether interim (1xx) responses reach the client: not over HTTP/1.1 (hyper's server
+    /// sends no 1xx but its own 100, and browsers ignore 103 there).
+    fn has_interims(&self) -> bool {
+        false
+    }
+
+    /// Send an interim head for the request; false when it cannot go out.
+    fn interim(&self, _status: u16, _fields: Vec<sluice_http::Field>) -> bool {
+        false
+    }
 }
 
 impl HoldsCounters for Counters {
@@ -84,13 +97,19 @@ impl HoldsCounters for Counters {
     }
 }
 
-/// A shared handle on a request's [`Counters`], wherever they are held.
+/// A shared handle on a request's [`Counters`], wherever they are held (and on its stream's
+/// interim path, [`crate::app::http::Interim`]).
 #[derive(Clone)]
 pub(crate) struct CountersRef(Arc<dyn HoldsCounters>);
 
 impl CountersRef {
     pub(crate) fn new(holder: Arc<dyn HoldsCounters>) -> Self {
         Self(holder)
+    }
+
+    /// What holds the counters.
+    pub(crate) fn holder(&self) -> &dyn HoldsCounters {
+        &*self.0
     }
 }
 

@@ -115,8 +115,6 @@ pub(crate) struct Request {
     pub(crate) tls: bool,
     /// The body.
     pub(crate) body: RequestBody,
-    /// Where interim (1xx) responses go before the final one.
-    pub(crate) interim: Interim,
     /// Why the request cannot be served as sent (a header field that does not parse): the
     /// answer is 400, through the usual path (access log included).
     pub(crate) malformed: Option<Refusal>,
@@ -142,21 +140,23 @@ impl Refusal {
 }
 
 /// Where a handler sends interim (1xx) responses (RFC 9110 §15.2), any number before the final
-/// response. Over HTTP/1.1 there is none: hyper's server sends no 1xx but its own 100
+/// response: through the request's stream ([`HoldsCounters`]), which its counters' handle
+/// reaches. Over HTTP/1.1 there is none: hyper's server sends no 1xx but its own 100
 /// (Continue), and browsers ignore 103 over HTTP/1.1.
-#[derive(Clone, Default)]
-pub(crate) struct Interim(Option<(u64, Arc<dyn crate::app::respond::Interims>)>);
+///
+/// [`HoldsCounters`]: crate::app::accesslog::HoldsCounters
+#[derive(Clone, Copy)]
+pub(crate) struct Interim<'a>(&'a dyn crate::app::accesslog::HoldsCounters);
 
-impl Interim {
-    /// Interim responses go to stream `id` through its connection's `sink` (HTTP/2, HTTP/3).
-    /// One sink per connection: nothing is allocated per request.
-    pub(crate) fn to(id: u64, sink: Arc<dyn crate::app::respond::Interims>) -> Self {
-        Self(Some((id, sink)))
+impl<'a> Interim<'a> {
+    /// The interim path of the request whose counters are `counters` (`&req.counters`).
+    pub(crate) fn of(counters: &'a crate::app::accesslog::CountersRef) -> Self {
+        Self(counters.holder())
     }
 
     /// Whether interim responses reach the client on this request's protocol.
     pub(crate) fn available(&self) -> bool {
-        self.0.is_some()
+        self.0.has_interims()
     }
 
     /// Send an interim response: `status` 100..=199 but 101 (which only HTTP/1.1 can carry,
@@ -167,10 +167,7 @@ impl Interim {
         if !(100..200).contains(&code) || code == 101 {
             return false;
         }
-        match &self.0 {
-            Some((id, sink)) => sink.interim(*id, code, crate::app::respond::response_fields(headers)),
-            None => false,
-        }
+        self.0.has_interims() && self.0.interim(code, crate::app::respond::response_fields(headers))
     }
 }
 

@@ -15,7 +15,7 @@ use sluice_http::{Field, HeadFields, PackedFields, RequestHead};
 use tokio::sync::Semaphore;
 
 use crate::app::accesslog::{AccessLog, CountersRef};
-use crate::app::http::{Body, Head, Interim, Proto, Refusal, Request, RequestBody, Response, CHUNK};
+use crate::app::http::{Body, Head, Proto, Refusal, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
 
 /// What the handlers of one connection need to know about it.
@@ -90,12 +90,6 @@ pub(crate) trait Sink: Send + Sync + 'static {
     fn fail(&self);
 }
 
-/// Where interim responses go on HTTP/2 and HTTP/3: one per connection, for all its streams.
-pub(crate) trait Interims: Send + Sync + 'static {
-    /// An interim (1xx) head for stream `id`; false once the stream or connection is gone.
-    fn interim(&self, id: u64, status: u16, fields: Vec<Field>) -> bool;
-}
-
 /// A request from an engine's head: the target split into path and query, the authority from
 /// `:authority` or else `Host`, lower-cased. A field the `http` crate cannot hold (the engines
 /// already refuse names that are not tokens and values with NUL, CR or LF; this catches other
@@ -103,7 +97,6 @@ pub(crate) trait Interims: Send + Sync + 'static {
 pub(crate) fn to_request(
     head: &mut RequestHead,
     body: RequestBody,
-    interim: Interim,
     conn: &ConnInfo,
     proto: Proto,
     counters: CountersRef,
@@ -176,7 +169,6 @@ pub(crate) fn to_request(
         headers,
         tls,
         body,
-        interim,
         malformed,
         upgrade: None,
         counters,
@@ -279,11 +271,6 @@ pub(crate) struct Inline {
 }
 
 impl Inline {
-    /// The request's counters, for the stream layer's state when the body waits for room.
-    pub(crate) fn counters(&self) -> CountersRef {
-        self.log.as_ref().map_or_else(|| NO_COUNTS.clone(), |l| l.counters.clone())
-    }
-
     /// The head's fields, taken: the prebuilt ones, then the connection's `Alt-Svc`.
     pub(crate) fn fields(&mut self, conn: &ConnInfo) -> HeadFields {
         HeadFields {

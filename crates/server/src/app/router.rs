@@ -4,7 +4,7 @@
 
 use http::StatusCode;
 
-use crate::app::http::{Request, Response};
+use crate::app::http::{Interim, Request, Response};
 use crate::config::{Config, Route, RouteHandler, Site};
 use crate::state::State;
 
@@ -21,13 +21,17 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
     };
     // The proxy sends the configured hints itself, merged with what it learned.
     let proxied = matches!(route.handler, RouteHandler::Proxy(_));
-    if !proxied && !route.early_hints.is_empty() && req.method == http::Method::GET && req.interim.available() {
+    if !proxied
+        && !route.early_hints.is_empty()
+        && req.method == http::Method::GET
+        && Interim::of(&req.counters).available()
+    {
         // RFC 8297: the hints go out before the handler starts on the final response.
         let mut hints = http::HeaderMap::with_capacity(route.early_hints.len());
         for v in &route.early_hints {
             hints.append(http::header::LINK, v.clone());
         }
-        if req.interim.send(StatusCode::EARLY_HINTS, &hints) {
+        if Interim::of(&req.counters).send(StatusCode::EARLY_HINTS, &hints) {
             req.counters.hints.fetch_or(crate::app::accesslog::HINTS_CONFIGURED, std::sync::atomic::Ordering::Relaxed);
         }
     }

@@ -110,7 +110,6 @@ mod tests {
             headers,
             tls: false,
             body: RequestBody::empty(),
-            interim: Default::default(),
             malformed: None,
         }
     }

@@ -276,7 +276,6 @@ mod tests {
             headers: http::HeaderMap::new(),
             tls: true,
             body,
-            interim: Default::default(),
             malformed: None,
         }
     }

@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::app::accesslog::{AccessLog, CountersRef};
-use crate::app::http::{Body, Interim, Proto, Refusal, Request, RequestBody, CHUNK};
+use crate::app::http::{Body, Proto, Refusal, Request, RequestBody, CHUNK};
 use crate::app::respond::{prepare, ConnInfo, Prepared};
 use crate::state::State;
 
@@ -96,7 +96,6 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         tls: info.tls,
         body,
         // hyper sends no 1xx but its own 100 (Continue); browsers ignore 103 over HTTP/1.1.
-        interim: Interim::default(),
         malformed,
         upgrade,
         counters,

@@ -40,10 +40,8 @@ use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::mpsc;
 
 use crate::app::accesslog::{Counters, CountersRef};
-use crate::app::http::{BodyError, Interim, Proto, RequestBody, TrailerSlot, CHUNK};
-use crate::app::respond::{
-    answer_inline, run_handler, to_request, ConnInfo, Handled, Inline, Interims, SendRoom, Sink,
-};
+use crate::app::http::{BodyError, Proto, RequestBody, TrailerSlot, CHUNK};
+use crate::app::respond::{answer_inline, run_handler, to_request, ConnInfo, Handled, Inline, SendRoom, Sink};
 use crate::state::State;
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
@@ -149,12 +147,6 @@ pub(crate) struct ConnShared {
     tx: CmdSender,
 }
 
-impl Interims for ConnShared {
-    fn interim(&self, id: u64, status: u16, fields: Vec<Field>) -> bool {
-        self.tx.send(Cmd::Head { id, status, fields: fields.into(), end: false }).is_ok()
-    }
-}
-
 /// What the driver does with a request body chunk ([`Streams::body`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyVerdict {
@@ -236,6 +228,14 @@ impl crate::app::accesslog::HoldsCounters for Shared {
     fn counters(&self) -> &Counters {
         &self.counters
     }
+
+    fn has_interims(&self) -> bool {
+        true
+    }
+
+    fn interim(&self, status: u16, fields: Vec<Field>) -> bool {
+        self.conn.tx.send(Cmd::Head { id: self.id, status, fields: fields.into(), end: false }).is_ok()
+    }
 }
 
 impl std::ops::Deref for Shared {
@@ -269,8 +269,8 @@ struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     trailers: Option<TrailerSlot>,
     /// The send room, and the handler's waker.
+    /// Its access-log counters too (a request body's bytes are counted there).
     room: Arc<Shared>,
-    counters: CountersRef,
     /// The handler; `None` once it finished.
     handler: Option<Handler>,
     /// Data the engine refused as [`Refused::Full`], offered again after progress.
@@ -367,22 +367,14 @@ impl Streams {
             (RequestBody::channel(rx, on_consumed).with_trailers(slot.clone()), Some(tx), Some(slot))
         };
         let room = Shared::new(id, &self.conn);
-        // The request's counters live in the stream's shared state: no allocation of their own.
+        // The request's counters live in the stream's shared state: no allocation of their own
+        // (and through them the request reaches its interim path).
         let counters = CountersRef::new(room.clone());
-        let interim = Interim::to(id, self.conn.clone());
-        let req = Box::new(to_request(&mut head, body, interim, &self.conn.info, self.proto, counters.clone()));
+        let req = Box::new(to_request(&mut head, body, &self.conn.info, self.proto, counters));
         engine.recycle_head(head);
         let fut = Box::pin(run_handler(req, room.clone()));
-        let ctx = StreamCtx {
-            body_tx,
-            trailers,
-            room,
-            counters,
-            handler: None,
-            held: VecDeque::new(),
-            held_trailers: None,
-            framed: 0,
-        };
+        let ctx =
+            StreamCtx { body_tx, trailers, room, handler: None, held: VecDeque::new(), held_trailers: None, framed: 0 };
         self.run(engine, id, ctx, fut);
     }
 
@@ -475,7 +467,6 @@ impl Streams {
                     body_tx: None,
                     trailers: None,
                     room,
-                    counters: a.counters(),
                     handler: None,
                     held,
                     held_trailers: None,
@@ -503,9 +494,9 @@ impl Streams {
     /// access log).
     pub(crate) fn body(&mut self, id: u64, data: Bytes, end_stream: bool, window: Option<u32>) -> BodyVerdict {
         let Some(s) = self.map.get_mut(&id) else { return BodyVerdict::Taken };
-        let total = s.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+        let total = s.room.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
         if let Some(w) = window {
-            s.counters.recv_window.fetch_max(u64::from(w), Ordering::Relaxed);
+            s.room.counters.recv_window.fetch_max(u64::from(w), Ordering::Relaxed);
         }
         let Some(tx) = &s.body_tx else { return BodyVerdict::Taken };
         if total > self.conn.state.cfg.limits.max_request_body {

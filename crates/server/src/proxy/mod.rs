@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderValue, Method, StatusCode};
 
 use crate::app::accesslog;
-use crate::app::http::{Body, Head, Request, RequestBody, Response};
+use crate::app::http::{Body, Head, Interim, Request, RequestBody, Response};
 use crate::config::{ProxySettings, UpstreamProto};
 use body::{UpBody, UpstreamBody};
 pub(crate) use connect::client_config;
@@ -231,7 +231,7 @@ pub(crate) async fn serve(
         Some(UpBody::empty())
     };
     // Borrowed, not cloned: a clone and its drop are two atomic operations, per attempt too.
-    let interim = &req.interim;
+    let interim = Interim::of(&req.counters);
     // 103 Early Hints (RFC 8297): the route's configured ones and, for a navigation, what the
     // upstream's earlier responses to this URL carried, at once, before asking the upstream.
     // The key is made only when it is used: most responses have nothing to learn.
@@ -870,7 +870,6 @@ mod tests {
             headers: http::HeaderMap::new(),
             tls: true,
             body: crate::app::http::RequestBody::empty(),
-            interim: Default::default(),
             malformed: None,
         };
         let fut = super::serve(&state.upstreams[0], &mut req, &state.cfg.proxy, &[]);

@@ -247,11 +247,9 @@ fn a_request_s_handler_future_fits_the_allocator_s_thread_cache() {
     // times the cost to allocate and free (2,768 bytes before the request was boxed and the
     // router borrowed it).
     let (s, _rx, _dir) = streams();
-    let counters = CountersRef::default();
-    let interim = Interim::to(1, s.conn.clone());
-    let req =
-        Box::new(to_request(&mut head("GET", "/"), RequestBody::empty(), interim, &s.conn.info, s.proto, counters));
     let room = Shared::new(1, &s.conn);
+    let counters = CountersRef::new(room.clone());
+    let req = Box::new(to_request(&mut head("GET", "/"), RequestBody::empty(), &s.conn.info, s.proto, counters));
     let fut = run_handler(req, room);
     let size = std::mem::size_of_val(&fut);
     assert!(size <= 1024, "the handler future is {size} bytes");
@@ -263,7 +261,6 @@ fn bare_ctx(s: &Streams) -> StreamCtx {
         body_tx: None,
         trailers: None,
         room: Shared::new(1, &s.conn),
-        counters: CountersRef::default(),
         handler: None,
         held: VecDeque::new(),
         held_trailers: None,
@@ -536,4 +533,31 @@ async fn stalled_streams_hold_at_most_the_global_budget_and_give_it_back_when_re
     // return what was assigned).
     s.abort_all();
     assert_eq!(state.send_budget.available_permits(), 3 * CHUNK, "everything returned at the end");
+}
+
+#[test]
+fn a_request_reaches_its_stream_s_interim_path_through_its_counters() {
+    use crate::app::http::Interim;
+    let (s, mut rx, _dir) = streams();
+    let room = Shared::new(7, &s.conn);
+    let counters = CountersRef::new(room.clone());
+    let interim = Interim::of(&counters);
+    assert!(interim.available());
+    let mut hints = http::HeaderMap::new();
+    hints.insert(http::header::LINK, http::HeaderValue::from_static("</a.css>; rel=preload"));
+    assert!(interim.send(http::StatusCode::EARLY_HINTS, &hints));
+    match rx.try_recv() {
+        Some(Cmd::Head { id: 7, status: 103, fields, end: false }) => {
+            assert_eq!(fields.iter().collect::<Vec<_>>(), [(&b"link"[..], &b"</a.css>; rel=preload"[..])]);
+        }
+        _ => panic!("no interim head for stream 7"),
+    }
+    // Only 1xx, and never 101 (HTTP/1.1's alone).
+    assert!(!interim.send(http::StatusCode::SWITCHING_PROTOCOLS, &hints));
+    assert!(!interim.send(http::StatusCode::OK, &hints));
+    assert!(rx.try_recv().is_none());
+    // Counters of their own (HTTP/1.1's) have no interim path.
+    let own = CountersRef::default();
+    assert!(!Interim::of(&own).available());
+    assert!(!Interim::of(&own).send(http::StatusCode::EARLY_HINTS, &hints));
 }
