@@ -58,8 +58,10 @@ impl From<Vec<Field>> for HeadFields {
     }
 }
 
-/// A decoded field name as a decoder hands it over: read where it lies, and made into
-/// [`Bytes`] only if it is kept (pseudo-header names never are).
+/// A decoded field name or value as a decoder hands it over: read where it lies, and made
+/// into [`Bytes`] only if it is kept (pseudo-header names never are; the common methods and
+/// schemes are kept as static bytes). Made into `Bytes`, a slice of a decoder's buffer is a
+/// reference count taken, and its drop one given back: two atomic operations.
 pub trait Name: AsRef<[u8]> {
     /// The name as bytes the field can keep.
     fn into_bytes(self) -> Bytes;
@@ -300,7 +302,7 @@ static CLASS: [u8; 256] = {
 /// pseudo-header fields (known, unique, before regular fields, valid values), lower-case token
 /// names, valid values, no connection-specific fields, `te` only `trailers`, and the mandatory
 /// pseudo-header fields of a request or a CONNECT request (RFC 9113 §8.2, §8.3, §8.5).
-pub fn request_head<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Result<RequestHead, &'static str> {
+pub fn request_head<N: Name, V: Name>(list: impl IntoIterator<Item = (N, V)>) -> Result<RequestHead, &'static str> {
     let mut head = RequestHead::default();
     fill_request_head(list, &mut head)?;
     Ok(head)
@@ -309,8 +311,8 @@ pub fn request_head<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Resu
 /// As [`request_head`], into `head` (emptied first, and left in no particular state on an
 /// error): an engine reuses a head it has done with, so the next request's head is neither
 /// allocated (its field list) nor moved (about 200 bytes, several times on its way out).
-pub fn fill_request_head<N: Name>(
-    list: impl IntoIterator<Item = (N, Bytes)>,
+pub fn fill_request_head<N: Name, V: Name>(
+    list: impl IntoIterator<Item = (N, V)>,
     head: &mut RequestHead,
 ) -> Result<(), &'static str> {
     let list = list.into_iter();
@@ -326,25 +328,41 @@ pub fn fill_request_head<N: Name>(
                 return Err("pseudo-header field after a regular field");
             }
             // The common methods and schemes are known valid: no byte-by-byte check (about
-            // 60 instructions each, the method's token check 30 more).
+            // 60 instructions each, the method's token check 30 more), and kept as static
+            // bytes.
+            let v = value.as_ref();
             let (slot, known) = match pseudo {
                 b"method" => {
-                    method_known = matches!(&value[..], b"GET" | b"POST" | b"HEAD");
-                    (&mut method, method_known)
+                    let known: Option<&'static [u8]> = match v {
+                        b"GET" => Some(b"GET"),
+                        b"POST" => Some(b"POST"),
+                        b"HEAD" => Some(b"HEAD"),
+                        _ => None,
+                    };
+                    method_known = known.is_some();
+                    (&mut method, known)
                 }
-                b"scheme" => (&mut head.scheme, matches!(&value[..], b"https" | b"http")),
-                b"authority" => (&mut head.authority, false),
-                b"path" => (&mut head.path, false),
-                b"protocol" => (&mut head.protocol, false),
+                b"scheme" => {
+                    let known: Option<&'static [u8]> = match v {
+                        b"https" => Some(b"https"),
+                        b"http" => Some(b"http"),
+                        _ => None,
+                    };
+                    (&mut head.scheme, known)
+                }
+                b"authority" => (&mut head.authority, None),
+                b"path" => (&mut head.path, None),
+                b"protocol" => (&mut head.protocol, None),
                 _ => return Err("unknown or response pseudo-header field"),
             };
             if slot.is_some() {
                 return Err("duplicate pseudo-header field");
             }
-            if !known && !valid_value(&value) {
-                return Err("invalid pseudo-header value");
-            }
-            *slot = Some(value);
+            *slot = Some(match known {
+                Some(k) => Bytes::from_static(k),
+                None if valid_value(v) => value.into_bytes(),
+                None => return Err("invalid pseudo-header value"),
+            });
             continue;
         }
         regular_seen = true;
@@ -358,16 +376,16 @@ pub fn fill_request_head<N: Name>(
                 return Err("connection-specific field");
             }
         }
-        let Some(classes) = value_classes(&value) else { return Err("invalid field value") };
+        let Some(classes) = value_classes(value.as_ref()) else { return Err("invalid field value") };
         head.controls |= classes & CTL != 0;
-        if n == b"te" && &value[..] != b"trailers" {
+        if n == b"te" && value.as_ref() != b"trailers" {
             return Err("te other than trailers");
         }
         let name = match known {
             Some(k) => Bytes::from_static(k),
             None => name.into_bytes(),
         };
-        head.fields.push(Field { name, value });
+        head.fields.push(Field { name, value: value.into_bytes() });
     }
     let Some(method) = method else { return Err("missing :method") };
     if !method_known && !is_token(&method) {
@@ -398,7 +416,7 @@ pub fn fill_request_head<N: Name>(
 
 /// Check a trailer section: no pseudo-header fields (RFC 9113 §8.1), same field rules as a
 /// head; returns the fields or why the section is malformed.
-pub fn trailers<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Result<Vec<Field>, &'static str> {
+pub fn trailers<N: Name, V: Name>(list: impl IntoIterator<Item = (N, V)>) -> Result<Vec<Field>, &'static str> {
     let list = list.into_iter();
     let mut out = Vec::with_capacity(list.size_hint().0);
     for (name, value) in list {
@@ -406,13 +424,13 @@ pub fn trailers<N: Name>(list: impl IntoIterator<Item = (N, Bytes)>) -> Result<V
         if n.starts_with(b":") {
             return Err("pseudo-header field in trailers");
         }
-        if !valid_name(n) || !valid_value(&value) {
+        if !valid_name(n) || !valid_value(value.as_ref()) {
             return Err("invalid trailer field");
         }
         if CONNECTION_SPECIFIC.contains(&n) {
             return Err("connection-specific field in trailers");
         }
-        out.push(Field { name: name.into_bytes(), value });
+        out.push(Field { name: name.into_bytes(), value: value.into_bytes() });
     }
     Ok(out)
 }

@@ -324,9 +324,11 @@ impl Connection {
         if b.buf.capacity() <= super::KEPT_BLOCK_BUF {
             self.out_block = b.buf;
         }
-        // The fields as the request checks take them: names read in place (pseudo-header names
-        // are never kept, common names are kept as static bytes), values sliced.
-        let list = spans.iter().map(|&[a, m, e]| (Span { all: &all, at: a, end: m }, all.slice(m..e)));
+        // The fields as the request checks take them: read in place, sliced only when kept
+        // (pseudo-header names never are; common names, methods and schemes are kept as
+        // static bytes).
+        let list =
+            spans.iter().map(|&[a, m, e]| (Span { all: &all, at: a, end: m }, Span { all: &all, at: m, end: e }));
         let too_large = match decoded {
             Ok(()) => false,
             Err(sluice_hpack::DecodeError::HeaderListTooLarge) => true,
@@ -663,7 +665,7 @@ impl Connection {
     }
 }
 
-/// A decoded field name where it lies in a header block's buffer.
+/// A decoded field name or value where it lies in a header block's buffer.
 struct Span<'a> {
     all: &'a Bytes,
     at: usize,
@@ -677,7 +679,8 @@ impl AsRef<[u8]> for Span<'_> {
 }
 
 impl request::Name for Span<'_> {
-    // Common names never get here: `request_head` keeps those as static bytes.
+    // Common names, methods and schemes never get here: `request_head` keeps those as static
+    // bytes.
     fn into_bytes(self) -> Bytes {
         self.all.slice(self.at..self.end)
     }
