@@ -1,7 +1,7 @@
 //! Header fields kept where they were parsed: one buffer and, per field, where its name and
 //! value lie in it.
 //!
-//! A list of [`Field`]s made from one parsed head holds a reference to the head's buffer per
+//! A list of [`Field`](crate::Field)s made from one parsed head holds a reference to the head's buffer per
 //! name and value (every value, and every name that is not made static): cloning each into
 //! its field and dropping it afterwards are two atomic operations per field, about 18 for an
 //! origin's eight-field response head. Held here, the list takes one reference, and the fields
@@ -9,14 +9,12 @@
 
 use bytes::Bytes;
 
-use crate::Field;
-
 /// A field of static bytes added after the parse (as `Via`): a lower-case name and a valid
 /// value.
 pub type StaticField = (&'static [u8], &'static [u8]);
 
 /// One field: where it is, and its kind ([`kind_of`] its name: 0 for a name not known).
-/// 24 bytes.
+/// 24 bytes on a 64-bit target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Line {
     /// Name and value as ranges of the buffer.
@@ -24,6 +22,9 @@ enum Line {
     /// A field of static bytes.
     Static { kind: u8, field: &'static StaticField },
 }
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Line>() == 24);
 
 impl Line {
     fn kind(&self) -> u8 {
@@ -282,21 +283,6 @@ impl PackedFields {
         self.lines.push(Line::Static { kind, field });
     }
 
-    /// Every field as a [`Field`], values sharing the buffer (for the paths that need owned
-    /// fields, such as an interim response's).
-    pub fn to_fields(&self) -> Vec<Field> {
-        self.lines
-            .iter()
-            .map(|l| {
-                let name = match *l {
-                    Line::Span { name, .. } => self.share(name),
-                    Line::Static { field, .. } => Bytes::from_static(field.0),
-                };
-                Field { name, value: self.value_bytes(l) }
-            })
-            .collect()
-    }
-
     /// Append every field to `map`, values sharing the buffer; a field the `http` crate does
     /// not take is left out (the parser's checks are `http`'s, so none is).
     pub fn append_to_map(&self, map: &mut http::HeaderMap) {
@@ -331,7 +317,6 @@ mod tests {
     ];
 
     fn packed() -> PackedFields {
-        // "server: x\r\nlink: </a>\r\nlink: </b>\r\n"
         let buf = Bytes::from_static(b"server: x\r\nlink: </a>\r\nlink: </b>\r\n");
         PackedFields::from_spans(buf, &[[0, 6, 8, 9], [11, 15, 17, 21], [23, 27, 29, 33]])
     }
@@ -346,14 +331,22 @@ mod tests {
         assert_eq!(p.first_bytes(b"link").as_deref(), Some(&b"</a>"[..]));
         assert_eq!(p.first_bytes(b"via").as_deref(), Some(&b"1.1 sluice"[..]));
         assert_eq!(p.first_bytes(b"date"), None);
-        let fields = p.to_fields();
-        assert_eq!(fields.len(), 4);
-        assert_eq!(fields[1], Field::new("link", "</a>"));
-        assert_eq!(fields[3], Field::new("via", "1.1 sluice"));
         let mut map = http::HeaderMap::new();
         p.append_to_map(&mut map);
         assert_eq!(map.get_all("link").iter().collect::<Vec<_>>(), ["</a>", "</b>"]);
         assert_eq!(map.len(), 4);
+    }
+
+    #[test]
+    fn an_empty_list_holds_nothing_until_a_field_is_pushed() {
+        let mut p = PackedFields::default();
+        assert!(p.is_empty() && p.iter().next().is_none() && !p.has(b"via") && p.first_bytes(b"via").is_none());
+        p.remove(&Names::new(&[b"via", b"x"]));
+        p.retain(|_, _| false);
+        assert!(p.is_empty());
+        p.push_static(&(b"via", b"1.1 sluice"));
+        assert_eq!(p.iter().collect::<Vec<_>>(), [(&b"via"[..], &b"1.1 sluice"[..])]);
+        assert!(p.has(b"via") && p.len() == 1);
     }
 
     #[test]
