@@ -401,8 +401,8 @@ pub fn response(h: &mut HeaderMap, upstream_proto: http::Version) {
     );
 }
 
-/// [`response`] for a response head held as [`Field`](crate::Field)s (lower-case names, as
-/// the HTTP/1.1 client parses them): the same fields go, `Via` is appended.
+/// [`response`] for a response head held as [`PackedFields`](crate::PackedFields) (lower-case
+/// names, as the HTTP/1.1 client parses them): the same fields go, `Via` is appended.
 pub fn response_fields(fields: &mut crate::PackedFields, upstream_proto: http::Version) {
     // The fixed hop-by-hop names.
     const HOP: crate::packed::Names = crate::packed::Names::new(&[

@@ -268,8 +268,8 @@ struct Handler {
 struct StreamCtx {
     body_tx: Option<mpsc::UnboundedSender<Result<Bytes, BodyError>>>,
     trailers: Option<TrailerSlot>,
-    /// The send room, and the handler's waker.
-    /// Its access-log counters too (a request body's bytes are counted there).
+    /// The send room, the handler's waker, and the request's access-log counters (a request
+    /// body's bytes are counted there).
     room: Arc<Shared>,
     /// The handler; `None` once it finished.
     handler: Option<Handler>,
