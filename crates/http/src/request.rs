@@ -467,6 +467,25 @@ mod tests {
         &[(":method", "GET"), (":scheme", "https"), (":authority", "a.example"), (":path", "/x")];
 
     #[test]
+    fn common_methods_and_schemes_are_kept_as_static_bytes_not_slices_of_the_block() {
+        // Every value a slice of one decoded block, as the HTTP/2 engine hands them over.
+        let block = Bytes::from_static(b"GEThttpsa.example/xPUThttp");
+        let at = |a: usize, b: usize| block.slice(a..b);
+        let within = |b: &Bytes| {
+            (block.as_ptr() as usize..block.as_ptr() as usize + block.len()).contains(&(b.as_ptr() as usize))
+        };
+        let names = [":method", ":scheme", ":authority", ":path"].map(|n| Bytes::from_static(n.as_bytes()));
+        let h = request_head(names.clone().into_iter().zip([at(0, 3), at(3, 8), at(8, 17), at(17, 19)])).unwrap();
+        assert_eq!((&h.method[..], h.scheme.as_deref()), (&b"GET"[..], Some(&b"https"[..])));
+        assert!(!within(&h.method) && !within(h.scheme.as_ref().unwrap()), "GET and https are not kept as slices");
+        assert!(within(h.authority.as_ref().unwrap()) && within(h.path.as_ref().unwrap()));
+        // Others are slices of the block.
+        let h = request_head(names.into_iter().zip([at(19, 22), at(22, 26), at(8, 17), at(17, 19)])).unwrap();
+        assert_eq!((&h.method[..], h.scheme.as_deref()), (&b"PUT"[..], Some(&b"http"[..])));
+        assert!(within(&h.method) && !within(h.scheme.as_ref().unwrap()));
+    }
+
+    #[test]
     fn byte_classes_match_the_grammar() {
         // RFC 9110 §5.6.2 tchar, spelled out here independently of the table.
         let others = b"!#$%&'*+-.^_`|~";
