@@ -280,23 +280,6 @@ start_proxy() {
   fi
 }
 
-# tree_ticks PID: "utime stime", in clock ticks, of PID and all its descendants.
-tree_ticks() {
-  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" '
-    {
-      pid = $1; rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ")
-      parent[pid] = f[2]; user[pid] = f[12]; sys[pid] = f[13]   # fields 4 (ppid), 14 (utime), 15 (stime)
-    }
-    END {
-      u = 0; s = 0
-      for (p in user) {
-        q = p
-        for (d = 0; d < 64 && q > 0; d++) { if (q == root) { u += user[p]; s += sys[p]; break }; q = parent[q] }
-      }
-      print u, s
-    }'
-}
-
 # tree_pids PID: PID and all its descendants, comma-separated (for perf stat -p).
 tree_pids() {
   { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" '
@@ -309,6 +292,14 @@ tree_pids() {
       }
       print out
     }'
+}
+
+# tree_ticks PID: "utime stime", in clock ticks, of PID and all its descendants.
+tree_ticks() {
+  local p
+  for p in $(tree_pids "$1" | tr ',' ' '); do cat "/proc/$p/stat" 2>/dev/null || true; done |
+    awk '{ rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " "); u += f[12]; s += f[13] } # fields 14 (utime), 15 (stime)
+      END { print u + 0, s + 0 }'
 }
 
 # stats FILE FORMAT: "median min max" of the numbers in FILE (empty when none).
