@@ -1,7 +1,15 @@
 //! Header block encoding (RFC 7541 §3.2, §6).
 
 use crate::table::{Match, Table, ENTRY_OVERHEAD};
-use crate::{int, string, ListMemo};
+use crate::{int, string, Imprint, ListMemo};
+
+/// What stands for a part of a list the memo compares: nothing (every line is compared), a
+/// shared part known by its `Arc`'s identity, or a part known by its image.
+enum Known<'p, T> {
+    Lines,
+    Shared(&'p std::sync::Arc<T>),
+    Imprinted(&'p dyn Imprint),
+}
 
 /// Largest dynamic table we keep, whatever the peer allows.
 ///
@@ -148,7 +156,7 @@ impl Encoder {
         I::IntoIter: Clone,
     {
         let list = headers.into_iter();
-        self.encode_memo(None::<&std::sync::Arc<()>>, list.clone(), list, dst);
+        self.encode_memo(Known::<()>::Lines, list.clone(), list, dst);
     }
 
     /// [`encode`](Self::encode) for a list part of which is shared with other lists and known
@@ -161,12 +169,24 @@ impl Encoder {
         I: Iterator<Item = (&'a [u8], &'a [u8], bool)>,
         J: Iterator<Item = (&'a [u8], &'a [u8], bool)> + Clone,
     {
-        self.encode_memo(Some(key), rest, lines, dst);
+        self.encode_memo(Known::Shared(key), rest, lines, dst);
     }
 
-    /// Encode `lines`, or repeat the kept block when the memo holds `memo_lines` (with `key`,
-    /// the lines outside the shared part; without, the whole list).
-    fn encode_memo<'a, T, I, J>(&mut self, key: Option<&std::sync::Arc<T>>, memo_lines: J, lines: I, dst: &mut Vec<u8>)
+    /// [`encode`](Self::encode) for a list with a part that stands for its lines by an image
+    /// ([`Imprint`]): `lines` is the whole list, `rest` its lines outside that part, in order.
+    /// A repeat is recognised by the part's image and `rest`, without comparing the part's
+    /// lines one by one. Every list encoded this way must hold the part at the same place.
+    pub fn encode_imprinted<'a, I, J>(&mut self, part: &dyn Imprint, lines: I, rest: J, dst: &mut Vec<u8>)
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+        J: Iterator<Item = (&'a [u8], &'a [u8], bool)> + Clone,
+    {
+        self.encode_memo(Known::<()>::Imprinted(part), rest, lines, dst);
+    }
+
+    /// Encode `lines`, or repeat the kept block when the memo holds `memo_lines` (with a
+    /// shared or imprinted part, the lines outside it; without, the whole list).
+    fn encode_memo<'a, T, I, J>(&mut self, known: Known<'_, T>, memo_lines: J, lines: I, dst: &mut Vec<u8>)
     where
         T: Send + Sync + 'static,
         I: Iterator<Item = (&'a [u8], &'a [u8], bool)>,
@@ -174,9 +194,10 @@ impl Encoder {
     {
         let state = self.table_state();
         if let Some(memo) = self.memo.as_ref().filter(|m| self.pending_min.is_none() && m.state() == Some(state)) {
-            let held = match key {
-                Some(k) => memo.holds_keyed(std::sync::Arc::as_ptr(k).cast::<()>(), memo_lines.clone()),
-                None => memo.holds(memo_lines.clone()),
+            let held = match known {
+                Known::Lines => memo.holds(memo_lines.clone()),
+                Known::Shared(k) => memo.holds_keyed(std::sync::Arc::as_ptr(k).cast::<()>(), memo_lines.clone()),
+                Known::Imprinted(part) => memo.holds_imprinted(part, memo_lines.clone()),
             };
             if held {
                 dst.extend_from_slice(memo.block());
@@ -194,8 +215,12 @@ impl Encoder {
         // these bytes (a block that inserted would index those fields the next time, and so
         // would one that sent a validator for the first time).
         if self.table_state() == before && self.encoded && !self.first_sight {
-            let key = key.map(|k| k.clone() as crate::Key);
-            self.memo.get_or_insert_with(Box::default).keep_keyed(key, memo_lines, &dst[start..], before);
+            let memo = self.memo.get_or_insert_with(Box::default);
+            match known {
+                Known::Lines => memo.keep_keyed(None, memo_lines, &dst[start..], before),
+                Known::Shared(k) => memo.keep_keyed(Some(k.clone() as crate::Key), memo_lines, &dst[start..], before),
+                Known::Imprinted(part) => memo.keep_imprinted(part, memo_lines, &dst[start..], before),
+            }
         } else if let Some(memo) = &mut self.memo {
             memo.forget();
         }

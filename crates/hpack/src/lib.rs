@@ -30,7 +30,7 @@ mod appendix_c;
 
 pub use decoder::Decoder;
 pub use encoder::Encoder;
-pub use memo::{Key, ListMemo};
+pub use memo::{Imprint, Key, ListMemo};
 pub use table::StaticIndex;
 
 /// Errors while decoding a header block.

@@ -16,12 +16,29 @@ const LINE_OVERHEAD: usize = 32;
 /// lines there (what is behind an `Arc` does not change while the memo holds a clone of it).
 pub type Key = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
+/// A part of a list that stands for its lines with an image cheaper to compare than the
+/// lines one by one (a proxied response's parsed fields: the head's bytes and where each
+/// field lies in them, one comparison where line by line would be two per field).
+pub trait Imprint {
+    /// How long the image is.
+    fn imprint_len(&self) -> usize;
+    /// Append the image of the lines.
+    fn imprint(&self, out: &mut Vec<u8>);
+    /// Whether `kept`, an image [`imprint`](Self::imprint) made, is this part's: if so the
+    /// lines are the ones it was made from, in order.
+    fn is_imprint(&self, kept: &[u8]) -> bool;
+}
+
 /// A kept list, its block, and the encoder state `S` the block holds for.
 pub struct ListMemo<S> {
     /// `None`: nothing kept.
     state: Option<S>,
     /// With a key, the kept lines are the list's other lines: the key stands for the rest.
     key: Option<Key>,
+    /// With an image (`imprinted`), the kept lines are the list's other lines: the image
+    /// stands for the rest.
+    imprinted: bool,
+    image: Vec<u8>,
     /// The lines' names and values, back to back.
     src: Vec<u8>,
     /// Per line: name length, value length, never-indexed.
@@ -35,6 +52,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for ListMemo<S> {
         f.debug_struct("ListMemo")
             .field("state", &self.state)
             .field("keyed", &self.key.is_some())
+            .field("imprinted", &self.imprinted)
             .field("lines", &self.lens.len())
             .field("block", &self.out.len())
             .finish()
@@ -43,7 +61,15 @@ impl<S: std::fmt::Debug> std::fmt::Debug for ListMemo<S> {
 
 impl<S> Default for ListMemo<S> {
     fn default() -> Self {
-        Self { state: None, key: None, src: Vec::new(), lens: Vec::new(), out: Vec::new() }
+        Self {
+            state: None,
+            key: None,
+            imprinted: false,
+            image: Vec::new(),
+            src: Vec::new(),
+            lens: Vec::new(),
+            out: Vec::new(),
+        }
     }
 }
 
@@ -62,11 +88,22 @@ impl<S: Copy + PartialEq> ListMemo<S> {
     pub fn forget(&mut self) {
         self.state = None;
         self.key = None;
+        self.imprinted = false;
     }
 
     /// Whether a block is kept and `lines` (name, value, never-indexed) are its lines, one by one.
     pub fn holds<'a>(&self, lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>) -> bool {
-        self.key.is_none() && self.holds_lines(lines)
+        self.key.is_none() && !self.imprinted && self.holds_lines(lines)
+    }
+
+    /// Whether a block is kept for a list with the part `part` (by its image) and the other
+    /// lines `lines`.
+    pub fn holds_imprinted<'a>(
+        &self,
+        part: &dyn Imprint,
+        lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+    ) -> bool {
+        self.imprinted && self.state.is_some() && part.is_imprint(&self.image) && self.holds_lines(lines)
     }
 
     /// Whether a block is kept for a list with the shared part `key` (by identity: the address
@@ -101,8 +138,31 @@ impl<S: Copy + PartialEq> ListMemo<S> {
         self.keep_keyed(None, lines, out, state);
     }
 
-    /// Keep `out`, the block of a list made of the shared part `key` and the other lines
-    /// `lines` (nothing, if those lines or the block are longer than `MAX_MEMO`).
+    /// Keep `out`, the block of a list made of the part `part` (kept as its image) and the
+    /// other lines `lines` (nothing, if the image with those lines, or the block, is longer
+    /// than `MAX_MEMO`).
+    pub fn keep_imprinted<'a>(
+        &mut self,
+        part: &dyn Imprint,
+        lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+        out: &[u8],
+        state: S,
+    ) {
+        self.image.clear();
+        let used = part.imprint_len();
+        if used > MAX_MEMO {
+            self.forget();
+            return;
+        }
+        part.imprint(&mut self.image);
+        if self.keep_lines(used, lines, out) {
+            self.imprinted = true;
+            self.state = Some(state);
+        }
+    }
+
+    /// Keep `out`, the block of a list with the shared part `key` and the other lines `lines`
+    /// (nothing, if those lines or the block are longer than `MAX_MEMO`).
     pub fn keep_keyed<'a>(
         &mut self,
         key: Option<Key>,
@@ -110,27 +170,40 @@ impl<S: Copy + PartialEq> ListMemo<S> {
         out: &[u8],
         state: S,
     ) {
-        self.state = None;
-        self.key = None;
+        if self.keep_lines(0, lines, out) {
+            self.key = key;
+            self.state = Some(state);
+        }
+    }
+
+    /// Forget what was kept, then keep `lines` and the block `out` if they fit in `MAX_MEMO`
+    /// beside `used` bytes already spent (an image). The caller sets what stands for the rest
+    /// of the list and the state when this returns true.
+    fn keep_lines<'a>(
+        &mut self,
+        used: usize,
+        lines: impl Iterator<Item = (&'a [u8], &'a [u8], bool)>,
+        out: &[u8],
+    ) -> bool {
+        self.forget();
         self.src.clear();
         self.lens.clear();
         for (name, value, never) in lines {
             let line = name.len() + value.len() + LINE_OVERHEAD;
-            if self.src.len() + self.lens.len() * LINE_OVERHEAD + line > MAX_MEMO {
-                return;
+            if used + self.src.len() + self.lens.len() * LINE_OVERHEAD + line > MAX_MEMO {
+                return false;
             }
             self.src.extend_from_slice(name);
             self.src.extend_from_slice(value);
             self.lens.push((name.len(), value.len(), never));
         }
-        // The shared part's lines are not kept, so the block is bounded on its own.
+        // A shared part's lines are not kept, so the block is bounded on its own.
         if out.len() > MAX_MEMO {
-            return;
+            return false;
         }
         self.out.clear();
         self.out.extend_from_slice(out);
-        self.key = key;
-        self.state = Some(state);
+        true
     }
 }
 
@@ -154,5 +227,46 @@ mod tests {
         assert!(m.holds(lines[..4].iter().copied()));
         m.forget();
         assert!(!m.holds(lines[..4].iter().copied()));
+    }
+
+    /// A part whose image is its bytes.
+    struct Bytes(Vec<u8>);
+
+    impl Imprint for Bytes {
+        fn imprint_len(&self) -> usize {
+            self.0.len()
+        }
+        fn imprint(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&self.0);
+        }
+        fn is_imprint(&self, kept: &[u8]) -> bool {
+            kept == self.0
+        }
+    }
+
+    #[test]
+    fn an_imprinted_list_is_held_by_its_image_and_other_lines_only() {
+        let mut m = ListMemo::default();
+        let rest = [(&b":status"[..], &b"200"[..], false)];
+        let part = Bytes(b"server: x".to_vec());
+        m.keep_imprinted(&part, rest.into_iter(), b"block", 7);
+        assert_eq!((m.state(), m.block()), (Some(7), &b"block"[..]));
+        assert!(m.holds_imprinted(&part, rest.into_iter()));
+        assert!(!m.holds_imprinted(&Bytes(b"server: y".to_vec()), rest.into_iter()));
+        assert!(!m.holds_imprinted(&part, [(&b":status"[..], &b"404"[..], false)].into_iter()));
+        assert!(!m.holds_imprinted(&part, rest.into_iter().chain(rest)));
+        // Not the same list without the part, nor one with a shared part.
+        assert!(!m.holds(rest.into_iter()));
+        assert!(!m.holds_keyed(std::ptr::null(), rest.into_iter()));
+        // A list kept without a part is not held with one.
+        m.keep(rest.into_iter(), b"block", 8);
+        assert!(m.holds(rest.into_iter()) && !m.holds_imprinted(&Bytes(Vec::new()), rest.into_iter()));
+        // The image counts against the bound.
+        m.keep_imprinted(&Bytes(vec![b'v'; MAX_MEMO]), rest.into_iter(), b"block", 9);
+        assert_eq!(m.state(), None);
+        m.keep_imprinted(&Bytes(vec![b'v'; MAX_MEMO - LINE_OVERHEAD]), rest.into_iter(), b"block", 9);
+        assert_eq!(m.state(), None);
+        m.keep_imprinted(&Bytes(vec![b'v'; MAX_MEMO - LINE_OVERHEAD - 10]), rest.into_iter(), b"block", 9);
+        assert_eq!(m.state(), Some(9));
     }
 }

@@ -32,6 +32,18 @@ impl Line {
             Self::Span { kind, .. } | Self::Static { kind, .. } => kind,
         }
     }
+
+    /// Where the line lies, as 16 bytes ([`PackedFields::imprint`]): a span's four offsets,
+    /// or a static field's address after an offset no span starts at (`u32::MAX`; the buffer
+    /// is shorter). The kind is the name's, so it is not part of it.
+    fn image(&self) -> u128 {
+        match *self {
+            Self::Span { name: [a, b], value: [c, d], .. } => {
+                u128::from(a) | u128::from(b) << 32 | u128::from(c) << 64 | u128::from(d) << 96
+            }
+            Self::Static { field, .. } => u128::from(u32::MAX) | (std::ptr::from_ref(field) as usize as u128) << 64,
+        }
+    }
 }
 
 /// The kind of `name` (see [`Line`]). The names known are those looked up in nearly every
@@ -283,6 +295,31 @@ impl PackedFields {
         self.lines.push(Line::Static { kind, field });
     }
 
+    /// How long [`imprint`](Self::imprint)'s image is.
+    pub fn imprint_len(&self) -> usize {
+        self.buf.len() + 16 * self.lines.len()
+    }
+
+    /// Append an image of the fields: the buffer, then where each line lies in it (a static
+    /// field by its address). Two lists with the same image hold the same fields in the same
+    /// order (a line reads only its buffer or its static field), so an encoder can tell a
+    /// repeated list by one comparison instead of two per field ([`is_imprint`](Self::is_imprint)).
+    pub fn imprint(&self, out: &mut Vec<u8>) {
+        out.reserve(self.imprint_len());
+        out.extend_from_slice(&self.buf);
+        for l in &self.lines {
+            out.extend_from_slice(&l.image().to_le_bytes());
+        }
+    }
+
+    /// Whether `kept` is [`imprint`](Self::imprint)'s image of these fields.
+    pub fn is_imprint(&self, kept: &[u8]) -> bool {
+        let n = self.buf.len();
+        kept.len() == self.imprint_len()
+            && kept[..n] == self.buf[..]
+            && kept[n..].chunks_exact(16).zip(&self.lines).all(|(k, l)| k == l.image().to_le_bytes())
+    }
+
     /// Append every field to `map`, values sharing the buffer; a field the `http` crate does
     /// not take is left out (the parser's checks are `http`'s, so none is).
     pub fn append_to_map(&self, map: &mut http::HeaderMap) {
@@ -355,6 +392,49 @@ mod tests {
         let copy = PackedFields::copied(p.iter());
         assert!(copy.iter().eq(p.iter()));
         assert!(PackedFields::copied([]).is_empty());
+    }
+
+    #[test]
+    fn an_image_is_its_fields_and_only_theirs() {
+        static VIA: StaticField = (b"via", b"1.1 sluice");
+        static OTHER_VIA: StaticField = (b"via", b"1.1 sluice");
+        let image = |p: &PackedFields| {
+            let mut out = vec![0xaa];
+            p.imprint(&mut out);
+            assert_eq!(out.len(), 1 + p.imprint_len());
+            out.split_off(1)
+        };
+        let mut base = packed();
+        base.push_static(&VIA);
+        let kept = image(&base);
+        // The same bytes parsed again, another buffer: the same image.
+        let mut again = PackedFields::from_spans(
+            Bytes::copy_from_slice(&base.buf),
+            &[[0, 6, 8, 9], [11, 15, 17, 21], [23, 27, 29, 33]],
+        );
+        again.push_static(&VIA);
+        assert!(again.is_imprint(&kept) && base.is_imprint(&kept));
+        // Each of these holds other fields (or the same at another address), and is told apart.
+        let mut changed_byte = PackedFields::from_spans(
+            Bytes::from_static(b"server: y\r\nlink: </a>\r\nlink: </b>\r\n"),
+            &[[0, 6, 8, 9], [11, 15, 17, 21], [23, 27, 29, 33]],
+        );
+        changed_byte.push_static(&VIA);
+        let mut one_removed = packed();
+        one_removed.retain(|n, v| (n, v) != (b"link", b"</b>"));
+        one_removed.push_static(&VIA);
+        let mut other_static = packed();
+        other_static.push_static(&OTHER_VIA);
+        let without_static = packed();
+        let mut twice = packed();
+        twice.push_static(&VIA);
+        twice.push_static(&VIA);
+        for (i, p) in [changed_byte, one_removed, other_static, without_static, twice].iter().enumerate() {
+            assert!(!p.is_imprint(&kept), "case {i}");
+            assert!(p.is_imprint(&image(p)), "case {i}");
+        }
+        assert!(!base.is_imprint(&kept[..kept.len() - 1]) && !base.is_imprint(&[]));
+        assert!(PackedFields::default().is_imprint(&[]));
     }
 
     #[test]

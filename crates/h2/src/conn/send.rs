@@ -267,8 +267,13 @@ impl Connection {
                     self.encoder.encode_keyed(shared, lines, status.chain(own), &mut self.out_block);
                 }
                 (None, true) => self.encoder.encode(status.chain(own), &mut self.out_block),
-                // Parsed fields (a proxied response's).
-                (None, false) => self.encoder.encode(status.chain(packed).chain(own), &mut self.out_block),
+                // Parsed fields (a proxied response's), known to the memo by their image: a
+                // repeat compares the status, one image and the response's own fields.
+                (None, false) => {
+                    let lines = status.clone().chain(packed).chain(own.clone());
+                    let part = Parsed(&head.fields.packed);
+                    self.encoder.encode_imprinted(&part, lines, status.chain(own), &mut self.out_block);
+                }
                 (Some(shared), false) => {
                     let shared = shared.iter().map(|f| line(f.parts()));
                     self.encoder.encode(status.chain(shared).chain(packed).chain(own), &mut self.out_block);
@@ -354,6 +359,23 @@ impl Connection {
     /// Reset every stream and close: used when the driver gives up (I/O error).
     pub fn abort(&mut self, detail: &'static str) {
         self.fail(Error::Connection { reason: Reason::INTERNAL_ERROR, initiator: Initiator::Local, detail });
+    }
+}
+
+/// A response's parsed fields as the HPACK encoder's memo knows them: by their image.
+struct Parsed<'a>(&'a sluice_http::PackedFields);
+
+impl sluice_hpack::Imprint for Parsed<'_> {
+    fn imprint_len(&self) -> usize {
+        self.0.imprint_len()
+    }
+
+    fn imprint(&self, out: &mut Vec<u8>) {
+        self.0.imprint(out);
+    }
+
+    fn is_imprint(&self, kept: &[u8]) -> bool {
+        self.0.is_imprint(kept)
     }
 }
 
