@@ -14,6 +14,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
+use crate::packed::Spans;
 use crate::PackedFields;
 
 /// At most this many fields in a response head or trailer section (hyper's, HAProxy's and
@@ -108,8 +109,8 @@ impl ResponseHead {
 /// it); lines end with CRLF or a bare LF (RFC 9112 §2.2).
 pub fn parse_response(buf: &mut BytesMut, max: usize) -> Result<Option<ResponseHead>, Error> {
     // Where each field's name and value lie in the head.
-    let mut spans = [[0u32; 4]; MAX_FIELDS];
-    let Some(Scanned { len, fields, code, minor }) = scan_response(&mut buf[..], &mut spans)? else {
+    let mut spans = Spans::default();
+    let Some(Scanned { len, code, minor }) = scan_response(&mut buf[..], &mut spans)? else {
         return if buf.len() > max { Err(Error::TooLarge) } else { Ok(None) };
     };
     if len > max {
@@ -119,7 +120,7 @@ pub fn parse_response(buf: &mut BytesMut, max: usize) -> Result<Option<ResponseH
     let version = if minor == 0 { Version::HTTP_10 } else { Version::HTTP_11 };
     // The values are not checked again: `text_end` refuses a control character other than
     // HTAB, the rule the `http` crate's values follow too (a test below holds it to that).
-    let fields = PackedFields::from_spans(buf.split_to(len).freeze(), &spans[..fields]);
+    let fields = spans.into_fields(buf.split_to(len).freeze());
     Ok(Some(ResponseHead { status, version, fields }))
 }
 
@@ -127,8 +128,6 @@ pub fn parse_response(buf: &mut BytesMut, max: usize) -> Result<Option<ResponseH
 struct Scanned {
     /// Its length, the final empty line included.
     len: usize,
-    /// How many fields it has (their spans are filled).
-    fields: usize,
     code: u16,
     /// `HTTP/1.x`'s `x`.
     minor: u8,
@@ -152,7 +151,7 @@ const MALFORMED: Error = Error::Invalid("malformed response head");
 
 /// Checks the response head at the start of `b`, lower-cases its field names in place and
 /// notes where each name and value lies in `spans`. `Ok(None)`: not complete yet.
-fn scan_response(b: &mut [u8], spans: &mut [[u32; 4]; MAX_FIELDS]) -> Result<Option<Scanned>, Error> {
+fn scan_response(b: &mut [u8], spans: &mut Spans) -> Result<Option<Scanned>, Error> {
     let mut at = 0;
     // Empty lines before the status line are ignored (RFC 9112 §2.2).
     loop {
@@ -204,16 +203,15 @@ fn scan_response(b: &mut [u8], spans: &mut [[u32; 4]; MAX_FIELDS]) -> Result<Opt
         },
         Some(_) => return Err(Error::Invalid("bad status line")),
     };
-    let mut fields = 0;
     loop {
         // An empty line ends the head.
         match b.get(at) {
             None => return Ok(None),
-            Some(b'\n') => return Ok(Some(Scanned { len: at + 1, fields, code, minor })),
+            Some(b'\n') => return Ok(Some(Scanned { len: at + 1, code, minor })),
             Some(b'\r') => {
                 return match b.get(at + 1) {
                     None => Ok(None),
-                    Some(b'\n') => Ok(Some(Scanned { len: at + 2, fields, code, minor })),
+                    Some(b'\n') => Ok(Some(Scanned { len: at + 2, code, minor })),
                     Some(_) => Err(MALFORMED),
                 }
             }
@@ -223,6 +221,9 @@ fn scan_response(b: &mut [u8], spans: &mut [[u32; 4]; MAX_FIELDS]) -> Result<Opt
         // has no name: refused.
         let name = at;
         loop {
+            // Letters, digits and `-` (nearly every name's bytes) eight at a time, up to the
+            // first other byte; that one by the table.
+            at = lower_plain_name(b, at);
             let Some(&c) = b.get(at) else { return Ok(None) };
             let lower = NAME_BYTE[usize::from(c)];
             if lower == 0 {
@@ -244,13 +245,42 @@ fn scan_response(b: &mut [u8], spans: &mut [[u32; 4]; MAX_FIELDS]) -> Result<Opt
         while value_end > value && matches!(b[value_end - 1], b' ' | b'\t') {
             value_end -= 1;
         }
-        let Some(span) = spans.get_mut(fields) else { return Err(Error::TooLarge) };
+        if spans.len() == MAX_FIELDS {
+            return Err(Error::TooLarge);
+        }
         // Within `max`, which the caller keeps far under 4 GiB; a longer buffer is refused
         // as too large before these are read.
-        *span = [name, name_end, value, value_end].map(|x| x as u32);
-        fields += 1;
+        spans.push(&b[name..name_end], [name, name_end, value, value_end].map(|x| x as u32));
         at = next;
     }
+}
+
+/// Lower-cases the letters of the name bytes from `at` on, eight at a time while they are all
+/// letters, digits or `-`; returns where the first other byte is (or the last word that does not
+/// fit whole starts). In a word of bytes under 0x80, adding `0x80 - k` to each byte carries
+/// into its top bit exactly when the byte is `k` or more, and never into the next byte.
+fn lower_plain_name(b: &mut [u8], mut at: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x80 * ONES;
+    // Top bit of each byte of `low` (bytes under 0x80) that is `k` or more.
+    let at_least = |low: u64, k: u8| low.wrapping_add(u64::from(0x80 - k) * ONES) & HIGH;
+    while let Some(word) = b.get(at..at + 8) {
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let low = w & !HIGH;
+        let range = |a: u8, z: u8| at_least(low, a) & !at_least(low, z + 1);
+        let upper = range(b'A', b'Z');
+        let plain = (upper | range(b'a', b'z') | range(b'0', b'9') | range(b'-', b'-')) & !(w & HIGH);
+        let other = !plain & HIGH;
+        // The bytes before the first other one: 0x20 added to their capitals.
+        let before = if other == 0 { u64::MAX } else { (1u64 << (other.trailing_zeros() & !7)) - 1 };
+        let lowered = w | (upper & before) >> 2;
+        b[at..at + 8].copy_from_slice(&lowered.to_le_bytes());
+        if other != 0 {
+            return at + (other.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at
 }
 
 /// The end of the line whose remaining text starts at `at`, a field value or reason phrase
@@ -690,6 +720,25 @@ mod tests {
                     let mut t = b"HTTP/1.1 200 OK\r\nName: ".to_vec();
                     t.extend_from_slice(&v);
                     t.extend_from_slice(b"\r\n\r\n");
+                    texts.push(t);
+                }
+            }
+        }
+        // Long names too (eight bytes at a time while they are letters, digits and `-`), with
+        // a byte of another class anywhere: the edges of each range the words are tested
+        // against, other token characters, bytes no name holds (a capital with the top bit
+        // set among them).
+        for len in 1..=20 {
+            for odd in [b'@', b'A', b'Z', b'[', b'`', b'a', b'z', b'{', b'/', b'0', b'9', b'-', b'.', b'_', b'~', b'!']
+                .into_iter()
+                .chain([b':', b' ', b'\t', b'\x80', b'\xc1', b'\xff', b'\x7f', b'\x00'])
+            {
+                for at in 0..len {
+                    let mut name: Vec<u8> = (0..len).map(|i| b"Xy-9"[i % 4]).collect();
+                    name[at] = odd;
+                    let mut t = b"HTTP/1.1 200 OK\r\n".to_vec();
+                    t.extend_from_slice(&name);
+                    t.extend_from_slice(b": v\r\n\r\n");
                     texts.push(t);
                 }
             }

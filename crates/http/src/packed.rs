@@ -124,6 +124,42 @@ impl Names {
     }
 }
 
+/// The lines of a head being parsed, before its buffer is split off: made as the parser
+/// finds each field, so that a head is walked once.
+#[derive(Debug, Default)]
+pub(crate) struct Spans {
+    lines: Vec<Line>,
+    kinds: u16,
+}
+
+/// Lines a parsed head has room for at first: an origin's response head has about ten
+/// fields (one more is the `Via` a proxy appends); a longer one grows the list.
+const FIRST_ROOM: usize = 16;
+
+impl Spans {
+    /// Note a field whose name, lower case, is `name` and lies at `at[0]..at[1]` of the
+    /// buffer, its value at `at[2]..at[3]`.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, name: &[u8], at: [u32; 4]) {
+        if self.lines.capacity() == 0 {
+            self.lines.reserve_exact(FIRST_ROOM);
+        }
+        let kind = kind_of(name);
+        self.kinds |= 1 << kind;
+        self.lines.push(Line::Span { kind, name: [at[0], at[1]], value: [at[2], at[3]] });
+    }
+
+    /// How many fields were noted.
+    pub(crate) fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// The fields, reading `buf`.
+    pub(crate) fn into_fields(self, buf: Bytes) -> PackedFields {
+        PackedFields { buf, lines: self.lines, kinds: self.kinds }
+    }
+}
+
 /// Header fields as one buffer and the place of each field in it, in order. Names are lower
 /// case (the parser that fills it lower-cases them in place); connection-specific fields are
 /// the user's to take out ([`remove`](Self::remove), [`retain`](Self::retain)) before the list
@@ -139,16 +175,13 @@ pub struct PackedFields {
 impl PackedFields {
     /// The fields of `buf` at `spans` (name start, name end, value start, value end), names
     /// already lower case. A span outside `buf` reads as empty (the parser never makes one).
+    #[cfg(test)]
     pub(crate) fn from_spans(buf: Bytes, spans: &[[u32; 4]]) -> Self {
-        let mut p = Self { buf, lines: Vec::new(), kinds: 0 };
-        // One more line's room, for the `Via` a proxy appends.
-        p.lines.reserve_exact(spans.len() + 1);
-        for s in spans {
-            let kind = kind_of(p.part([s[0], s[1]]));
-            p.kinds |= 1 << kind;
-            p.lines.push(Line::Span { kind, name: [s[0], s[1]], value: [s[2], s[3]] });
+        let mut lines = Spans::default();
+        for &s in spans {
+            lines.push(buf.get(s[0] as usize..s[1] as usize).unwrap_or_default(), s);
         }
-        p
+        lines.into_fields(buf)
     }
 
     /// A copy of `fields` (names lower case, values valid) in one new buffer.
@@ -163,7 +196,11 @@ impl PackedFields {
             buf.extend_from_slice(v);
             spans.push([name, value, value, at(&buf)]);
         }
-        Self::from_spans(buf.into(), &spans)
+        let mut lines = Spans::default();
+        for s in spans {
+            lines.push(buf.get(s[0] as usize..s[1] as usize).unwrap_or_default(), s);
+        }
+        lines.into_fields(buf.into())
     }
 
     /// The bytes of `at` in the buffer.
