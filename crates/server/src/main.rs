@@ -48,12 +48,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // First, before any thread or descriptor: on AMD Zen 3 and later, run again with glibc's
-    // copies kept off `rep movsb` (see sluice_sys::memcpy; returns only if it did not exec).
-    let tuning = sluice_sys::memcpy::reexec_if_needed();
+    // First, before any thread or descriptor: run again with glibc's tunables set (a larger
+    // per-thread cache of freed blocks; on AMD Zen 3 and later, copies kept off `rep movsb`;
+    // see sluice_sys::tunables; returns only if it did not exec).
+    let tuning = sluice_sys::tunables::reexec_if_needed();
     let cli = Cli::parse();
     if let Err(e) = &tuning {
-        eprintln!("sluice: warning: cannot run again with {} set: {e}", sluice_sys::memcpy::TUNABLE);
+        eprintln!("sluice: warning: cannot run again with GLIBC_TUNABLES set: {e}");
     }
     match cli.command {
         Command::Get(args) => sluice_client::get(args),

@@ -11,15 +11,9 @@
 //! HTTP/2: `__memmove_avx512_unaligned_erms` was 29 % of the server's CPU time, 83 % of that on
 //! its `rep movsb`; with the threshold raised, 4 %.
 //!
-//! The threshold is a glibc tunable, read once by the dynamic loader at start, so the only way
-//! to set it for the whole process (rustls and ring included) is the environment of a fresh
-//! image: [`reexec_if_needed`] runs the binary again with `GLIBC_TUNABLES` extended, before
-//! the process has started a thread or opened anything. A threshold already set there is the
-//! operator's and is left alone (that is also how to keep glibc's own choice).
-
-use std::ffi::{OsStr, OsString};
-use std::io;
-use std::os::unix::ffi::OsStrExt;
+//! The threshold is a glibc tunable, set with the others Sluice sets by running the binary
+//! again ([`crate::tunables`]). A threshold already set is the operator's and is left alone
+//! (that is also how to keep glibc's own choice).
 
 /// The glibc tunable that sets where `rep movsb` starts.
 pub const TUNABLE: &str = "glibc.cpu.x86_rep_movsb_threshold";
@@ -65,47 +59,6 @@ pub fn amd_zen3_or_later(vendor: &[u8; 12], family: u32) -> bool {
     vendor == b"AuthenticAMD" && family >= 0x19
 }
 
-/// `GLIBC_TUNABLES` with the threshold added, or `None` when it already names the threshold.
-/// Tunables are `name=value` pairs separated by colons.
-pub fn tunables_with_threshold(current: Option<&OsStr>) -> Option<OsString> {
-    let mut out = OsString::new();
-    if let Some(cur) = current.filter(|c| !c.is_empty()) {
-        let named = cur
-            .as_bytes()
-            .split(|&b| b == b':')
-            .any(|pair| pair.split(|&b| b == b'=').next() == Some(TUNABLE.as_bytes()));
-        if named {
-            return None;
-        }
-        out.push(cur);
-        out.push(":");
-    }
-    out.push(format!("{TUNABLE}={THRESHOLD}"));
-    Some(out)
-}
-
-/// On a CPU that wants it, with glibc, and unless `GLIBC_TUNABLES` already sets the
-/// threshold: replace this process's image with the same binary, same arguments, and the
-/// threshold added to `GLIBC_TUNABLES`. Returns only if it did not exec: `Ok(false)` when no
-/// exec was needed, `Err` when the exec failed (the process goes on with glibc's choice).
-///
-/// Call it first thing in `main`, before any thread starts or any descriptor is opened: the
-/// new image keeps the process id and inherited descriptors and starts over.
-pub fn reexec_if_needed() -> io::Result<bool> {
-    if !cfg!(all(target_os = "linux", target_env = "gnu")) || !cpu_wants_tuning() {
-        return Ok(false);
-    }
-    let Some(tunables) = tunables_with_threshold(std::env::var_os("GLIBC_TUNABLES").as_deref()) else {
-        return Ok(false);
-    };
-    use std::os::unix::process::CommandExt;
-    let mut args = std::env::args_os();
-    let arg0 = args.next().unwrap_or_else(|| OsString::from("sluice"));
-    // /proc/self/exe is this image even if its file has since been replaced or removed.
-    let err = std::process::Command::new("/proc/self/exe").arg0(arg0).args(args).env("GLIBC_TUNABLES", tunables).exec();
-    Err(err)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,24 +69,5 @@ mod tests {
         assert!(amd_zen3_or_later(b"AuthenticAMD", 0x1a));
         assert!(!amd_zen3_or_later(b"AuthenticAMD", 0x17), "Zen 2 has no fast short rep movsb");
         assert!(!amd_zen3_or_later(b"GenuineIntel", 0x19));
-    }
-
-    #[test]
-    fn the_threshold_is_added_to_what_is_set() {
-        let want = format!("{TUNABLE}={THRESHOLD}");
-        assert_eq!(tunables_with_threshold(None).unwrap(), OsString::from(&want));
-        assert_eq!(tunables_with_threshold(Some(OsStr::new(""))).unwrap(), OsString::from(&want));
-        assert_eq!(
-            tunables_with_threshold(Some(OsStr::new("glibc.malloc.tcache_count=0"))).unwrap(),
-            OsString::from(format!("glibc.malloc.tcache_count=0:{want}"))
-        );
-    }
-
-    #[test]
-    fn a_threshold_already_set_is_the_operators() {
-        assert!(tunables_with_threshold(Some(OsStr::new("glibc.cpu.x86_rep_movsb_threshold=2112"))).is_none());
-        assert!(tunables_with_threshold(Some(OsStr::new("a.b=1:glibc.cpu.x86_rep_movsb_threshold=4096"))).is_none());
-        // A longer name that starts the same is another tunable.
-        assert!(tunables_with_threshold(Some(OsStr::new("glibc.cpu.x86_rep_movsb_threshold_x=1"))).is_some());
     }
 }
