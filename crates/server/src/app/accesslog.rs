@@ -156,15 +156,14 @@ fn hints_note(flags: u8) -> String {
 
 /// One access-log line, written when the exchange ends (the guard is dropped).
 pub(crate) struct AccessLog {
-    pub(crate) enabled: bool,
     pub(crate) proto: Proto,
     pub(crate) peer: SocketAddr,
     pub(crate) method: Method,
     pub(crate) authority: String,
     pub(crate) path: String,
     pub(crate) status: u16,
-    /// When the request arrived (taken only when the log is enabled).
-    pub(crate) start: Option<Instant>,
+    /// When the request arrived.
+    pub(crate) start: Instant,
     /// Request body bytes received, and the receive window granted (the driver counts them).
     pub(crate) counters: CountersRef,
     /// Response body bytes handed to the connection.
@@ -208,11 +207,30 @@ impl std::fmt::Display for Field<'_> {
     }
 }
 
+/// What an exchange notes on its access-log line, if the log is on (`None`: off).
+pub(crate) trait Note {
+    /// Response body bytes handed to the connection.
+    fn sent(&mut self, n: u64);
+    /// How the exchange ended.
+    fn ended(&mut self, outcome: &'static str);
+}
+
+impl Note for Option<Box<AccessLog>> {
+    fn sent(&mut self, n: u64) {
+        if let Some(log) = self {
+            log.bytes_out += n;
+        }
+    }
+
+    fn ended(&mut self, outcome: &'static str) {
+        if let Some(log) = self {
+            log.outcome = outcome;
+        }
+    }
+}
+
 impl Drop for AccessLog {
     fn drop(&mut self) {
-        if !self.enabled {
-            return;
-        }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         write(&format!(
             "{}.{:03} {} {} {} {} {} {} in={} out={}{}{} {:.1}ms {}\n",
@@ -231,7 +249,7 @@ impl Drop for AccessLog {
                 w => format!(" win={w}"),
             },
             hints_note(self.counters.hints.load(Ordering::Relaxed)),
-            self.start.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
+            self.start.elapsed().as_secs_f64() * 1e3,
             self.outcome
         ));
     }

@@ -14,7 +14,7 @@ use http::{HeaderMap, StatusCode};
 use sluice_http::{Field, HeadFields, PackedFields, RequestHead};
 use tokio::sync::Semaphore;
 
-use crate::app::accesslog::{AccessLog, CountersRef};
+use crate::app::accesslog::{AccessLog, CountersRef, Note as _};
 use crate::app::http::{Body, Head, Proto, Refusal, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
 
@@ -193,12 +193,15 @@ pub(crate) struct Prepared {
     pub(crate) body: Body,
     /// No body goes out (HEAD, 204, 304, or an empty body without trailers).
     pub(crate) no_body: bool,
-    pub(crate) log: AccessLog,
+    /// Its access-log line, written when this drops; `None` without an access log (boxed: a
+    /// response moves a few times on its way, and the line is about 200 bytes).
+    pub(crate) log: Option<Box<AccessLog>>,
 }
 
 /// The access-log line of a request being answered, and what its answer needs to know.
 pub(crate) struct Admitted {
-    log: AccessLog,
+    log: Option<Box<AccessLog>>,
+    proto: Proto,
     head_only: bool,
 }
 
@@ -206,7 +209,10 @@ pub(crate) struct Admitted {
 /// answers no handler gives (400 for a malformed request, 421, 413 for a declared body over
 /// the limit; with `Alt-Svc`). `None` hands the request on to the router.
 pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted, Option<Response>) {
-    let log = access_log(state, req.proto, conn.peer, &req.method, &req.authority, &req.path, req.counters.clone());
+    // Without an access log, the line is not made: no copies, no clock, no counters' handle.
+    let log = state.cfg.access_log.then(|| {
+        Box::new(access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.counters.clone()))
+    });
     let head_only = req.method == http::Method::HEAD;
     let declared =
         req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
@@ -226,12 +232,11 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
     }
     // Routed answers get `Alt-Svc` from the router, before the route's header rules.
     let refused = refused.map(|r| crate::app::router::with_alt_svc(r, conn.alt_svc.as_ref()));
-    (Admitted { log, head_only }, refused)
+    (Admitted { log, proto: req.proto, head_only }, refused)
 }
 
 /// The access-log line of a request as it arrives (written when the exchange ends).
 fn access_log(
-    state: &State,
     proto: Proto,
     peer: SocketAddr,
     method: &http::Method,
@@ -239,17 +244,14 @@ fn access_log(
     path: &str,
     counters: CountersRef,
 ) -> AccessLog {
-    let enabled = state.cfg.access_log;
-    // Without an access log, the line's fields are never read: no copies, no clock.
     AccessLog {
-        enabled,
         proto,
         peer,
-        method: if enabled { method.clone() } else { http::Method::GET },
-        authority: if enabled { authority.to_owned() } else { String::new() },
-        path: if enabled { path.to_owned() } else { String::new() },
+        method: method.clone(),
+        authority: authority.to_owned(),
+        path: path.to_owned(),
         status: 0,
-        start: if enabled { Some(std::time::Instant::now()) } else { None },
+        start: std::time::Instant::now(),
         counters,
         bytes_out: 0,
         outcome: "reset",
@@ -360,7 +362,7 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     let (wire, body) = static_files::cached_whole(root, path, head_only)?;
     let log = state.cfg.access_log.then(|| {
         let method = if head_only { http::Method::HEAD } else { http::Method::GET };
-        let mut log = access_log(state, proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
+        let mut log = access_log(proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
         log.status = 200;
         Box::new(log)
     });
@@ -378,18 +380,20 @@ const MAX_NAME: usize = (1 << 16) - 1;
 
 /// The part after the handler: whether a body goes out, and the status for the log.
 pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
-    let Admitted { mut log, head_only } = a;
+    let Admitted { mut log, proto, head_only } = a;
     let mut resp = resp;
-    if log.proto == Proto::Http1 {
+    if proto == Proto::Http1 {
         // HTTP/1.1 writes its head from the map (handlers set `head` only for the others).
         resp.materialize();
     }
     let Response { status, head, headers, body } = resp;
-    log.status = status.as_u16();
     let no_body =
         head_only || body.is_empty() || status == StatusCode::NOT_MODIFIED || status == StatusCode::NO_CONTENT;
-    if no_body {
-        log.outcome = "ok";
+    if let Some(log) = &mut log {
+        log.status = status.as_u16();
+        if no_body {
+            log.outcome = "ok";
+        }
     }
     Prepared { status, head, headers, body, no_body, log }
 }
@@ -430,7 +434,7 @@ pub(crate) fn run_handler<H: Handled>(
     async move {
         let h: &H = &h;
         let prepared = prepare(&mut req, h.state(), h.conn()).await;
-        send(h, prepared, h).await;
+        send(h, prepared, h, h.conn().peer).await;
     }
 }
 
@@ -443,6 +447,7 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
     sink: &'a S,
     mut p: Prepared,
     room: &'a SendRoom,
+    peer: SocketAddr,
 ) -> impl std::future::Future<Output = ()> + Send + 'a {
     async move {
         // Most responses' maps are empty (their fields are in `head`): no lookup then.
@@ -476,10 +481,9 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
             }
             let Body::Full(data) = std::mem::replace(&mut p.body, Body::Empty) else { return };
             // The line is written when `p` drops, as below.
-            let log = &mut p.log;
             if sink.whole(p.status.as_u16(), fields, data) {
-                log.bytes_out += whole as u64;
-                log.outcome = "ok";
+                p.log.sent(whole as u64);
+                p.log.ended("ok");
             }
             return;
         }
@@ -506,22 +510,22 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
                 Ok(c) => c,
                 Err(e) => {
                     room.give_back(want);
-                    tracing::warn!(peer = %log.peer, %e, "response body failed");
+                    tracing::warn!(%peer, %e, "response body failed");
                     sink.fail();
-                    log.outcome = "body error";
+                    log.ended("body error");
                     return;
                 }
             };
             let n = chunk.len();
             room.give_back(want - n.min(want));
-            log.bytes_out += n as u64;
+            log.sent(n as u64);
             left = left.map(|l| l.saturating_sub(n as u64));
             let end = left == Some(0) && !trailed;
             if !sink.data(chunk, end) {
                 return;
             }
             if end {
-                log.outcome = "ok";
+                log.ended("ok");
                 return;
             }
         }
@@ -530,7 +534,7 @@ pub(crate) fn send<'a, S: Sink + ?Sized>(
             _ => sink.data(Bytes::new(), true),
         };
         if sent {
-            log.outcome = "ok";
+            log.ended("ok");
         }
     }
 }

@@ -112,8 +112,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
     } else {
         body.len()
     };
-    let mut resp =
-        hyper::Response::new(H1Body { body: Some(body), pending: None, len, trailers: None, log: Some(log) });
+    let mut resp = hyper::Response::new(H1Body { body: Some(body), pending: None, len, trailers: None, log });
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
     resp
@@ -156,7 +155,7 @@ pub(crate) struct H1Body {
     /// The body's trailer section, sent after its last chunk (chunked encoding; hyper sends
     /// trailers only to clients that said `TE: trailers`).
     trailers: Option<http::HeaderMap>,
-    log: Option<AccessLog>,
+    log: Option<Box<AccessLog>>,
 }
 
 impl http_body::Body for H1Body {
