@@ -456,7 +456,10 @@ pub fn end_head(method: &Method, body: RequestBody, length: bool, out: &mut Vec<
 }
 
 /// Appends one field line.
+#[inline]
 pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    // Room for the whole line at once: the appends below then only copy.
+    out.reserve(name.len() + value.len() + 4);
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
