@@ -231,7 +231,10 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
         let _ = conn.checked.set(req.authority.clone());
     }
     // Routed answers get `Alt-Svc` from the router, before the route's header rules.
-    let refused = refused.map(|r| crate::app::router::with_alt_svc(r, conn.alt_svc.as_ref()));
+    let refused = refused.map(|mut r| {
+        crate::app::router::add_alt_svc(&mut r, conn.alt_svc.as_ref());
+        r
+    });
     (Admitted { log, proto: req.proto, head_only }, refused)
 }
 

@@ -12,12 +12,14 @@ use crate::state::State;
 /// rule can change or remove it.
 pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&http::HeaderValue>) -> Response {
     // `handle` answers only the speed-test paths (when enabled), and leaves others untouched.
-    if let Some(resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, req).await {
-        return with_alt_svc(resp, alt_svc);
+    if let Some(mut resp) = crate::handlers::speedtest::handle(&state.cfg.speedtest, req).await {
+        add_alt_svc(&mut resp, alt_svc);
+        return resp;
     }
     let Some(route) = route(&state.cfg, &req.authority, &req.path) else {
-        let resp = Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
-        return with_alt_svc(resp, alt_svc);
+        let mut resp = Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
+        add_alt_svc(&mut resp, alt_svc);
+        return resp;
     };
     // The proxy sends the configured hints itself, merged with what it learned.
     let proxied = matches!(route.handler, RouteHandler::Proxy(_));
@@ -37,7 +39,7 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
     }
     // The handlers' futures are awaited right here, not through a helper `async fn`: each
     // layer of async functions moves its child's (large) future once more per request.
-    let resp = match &route.handler {
+    let mut resp = match &route.handler {
         RouteHandler::Root(root) => crate::handlers::static_files::serve(root, req).await,
         RouteHandler::Builtin => crate::handlers::builtin::serve_builtin(req),
         RouteHandler::Speedtest => match crate::handlers::speedtest::endpoint(&req.path) {
@@ -50,7 +52,7 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
             Box::pin(crate::proxy::serve(&state.upstreams[*i], req, &state.cfg.proxy, &route.early_hints)).await
         }
     };
-    let mut resp = with_alt_svc(resp, alt_svc);
+    add_alt_svc(&mut resp, alt_svc);
     if !route.headers.is_empty() {
         // The rules may set or remove any field: they see every one in the map.
         resp.materialize();
@@ -59,8 +61,9 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
     resp
 }
 
-/// `resp` with the connection's `Alt-Svc`, if it has one (RFC 7838).
-pub(crate) fn with_alt_svc(mut resp: Response, alt_svc: Option<&http::HeaderValue>) -> Response {
+/// Add the connection's `Alt-Svc` to `resp`, if it has one (RFC 7838). In place: a response
+/// is a few hundred bytes to move.
+pub(crate) fn add_alt_svc(resp: &mut Response, alt_svc: Option<&http::HeaderValue>) {
     if let Some(v) = alt_svc {
         // `insert` replaces: a prebuilt `alt-svc` must be in the map for that.
         if resp.head_has("alt-svc") {
@@ -68,7 +71,6 @@ pub(crate) fn with_alt_svc(mut resp: Response, alt_svc: Option<&http::HeaderValu
         }
         resp.headers.insert(http::header::ALT_SVC, v.clone());
     }
-    resp
 }
 
 /// The site serving `authority`: the one naming its host, else the default site.

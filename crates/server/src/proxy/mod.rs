@@ -155,11 +155,12 @@ pub(crate) async fn serve(
     };
     // An HTTP/1.1 `Upgrade` (a WebSocket handshake, RFC 6455 §4.1) to an HTTP/1.1 upstream
     // passes on, and a 101 turns both connections into a tunnel.
-    let upgrade = req
-        .headers
-        .get(http::header::UPGRADE)
-        .cloned()
-        .filter(|_| to_h1 && req.upgrade.is_some() && headers::connection_has(&req.headers, "upgrade"));
+    // (The map is looked up only for such a request.)
+    let upgrade = if to_h1 && req.upgrade.is_some() && headers::connection_has(&req.headers, "upgrade") {
+        req.headers.get(http::header::UPGRADE).cloned()
+    } else {
+        None
+    };
     // Request trailers need chunked framing over HTTP/1.1 (RFC 9112 §7.1.2).
     let trailer = to_h1 && plan.kept(&http::header::TRAILER) && req.headers.contains_key(http::header::TRAILER);
     let length =
@@ -398,18 +399,17 @@ enum Fields {
 }
 
 impl Fields {
-    /// The first value of the fields named `name`.
-    fn first<'a>(&'a self, name: &'a http::HeaderName) -> Option<&'a [u8]> {
-        match self {
-            Self::Map(m) => m.get(name).map(HeaderValue::as_bytes),
-            Self::List(l) => l.values(name.as_str().as_bytes()).next(),
-        }
-    }
-
     /// The first values of `Link`, `Content-Type` and `Content-Encoding`, what learning hints
-    /// asks of every response (a list knows whether it has each without a pass over it).
+    /// asks of every response (a list knows whether it has each without a pass over it; the
+    /// names are constants there, so their kinds are found at compile time, not per lookup).
     fn for_hints(&self) -> [Option<&[u8]>; 3] {
-        [&http::header::LINK, &http::header::CONTENT_TYPE, &http::header::CONTENT_ENCODING].map(|n| self.first(n))
+        match self {
+            Self::Map(m) => [&http::header::LINK, &http::header::CONTENT_TYPE, &http::header::CONTENT_ENCODING]
+                .map(|n| m.get(n).map(HeaderValue::as_bytes)),
+            Self::List(l) => {
+                [l.values(b"link").next(), l.values(b"content-type").next(), l.values(b"content-encoding").next()]
+            }
+        }
     }
 
     /// Every value of the fields named `name`, as values of a map.
