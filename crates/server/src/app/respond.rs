@@ -214,8 +214,13 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
         Box::new(access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.counters.clone()))
     });
     let head_only = req.method == http::Method::HEAD;
-    let declared =
-        req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    // A body known to be empty declares no length over the limit (the engines refuse a
+    // request that ends with its head but declares content, RFC 9113 §8.1.1): no lookup.
+    let declared = if req.body.is_end_stream() {
+        None
+    } else {
+        req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+    };
     let refused = if let Some(r) = req.malformed {
         tracing::debug!(peer = %conn.peer, why = r.why, status = r.status.as_u16(), "request refused");
         Some(Response::text(r.status, format!("{}: {}\n", r.status.canonical_reason().unwrap_or("refused"), r.why)))
