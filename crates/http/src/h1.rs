@@ -71,9 +71,15 @@ impl ResponseHead {
 
     /// Whether `Connection` names `option` (case-insensitive).
     pub fn connection_has(&self, option: &str) -> bool {
-        self.values(b"connection")
-            .flat_map(|v| v.split(|&b| b == b','))
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(option.as_bytes()))
+        let option = option.as_bytes();
+        self.values(b"connection").any(|v| {
+            // Nearly always a single option (`keep-alive` or `close`): compared whole, without
+            // the splitting iterator (about 200 instructions a response, asked twice).
+            if !v.contains(&b',') {
+                return v.trim_ascii().eq_ignore_ascii_case(option);
+            }
+            v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(option))
+        })
     }
 
     /// The upstream's `Keep-Alive: timeout=N` (seconds), when it gave one (RFC 2068 §19.7.1.1).
@@ -856,6 +862,22 @@ mod tests {
         assert_eq!(head(&format!("HTTP/1.1 200 OK\r\n{exactly}\r\n")).unwrap().unwrap().fields.len(), MAX_FIELDS);
         assert!(matches!(head("HTTP/1.1 2x0 What\r\n\r\n"), Err(Error::Invalid(_))));
         assert!(matches!(head("SSH-2.0-OpenSSH\r\n\r\n"), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn connection_options_are_found_whole_or_in_a_list() {
+        let has = |fields: &str, option: &str| {
+            head(&format!("HTTP/1.1 200 OK\r\n{fields}\r\n")).unwrap().unwrap().connection_has(option)
+        };
+        assert!(has("Connection: close\r\n", "close"));
+        assert!(has("Connection: CLOSE \r\n", "close"));
+        assert!(!has("Connection: keep-alive\r\n", "close"));
+        assert!(!has("Connection: closed\r\n", "close") && !has("Connection: clos\r\n", "close"));
+        assert!(has("Connection: keep-alive, Close\r\n", "close"));
+        assert!(has("Connection: x ,close,y\r\n", "close"));
+        assert!(!has("Connection: x, closed\r\n", "close"));
+        assert!(has("Connection: keep-alive\r\nConnection: close\r\n", "close"));
+        assert!(!has("X-Connection: close\r\n", "close") && !has("", "close"));
     }
 
     #[test]
