@@ -333,6 +333,7 @@ impl<'h> RequestPlan<'h> {
     /// Every field that crosses, in order: the client's that are kept, then those this hop
     /// sets (`te: trailers` when the client asked for trailers, the forwarding fields, `Via`,
     /// the joined `Cookie`).
+    #[inline]
     pub fn each(&self, mut emit: impl FnMut(&HeaderName, FieldValue<'_>)) {
         // Most fields are kept: the name checks run once per name, not per value.
         let mut last: Option<(&HeaderName, bool)> = None;

@@ -343,6 +343,7 @@ impl Streams {
 
     /// Start the handler of a new request. `on_consumed(n)` runs as the handler takes `n`
     /// request body bytes.
+    #[inline]
     pub(crate) fn start<E: Engine>(
         &mut self,
         engine: &mut E,
@@ -657,6 +658,7 @@ impl Streams {
     /// answered at a time about eight wait for their last bytes to be framed, and that walk
     /// cost about 170 instructions per proxied request (callgrind; forgetting a stream, its
     /// state dropped and its room released, is some 400 more either way).
+    #[inline]
     pub(crate) fn sweep<E: Engine>(&mut self, engine: &mut E) {
         let Some(lists) = self.lists.as_mut() else { return };
         let map = &mut self.map;
