@@ -227,6 +227,10 @@ pub struct RequestPlan<'h> {
     /// The joined `Cookie` value (HTTP/1.1 upstreams).
     cookie: Option<Vec<u8>>,
     join_cookies: bool,
+    /// Whether the client sent `Content-Length`, `Trailer` (seen in the one pass over the
+    /// names: the proxy asks, and a lookup by name costs more).
+    has_length: bool,
+    has_trailer: bool,
 }
 
 impl<'h> RequestPlan<'h> {
@@ -235,10 +239,13 @@ impl<'h> RequestPlan<'h> {
         // One pass over the names first: most requests carry none of `Connection`, `TE` and
         // `Cookie`, and a lookup by name costs more than looking at every name once.
         let (mut has_connection, mut has_te, mut has_cookie) = (false, false, false);
+        let (mut has_length, mut has_trailer) = (false, false);
         for n in h.keys() {
             has_connection |= *n == header::CONNECTION;
             has_te |= *n == header::TE;
             has_cookie |= *n == header::COOKIE;
+            has_length |= *n == header::CONTENT_LENGTH;
+            has_trailer |= *n == header::TRAILER;
         }
         let named: Vec<&[u8]> = if has_connection { connection_options(h).collect() } else { Vec::new() };
         let is_named = |n: &HeaderName| named.iter().any(|o| o.eq_ignore_ascii_case(n.as_str().as_bytes()));
@@ -315,7 +322,19 @@ impl<'h> RequestPlan<'h> {
             via,
             cookie,
             join_cookies,
+            has_length,
+            has_trailer,
         }
+    }
+
+    /// Whether the client sent `Content-Length`.
+    pub fn has_length(&self) -> bool {
+        self.has_length
+    }
+
+    /// Whether the client sent `Trailer`.
+    pub fn has_trailer(&self) -> bool {
+        self.has_trailer
     }
 
     /// Whether the client's fields named `n` cross as they are.
@@ -517,6 +536,21 @@ mod tests {
             strip_hop_by_hop(&mut h);
             let names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
             assert_eq!(names, vec!["x-kept"], "{n}");
+        }
+    }
+
+    #[test]
+    fn the_plan_knows_whether_the_client_sent_a_length_and_a_trailer() {
+        for (pairs, length, trailer) in [
+            (&[("accept", "*/*")][..], false, false),
+            (&[("content-length", "5"), ("accept", "*/*")][..], true, false),
+            (&[("Trailer", "x-sum"), ("x-a", "1")][..], false, true),
+            (&[("x-a", "1"), ("trailer", "x-sum"), ("content-length", "0")][..], true, true),
+        ] {
+            let h = map(pairs);
+            let plan = RequestPlan::new(&h, &fwd("192.0.2.1:1", &[]), true);
+            assert_eq!((plan.has_length(), plan.has_trailer()), (length, trailer), "{pairs:?}");
+            assert_eq!(plan.has_length(), h.contains_key(header::CONTENT_LENGTH));
         }
     }
 

@@ -162,9 +162,13 @@ pub(crate) async fn serve(
         None
     };
     // Request trailers need chunked framing over HTTP/1.1 (RFC 9112 §7.1.2).
-    let trailer = to_h1 && plan.kept(&http::header::TRAILER) && req.headers.contains_key(http::header::TRAILER);
-    let length =
-        req.headers.get(http::header::CONTENT_LENGTH).filter(|_| !trailer && plan.kept(&http::header::CONTENT_LENGTH));
+    // (The plan saw which of these the client sent: no lookup for an absent one.)
+    let trailer = to_h1 && plan.has_trailer() && plan.kept(&http::header::TRAILER);
+    let length = if plan.has_length() && !trailer && plan.kept(&http::header::CONTENT_LENGTH) {
+        req.headers.get(http::header::CONTENT_LENGTH)
+    } else {
+        None
+    };
     // The engines checked it; a length that does not parse would go upstream as a field
     // while the body went chunked (two framings for one message: RFC 9112 §6.3 point 3).
     let declared = match length.map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
