@@ -177,6 +177,9 @@ enum Script {
     OnceThenStall,
     /// The echo, at once for a connection's first request, after 1.2 s for the ones after it.
     SlowAfterFirst,
+    /// The echo with `Connection: close` (and `Keep-Alive`, which that overrides), the
+    /// connection then kept open and served: a proxy that pooled it anyway would be answered.
+    CloseAnnounced,
 }
 
 /// A scripted HTTP/1.1 upstream on loopback; records every request head it reads.
@@ -283,6 +286,14 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
         answered += 1;
         let ok = match script {
             Script::Echo => echo(&mut w).is_ok(),
+            Script::CloseAnnounced => {
+                let text = format!("{head}body-bytes: {body}\n");
+                let all = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\nkeep-alive: timeout=30\r\n\r\n{text}",
+                    text.len()
+                );
+                w.write_all(all.as_bytes()).is_ok()
+            }
             Script::OnceThenStall if answered == 1 => echo(&mut w).is_ok(),
             Script::OnceThenStall => {
                 thread::sleep(Duration::from_secs(20));
@@ -446,6 +457,25 @@ fn the_response_head_timeout_holds_on_a_reused_connection() {
     assert!(ps.contains("error=http_response_timeout"), "{ps}");
     // Both went over one upstream connection: the second on the pooled one.
     assert_eq!(up.conns.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(up.heads().len(), 2);
+}
+
+/// A response with `Connection: close` ends its upstream connection's use (RFC 9112 §9.6),
+/// even with a `Keep-Alive` timeout beside it and the upstream still serving on it.
+#[test]
+fn an_upstream_connection_announced_closed_is_not_used_again() {
+    require_tool!("curl", "an_upstream_connection_announced_closed_is_not_used_again");
+    let up = Scripted::start(Script::CloseAnnounced);
+    let px = proxy(&up_at(up.port, ""), "");
+    for path in ["/p/first", "/p/second"] {
+        let r = curl(&px, Proto::H2Tls, path, &[]);
+        assert_eq!(r.status, 200, "{}", r.headers);
+    }
+    assert_eq!(
+        up.conns.load(std::sync::atomic::Ordering::Relaxed),
+        2,
+        "each request had an upstream connection of its own"
+    );
     assert_eq!(up.heads().len(), 2);
 }
 

@@ -518,14 +518,12 @@ async fn attempt_h1(
         Ok(head) => {
             // After a 101 the connection becomes a tunnel; it never goes back to the pool.
             if head.status != StatusCode::SWITCHING_PROTOCOLS {
-                let keep = if head.connection_has("close") {
-                    Duration::ZERO
-                } else {
-                    match head.keep_alive_timeout() {
-                        // Leave a second's margin before the upstream's own idle close.
-                        Some(t) => cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1))),
-                        None => cfg.pool_idle,
-                    }
+                // (`Connection: close` is the exchange's to see: a response that is not
+                // persistent never goes back to the pool, whatever `keep` says.)
+                let keep = match head.keep_alive_timeout() {
+                    // Leave a second's margin before the upstream's own idle close.
+                    Some(t) => cfg.pool_idle.min(Duration::from_secs(t.saturating_sub(1))),
+                    None => cfg.pool_idle,
                 };
                 ex.set_home(h1::Home { up: up.clone(), server: i, keep });
             }
