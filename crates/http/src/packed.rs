@@ -175,7 +175,6 @@ pub struct PackedFields {
 impl PackedFields {
     /// The fields of `buf` at `spans` (name start, name end, value start, value end), names
     /// already lower case. A span outside `buf` reads as empty (the parser never makes one).
-    #[cfg(test)]
     pub(crate) fn from_spans(buf: Bytes, spans: &[[u32; 4]]) -> Self {
         let mut lines = Spans::default();
         for &s in spans {
@@ -196,11 +195,7 @@ impl PackedFields {
             buf.extend_from_slice(v);
             spans.push([name, value, value, at(&buf)]);
         }
-        let mut lines = Spans::default();
-        for s in spans {
-            lines.push(buf.get(s[0] as usize..s[1] as usize).unwrap_or_default(), s);
-        }
-        lines.into_fields(buf.into())
+        Self::from_spans(buf.into(), &spans)
     }
 
     /// The bytes of `at` in the buffer.
