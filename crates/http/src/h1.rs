@@ -74,7 +74,7 @@ impl ResponseHead {
         let option = option.as_bytes();
         self.values(b"connection").any(|v| {
             // Nearly always a single option (`keep-alive` or `close`): compared whole, without
-            // the splitting iterator (about 200 instructions a response, asked twice).
+            // the splitting iterator (about 200 instructions for every response).
             if !v.contains(&b',') {
                 return v.trim_ascii().eq_ignore_ascii_case(option);
             }
