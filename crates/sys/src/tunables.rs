@@ -48,19 +48,17 @@ pub fn extended(current: Option<&OsStr>, wanted: &[(&str, u64)]) -> Option<OsStr
             c.as_bytes().split(|&b| b == b':').any(|pair| pair.split(|&b| b == b'=').next() == Some(name.as_bytes()))
         })
     };
-    let mut out = OsString::new();
-    let mut added = false;
-    if let Some(c) = cur {
-        out.push(c);
+    let missing: Vec<String> =
+        wanted.iter().filter(|(name, _)| !named(name)).map(|(name, value)| format!("{name}={value}")).collect();
+    if missing.is_empty() {
+        return None;
     }
-    for &(name, value) in wanted.iter().filter(|(name, _)| !named(name)) {
-        if !out.is_empty() {
-            out.push(":");
-        }
-        out.push(format!("{name}={value}"));
-        added = true;
+    let mut out = cur.map(OsStr::to_os_string).unwrap_or_default();
+    if !out.is_empty() {
+        out.push(":");
     }
-    added.then_some(out)
+    out.push(missing.join(":"));
+    Some(out)
 }
 
 /// With glibc, unless `GLIBC_TUNABLES` already names every tunable of [`wanted`]: replace this
