@@ -40,8 +40,9 @@ const IDLE_WRITE: usize = 0;
 /// How long a connection has no stream open before its buffers shrink to the idle sizes.
 const SHRINK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How often the in-flight bound reads TCP_INFO while the engine has nothing to frame: often
-/// within its shortest round (1 ms) to mark it application-limited.
+/// How often the in-flight bound learns that the engine has nothing to frame: often within its
+/// shortest round (1 ms) to mark it application-limited. A TCP_INFO reading only where the bound
+/// needs one for that (`InflightCap::note_idle`).
 const IDLE_READING_EVERY: std::time::Duration = std::time::Duration::from_micros(250);
 
 /// Smallest and largest fill of one write.
@@ -196,8 +197,13 @@ where
             // now and then to see the connection application-limited, not one per turn of the loop
             // (a bulk upload turns it once per DATA frame consumed: 48,000 TCP_INFO calls per GB).
             let now = Instant::now();
-            let budget_due = conn.wants_write()
+            let mut budget_due = conn.wants_write()
                 || pace.is_some() && now.saturating_duration_since(idle_reading) >= IDLE_READING_EVERY;
+            // An idle moment the bound can note without a reading (see `InflightCap::note_idle`).
+            if budget_due && spare.is_some() && !conn.wants_write() && pace.as_mut().is_some_and(|p| p.note_idle(now)) {
+                idle_reading = now;
+                budget_due = false;
+            }
             if !budget_due {
                 retry_at = None;
             }
