@@ -173,9 +173,6 @@ pub struct PathInfo {
     pub pacing_rate: u64,
     /// Bytes cumulatively acknowledged by the peer so far (not those only SACKed).
     pub bytes_acked: u64,
-    /// Bytes sent so far, retransmissions not counted again (`tcpi_bytes_sent` less
-    /// `tcpi_bytes_retrans`, Linux 4.19 and later; `None` where the kernel does not report them).
-    pub bytes_sent: Option<u64>,
 }
 
 impl PathInfo {
@@ -198,18 +195,9 @@ impl PathInfo {
         self.unacked.saturating_sub(self.sacked.saturating_add(self.lost)).saturating_add(self.retrans)
     }
 
-    /// [`in_flight`](Self::in_flight) in bytes: segments counted full-sized, or the bytes sent
-    /// and not yet cumulatively acknowledged where that is less. Both are upper bounds. The
-    /// first is loose where segments are small: on loopback (MSS 65,483) one unacknowledged
-    /// 60-byte TLS record counted as 64 KiB, three times the in-flight bound's smallest cap,
-    /// and held small responses back for a millisecond at a time. The second is loose after
-    /// a loss (it counts what was SACKed or lost beyond the hole), where segments are full.
+    /// [`in_flight`](Self::in_flight) in bytes (full-sized segments).
     pub fn in_flight_bytes(&self) -> usize {
-        let segments = self.in_flight() as usize * self.mss.max(536) as usize;
-        match self.bytes_sent {
-            Some(sent) => segments.min(usize::try_from(sent.saturating_sub(self.bytes_acked)).unwrap_or(usize::MAX)),
-            None => segments,
-        }
+        self.in_flight() as usize * self.mss.max(536) as usize
     }
 
     /// Bytes the peer has received so far: cumulatively acknowledged, plus the segments it
@@ -237,8 +225,6 @@ pub fn path_info(fd: RawFd) -> io::Result<PathInfo> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    // A kernel older than the fields reports a shorter struct (the rest stays zero).
-    let reported = len as usize >= std::mem::offset_of!(libc::tcp_info, tcpi_bytes_retrans) + 8;
     Ok(PathInfo {
         rtt_us: info.tcpi_rtt,
         rcv_rtt_us: info.tcpi_rcv_rtt,
@@ -253,7 +239,6 @@ pub fn path_info(fd: RawFd) -> io::Result<PathInfo> {
         delivery_rate: info.tcpi_delivery_rate,
         pacing_rate: info.tcpi_pacing_rate,
         bytes_acked: info.tcpi_bytes_acked,
-        bytes_sent: reported.then(|| info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans)),
     })
 }
 
@@ -303,44 +288,6 @@ mod tests {
         assert_eq!((clean.in_flight(), clean.cwnd_room()), (8, 2_000));
         let odd = PathInfo { cwnd: 10, unacked: 2, sacked: 5, lost: 1, mss: 1_000, ..Default::default() };
         assert_eq!((odd.in_flight(), odd.cwnd_room()), (0, 10_000));
-        // After a loss the bytes past the cumulative ACK (100 segments' worth) overstate it:
-        // the segment count stands.
-        let lossy = PathInfo { bytes_sent: Some(107_000), ..p };
-        assert_eq!(lossy.in_flight_bytes(), 39_000);
-        // Small segments: two 60-byte records in flight are 120 bytes, not two MSS.
-        let small = PathInfo {
-            cwnd: 10,
-            unacked: 2,
-            mss: 65_483,
-            bytes_acked: 5_001,
-            bytes_sent: Some(5_121),
-            ..Default::default()
-        };
-        assert_eq!(small.in_flight_bytes(), 120);
-        // Not reported (an older kernel): the segment count.
-        assert_eq!(PathInfo { bytes_sent: None, ..small }.in_flight_bytes(), 2 * 65_483);
-    }
-
-    #[test]
-    fn the_kernel_reports_bytes_sent_and_acknowledged() {
-        use std::io::{Read, Write};
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (mut s, _) = l.accept().unwrap();
-        c.write_all(&[7; 1_000]).unwrap();
-        s.read_exact(&mut [0; 1_000]).unwrap();
-        // Read by the peer, so acknowledged (loopback ACKs as it receives; allow it a moment).
-        let mut p = path_info(c.as_raw_fd()).unwrap();
-        for _ in 0..100 {
-            if p.in_flight() == 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            p = path_info(c.as_raw_fd()).unwrap();
-        }
-        assert_eq!(p.bytes_sent, Some(1_000), "{p:?}");
-        assert!((1_000..=1_001).contains(&p.bytes_acked), "{p:?}");
-        assert_eq!(p.in_flight_bytes(), 0, "{p:?}");
     }
 
     #[test]
