@@ -8,7 +8,7 @@
 //! in that queue can be reordered. So the driver also bounds what it has outstanding (unacked
 //! plus unsent) by
 //!
-//! `cap = max(max_rate × (gain × min_rtt + SLACK_TIME), MIN_BASE) + HEADROOM`
+//! `cap = max(max_rate × (gain × min_rtt + SLACK_TIME), MIN_BASE, MIN_SEGMENTS × MSS) + HEADROOM`
 //!
 //! where `max_rate` is the windowed maximum, over the last [`WINDOW_ROUNDS`] busy rounds, of the
 //! rate each round delivered (the growth of TCP_INFO's bytes acknowledged, cumulatively or by
@@ -57,6 +57,13 @@ pub(crate) const HEADROOM: usize = 4 * 1024;
 /// The cap's smallest base: about TCP's initial window (10 segments, RFC 6928), so the first
 /// rounds are not slowed by rate samples taken during the TLS handshake.
 pub(crate) const MIN_BASE: usize = 16 * 1024;
+/// Over TCP the cap's base is also at least this many of the sender's segments: TCP_INFO counts
+/// what is in flight in segments, each as a full one, and where the MSS is large a few small
+/// ones outweigh [`MIN_BASE`] (on loopback, MSS 65,483, one unacknowledged 60-byte record
+/// counted as 64 KiB and held a proxied small-response benchmark's writes back a millisecond
+/// at a time, 4 % of them). The initial window again (RFC 6928). At an Ethernet MSS (1,448) it is
+/// 14,480 bytes, under [`MIN_BASE`]: nothing changes there.
+pub(crate) const MIN_SEGMENTS: usize = 10;
 /// Busy rounds the maximum delivery rate is kept for.
 pub(crate) const WINDOW_ROUNDS: u64 = 10;
 /// The smallest write worth making when the cap is the limit; on fast paths at least what
@@ -278,6 +285,9 @@ pub(crate) struct Sample {
     pub(crate) in_flight: usize,
     /// Bytes written to the socket and not yet sent.
     pub(crate) notsent_bytes: usize,
+    /// Over TCP, the sender's MSS, the unit `in_flight` is counted in (see [`MIN_SEGMENTS`]);
+    /// 0 where it is counted in bytes (QUIC).
+    pub(crate) segment: usize,
 }
 
 impl Sample {
@@ -289,6 +299,7 @@ impl Sample {
             min_rtt: Duration::from_micros(u64::from(p.min_rtt_us)),
             in_flight: p.in_flight_bytes(),
             notsent_bytes: p.notsent_bytes as usize,
+            segment: p.mss.max(536) as usize,
         }
     }
 }
@@ -543,7 +554,7 @@ impl InflightCap {
         // See `leading`: while the rate grows, what the last RTT delivered, if more.
         let rate = if self.growing && self.leads_at(rate, s.min_rtt) { rate.max(self.recent_rate) } else { rate };
         let time = s.min_rtt.as_secs_f64() * self.gain() + SLACK_TIME.as_secs_f64();
-        Some(((rate as f64 * time) as usize).max(MIN_BASE) + HEADROOM)
+        Some(((rate as f64 * time) as usize).max(MIN_BASE).max(MIN_SEGMENTS * s.segment) + HEADROOM)
     }
 
     /// How many bytes to frame now, given what the congestion window allows (`cwnd_room`,
@@ -582,7 +593,7 @@ mod tests {
 
     /// A reading on a path with 40 ms RTT and no queue.
     fn sample(rate: u64, inflight: usize) -> Sample {
-        Sample { delivery_rate: rate, acked: 0, min_rtt: 40 * MS, in_flight: inflight, notsent_bytes: 0 }
+        Sample { delivery_rate: rate, acked: 0, min_rtt: 40 * MS, in_flight: inflight, notsent_bytes: 0, segment: 0 }
     }
 
     /// A path in virtual time: each step is one round (40 ms) delivering at a given rate.
@@ -679,6 +690,7 @@ mod tests {
                 min_rtt: 40 * MS,
                 in_flight: (sent - acked) as usize,
                 notsent_bytes: 0,
+                segment: 0,
             };
             c.update(start + Duration::from_secs_f64(t), &s, true);
             let cap = c.cap(&s).unwrap_or(MIN_BASE + HEADROOM) as f64;
@@ -742,6 +754,20 @@ mod tests {
         // A rate sample from the TLS handshake: 35 kB/s.
         c.update(Instant::now(), &sample(35_000, 0), true);
         assert_eq!(c.cap(&sample(35_000, 0)), Some(MIN_BASE + HEADROOM));
+    }
+
+    #[test]
+    fn the_base_holds_ten_segments_however_large() {
+        let mut c = InflightCap::new();
+        // Loopback as a small-response load sees it: little delivered (app-limited), a tiny
+        // RTT, and one small record in flight that TCP_INFO counts as a whole 65,483-byte segment.
+        let s = Sample { min_rtt: Duration::from_micros(20), segment: 65_483, ..sample(300_000, 65_483) };
+        c.update(Instant::now(), &s, true);
+        assert_eq!(c.cap(&s), Some(654_830 + HEADROOM));
+        assert_eq!(c.budget(&s, 1 << 20), 654_830 + HEADROOM - 65_483);
+        // At an Ethernet MSS the byte floor rules, as before.
+        let eth = Sample { segment: 1_448, ..s };
+        assert_eq!(c.cap(&eth), Some(MIN_BASE + HEADROOM));
     }
 
     #[test]
@@ -852,6 +878,7 @@ mod tests {
                     min_rtt: rtt,
                     in_flight: next(50_000) as usize,
                     notsent_bytes: 0,
+                    segment: 1_448,
                 };
                 a.update(t, &s, busy);
                 if busy {

@@ -220,6 +220,7 @@ impl Bounded {
             min_rtt: self.min_rtt.get(),
             in_flight: in_flight as usize,
             notsent_bytes: 0,
+            segment: 0,
         };
         self.cap.update(now, &s, !app_limited);
         self.cap.set_guarded(self.link.guarded.load(Ordering::Relaxed));
