@@ -5,7 +5,8 @@
 # counts do not. They leave out the kernel's share (the same system calls for both protocols,
 # as strace shows: one `recvfrom` per 16 KiB TLS record either way).
 #
-# For each protocol Sluice runs under `valgrind --tool=callgrind` (every thread) twice, once
+# For each protocol Sluice runs under `valgrind --tool=callgrind` (every thread, and the image
+# it re-executes itself as at start) twice, once
 # for an upload of B0 bytes and once for B0 + B, each one `sluice put -X POST --data @FILE` to
 # the speed test's `/__up` over TLS from outside valgrind. Start-up, the handshake and shutdown
 # are the same in both runs, so
@@ -84,7 +85,9 @@ tls = true
 [quic]
 enabled = false
 EOF
-  valgrind --tool=callgrind "--callgrind-out-file=$out/callgrind.out.%p" \
+  # --trace-children: on glibc Sluice runs itself again at start with its malloc tunables set
+  # (crates/sys/src/tunables.rs); without it the server proper would run outside valgrind.
+  valgrind --tool=callgrind --trace-children=yes "--callgrind-out-file=$out/callgrind.out.%p" \
     "$SLUICE" serve --config "$out/sluice.toml" >"$logf" 2>&1 &
   SERVER_PID=$!
   local up=0
