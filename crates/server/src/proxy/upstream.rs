@@ -40,9 +40,10 @@ pub(crate) struct ServerState {
 }
 
 impl ServerState {
-    /// Whether passive health checks have the server ejected at `now`.
-    fn ejected(&self, now: Instant) -> bool {
-        self.ever_ejected.load(Ordering::Acquire) && lock(&self.ejected_until).is_some_and(|until| now < until)
+    /// Whether passive health checks have the server ejected now (`now` is asked only of a
+    /// server that was ever ejected: the clock is read once per pick of those alone).
+    fn ejected(&self, now: impl FnOnce() -> Instant) -> bool {
+        self.ever_ejected.load(Ordering::Acquire) && lock(&self.ejected_until).is_some_and(|until| now() < until)
     }
 }
 
@@ -134,7 +135,8 @@ impl Upstream {
     }
 
     fn usable(&self, avoid: &[usize]) -> Vec<bool> {
-        let now = Instant::now();
+        let now = std::cell::OnceCell::new();
+        let now = || *now.get_or_init(Instant::now);
         let up: Vec<bool> = self.servers.iter().map(|s| s.healthy.load(Ordering::Relaxed) && !s.ejected(now)).collect();
         // Servers already tried are avoided while another is usable.
         let fresh: Vec<bool> = up.iter().enumerate().map(|(i, &u)| u && !avoid.contains(&i)).collect();
@@ -148,7 +150,7 @@ impl Upstream {
     pub(super) fn pick(&self, req: &Request, peer: IpAddr, avoid: &[usize]) -> Option<usize> {
         if self.servers.len() == 1 {
             let s = &self.servers[0];
-            let up = s.healthy.load(Ordering::Relaxed) && !s.ejected(Instant::now());
+            let up = s.healthy.load(Ordering::Relaxed) && !s.ejected(Instant::now);
             return up.then_some(0);
         }
         let usable = self.usable(avoid);
