@@ -488,7 +488,7 @@ impl InflightCap {
     /// delivered is the floor), and a leading ramp keeps the readings of the last RTT: there
     /// this notes nothing and returns false, and the driver reads.
     ///
-    /// The HTTP/2 driver notes its idle moments every [`IDLE_READING_EVERY`](crate::io::h2):
+    /// The HTTP/2 driver notes its idle moments every 250 µs at most (`IDLE_READING_EVERY`);
     /// as readings they were a system call (about 0.55 µs here) for every third small response
     /// a proxied connection carried.
     pub(crate) fn note_idle(&mut self, now: Instant) -> bool {
