@@ -135,8 +135,9 @@ impl Upstream {
     }
 
     fn usable(&self, avoid: &[usize]) -> Vec<bool> {
-        let now = std::cell::OnceCell::new();
-        let now = || *now.get_or_init(Instant::now);
+        // The clock is read once, and only if some server was ever ejected.
+        let read = std::cell::OnceCell::new();
+        let now = || *read.get_or_init(Instant::now);
         let up: Vec<bool> = self.servers.iter().map(|s| s.healthy.load(Ordering::Relaxed) && !s.ejected(now)).collect();
         // Servers already tried are avoided while another is usable.
         let fresh: Vec<bool> = up.iter().enumerate().map(|(i, &u)| u && !avoid.contains(&i)).collect();
