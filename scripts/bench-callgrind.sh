@@ -77,6 +77,9 @@ if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ] && [[ ",$SERVERS," == *,sluice
   log "building sluice (cargo build --release -p sluice)"
   (cd "$REPO" && cargo build --release -p sluice) >&2 || die "cargo build failed"
 fi
+if [[ ",$SERVERS," == *,sluice,* || ",$SERVERS," == *,sluice-proxy,* ]]; then
+  require_shipped_build "$SLUICE"
+fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-callgrind.XXXXXX")

@@ -65,6 +65,9 @@ if [ "$BUILD" = 1 ] && [ -z "${SLUICE_BIN:-}" ]; then
 fi
 SLUICE=${SLUICE_BIN:-$REPO/target/release/sluice}
 [ -x "$SLUICE" ] || die "$SLUICE not found (build it, or set SLUICE_BIN)"
+# shellcheck source=bench/lib.sh
+. "$REPO/scripts/bench/lib.sh"
+require_shipped_build "$SLUICE"
 
 PIN_SERVER=() PIN_CLIENT=()
 if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then

@@ -174,7 +174,7 @@ run_one() {
 IFS=, read -r -a ACTIVE <<<"$SERVERS"
 for name in "${ACTIVE[@]}"; do
   case "$name" in
-    sluice) [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE" ;;
+    sluice) [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE"; require_shipped_build "$SLUICE" ;;
     nginx) [ -x "$NGINX" ] || die "nginx not found (run scripts/setup.sh)" ;;
     h2o) command -v h2o >/dev/null || die "h2o not found (run scripts/setup.sh)" ;;
     caddy) command -v caddy >/dev/null || die "caddy not found (run scripts/setup.sh)" ;;

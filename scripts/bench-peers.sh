@@ -27,6 +27,8 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$REPO/scripts/bench
+# shellcheck source=bench/lib.sh
+. "$BENCH/lib.sh"
 RUNS=3
 SERVERS=sluice,h2o,nginx
 BUILD=1
@@ -77,7 +79,7 @@ for s in "${WANTED[@]}"; do
         log "building sluice (cargo build --release -p sluice)"
         (cd "$REPO" && cargo build --release -p sluice) >&2 || die "cargo build failed"
       fi
-      if [ -x "$SLUICE" ]; then ACTIVE+=(sluice); else log "SKIP sluice: $SLUICE not found"; fi
+      if [ -x "$SLUICE" ]; then require_shipped_build "$SLUICE"; ACTIVE+=(sluice); else log "SKIP sluice: $SLUICE not found"; fi
       ;;
     h2o)
       if command -v h2o >/dev/null 2>&1; then ACTIVE+=(h2o); else log "SKIP h2o: not installed (scripts/setup.sh)"; fi

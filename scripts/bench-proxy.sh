@@ -198,7 +198,7 @@ IFS=, read -r -a WANTED <<<"$PROXIES"
 for s in "${WANTED[@]}"; do
   case "$s" in
     sluice)
-      if [ -x "$SLUICE" ]; then ACTIVE+=(sluice); else log "SKIP sluice: $SLUICE not found (set SLUICE_BIN or use --build)"; fi
+      if [ -x "$SLUICE" ]; then require_shipped_build "$SLUICE"; ACTIVE+=(sluice); else log "SKIP sluice: $SLUICE not found (set SLUICE_BIN or use --build)"; fi
       ;;
     nginx | h2o | caddy)
       if command -v "$s" >/dev/null 2>&1; then ACTIVE+=("$s"); else log "SKIP $s: not installed (scripts/setup.sh)"; fi

@@ -52,6 +52,7 @@ if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ]; then
   (cd "$REPO" && cargo build --release -p sluice) >&2 || die "cargo build failed"
 fi
 [ -x "$SLUICE" ] || die "$SLUICE not found (build it, or set SLUICE_BIN)"
+require_shipped_build "$SLUICE"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-upload-instr.XXXXXX")
 SERVER_PID=""

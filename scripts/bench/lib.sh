@@ -21,3 +21,18 @@ stop_pid() {
 callgrind_total() {
   awk '/^summary:/ { s += $2 } END { printf "%.0f\n", s }' "$1"/callgrind.out.*
 }
+
+# require_shipped_build BIN: refuse a Sluice binary that `cargo test` linked. The server's
+# dev-dependencies enable tokio's `test-util` feature (paused virtual time in unit tests), and
+# Cargo links the binary an integration test runs with it: every clock read then asks whether
+# time is paused, and idle connections measured 0.2–0.3 kB larger (2026-11-30). Such a binary
+# carries tokio's DID_PAUSE_CLOCK symbol; `cargo build --release -p sluice` links it again as
+# shipped.
+require_shipped_build() {
+  command -v nm >/dev/null 2>&1 || return 0
+  # grep reads to the end (no -q): under pipefail an early exit would fail nm with SIGPIPE.
+  if nm "$1" 2>/dev/null | grep DID_PAUSE_CLOCK >/dev/null; then
+    echo "$1 was linked by cargo test (tokio's test-util is in it); run cargo build --release -p sluice first" >&2
+    exit 1
+  fi
+}
