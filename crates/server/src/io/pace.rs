@@ -78,6 +78,11 @@ pub(crate) const MIN_SEND_TIME: Duration = Duration::from_millis(1);
 /// 0.95-0.99 became 1.12-1.28 without this threshold, and stayed 0.95-1.00 with it).
 pub(crate) const LEAD_FROM: usize = 32 * 1024;
 
+/// A round's length: the minimum RTT, at least 1 ms (the retry timer's granularity).
+fn round_len(min_rtt: Duration) -> Duration {
+    min_rtt.max(Duration::from_millis(1))
+}
+
 /// How long an RTT sample counts towards [`MinRtt`]: BBR's min-RTT filter length (10 s).
 pub(crate) const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 
@@ -194,7 +199,7 @@ impl Contention {
         }
         self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
         let start = *self.round_start.get_or_insert(now);
-        if now.saturating_duration_since(start) < min_rtt.max(Duration::from_millis(1)) {
+        if now.saturating_duration_since(start) < round_len(min_rtt) {
             return;
         }
         let headroom = if rate > 0 { Duration::from_secs_f64(HEADROOM as f64 / rate as f64) } else { Duration::ZERO };
@@ -431,7 +436,7 @@ impl InflightCap {
             self.busy = busy;
             return;
         };
-        let round_len = s.min_rtt.max(Duration::from_millis(1));
+        let round_len = round_len(s.min_rtt);
         let elapsed = now.saturating_duration_since(start);
         if elapsed < round_len {
             self.busy &= busy;
@@ -497,8 +502,7 @@ impl InflightCap {
         }
         let Some((start, acked)) = self.round_start else { return false };
         self.forget_recent();
-        let round_len = self.min_rtt.max(Duration::from_millis(1));
-        if now.saturating_duration_since(start) >= round_len {
+        if now.saturating_duration_since(start) >= round_len(self.min_rtt) {
             self.round_start = Some((now, acked));
         }
         self.busy = false;

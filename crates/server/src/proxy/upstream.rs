@@ -41,7 +41,7 @@ pub(crate) struct ServerState {
 
 impl ServerState {
     /// Whether passive health checks have the server ejected now (`now` is asked only of a
-    /// server that was ever ejected: the clock is read once per pick of those alone).
+    /// server that was ever ejected: a pick reads no clock while none was).
     fn ejected(&self, now: impl FnOnce() -> Instant) -> bool {
         self.ever_ejected.load(Ordering::Acquire) && lock(&self.ejected_until).is_some_and(|until| now() < until)
     }
@@ -135,10 +135,8 @@ impl Upstream {
     }
 
     fn usable(&self, avoid: &[usize]) -> Vec<bool> {
-        // The clock is read once, and only if some server was ever ejected.
-        let read = std::cell::OnceCell::new();
-        let now = || *read.get_or_init(Instant::now);
-        let up: Vec<bool> = self.servers.iter().map(|s| s.healthy.load(Ordering::Relaxed) && !s.ejected(now)).collect();
+        let up: Vec<bool> =
+            self.servers.iter().map(|s| s.healthy.load(Ordering::Relaxed) && !s.ejected(Instant::now)).collect();
         // Servers already tried are avoided while another is usable.
         let fresh: Vec<bool> = up.iter().enumerate().map(|(i, &u)| u && !avoid.contains(&i)).collect();
         if fresh.iter().any(|&u| u) {
