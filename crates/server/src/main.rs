@@ -183,7 +183,8 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         };
         let alt_svc = quic
             .as_ref()
-            .and_then(|_| ::http::HeaderValue::from_str(&format!("h3=\":{}\"; ma=86400", local.port())).ok());
+            .and_then(|_| ::http::HeaderValue::from_str(&format!("h3=\":{}\"; ma=86400", local.port())).ok())
+            .map(app::respond::AltSvc::new);
         let what = match (l.tls, &quic) {
             (true, Some(_)) => format!("https://{local} (h2, http/1.1; h3 on UDP {local})"),
             (true, None) => format!("https://{local} (h2, http/1.1)"),

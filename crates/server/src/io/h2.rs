@@ -262,6 +262,9 @@ where
                 conn.shrink();
                 streams.shrink();
                 cmd_rx.shrink();
+                // The writer's queues too (its own side cannot tell a pause from idleness).
+                wq_tx.shrink();
+                done_rx.shrink();
                 if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
                     *buf = Vec::with_capacity(IDLE_WRITE);
                 }

@@ -25,7 +25,7 @@ pub(crate) struct ListenerTls {
     pub(crate) acceptor: TlsAcceptor,
     pub(crate) certs: Arc<Vec<Arc<ServedCert>>>,
     pub(crate) port: u16,
-    pub(crate) alt_svc: Option<http::HeaderValue>,
+    pub(crate) alt_svc: Option<crate::app::respond::AltSvc>,
 }
 
 /// First and longest pause after a failed accept.
@@ -121,7 +121,7 @@ async fn serve_connection(
             };
             let served = Served::for_sni(&t.certs, stream.get_ref().1.server_name(), t.port);
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            (stream, ConnInfo::new(peer, true, t.alt_svc.clone(), served), h2)
+            (stream, ConnInfo::new(peer, true, t.alt_svc.as_ref(), served), h2)
         };
         if h2 {
             crate::io::h2::serve(stream, fd, Bytes::new(), info, state, shutdown).await;

@@ -41,6 +41,13 @@ pub(crate) fn mailbox<T>() -> (Sender<T>, Receiver<T>) {
     (Sender(shared.clone()), Receiver(shared))
 }
 
+fn shrink<T>(shared: &Shared<T>) {
+    let mut q = shared.queue();
+    if q.is_empty() {
+        *q = VecDeque::new();
+    }
+}
+
 pub(crate) struct Sender<T>(Arc<Shared<T>>);
 
 impl<T> Sender<T> {
@@ -52,6 +59,13 @@ impl<T> Sender<T> {
         self.0.queue().push_back(value);
         self.0.ready.notify_one();
         Ok(())
+    }
+}
+
+impl<T> Sender<T> {
+    /// Hand back the queue's room if it is empty (as [`Receiver::shrink`], from this side).
+    pub(crate) fn shrink(&self) {
+        shrink(&self.0);
     }
 }
 
@@ -96,10 +110,7 @@ impl<T> Receiver<T> {
 
     /// Hand back the queue's room if it is empty (an idle connection).
     pub(crate) fn shrink(&self) {
-        let mut q = self.0.queue();
-        if q.is_empty() {
-            *q = VecDeque::new();
-        }
+        shrink(&self.0);
     }
 }
 
@@ -161,6 +172,15 @@ mod tests {
         while rx.try_recv().is_some() {}
         assert!(rx.0.queue().capacity() >= 100);
         rx.shrink();
+        assert_eq!(rx.0.queue().capacity(), 0);
+        // From the sending side too, and only while the queue is empty.
+        for _ in 0..100 {
+            tx.send(vec![1]).unwrap();
+        }
+        tx.shrink();
+        assert_eq!(rx.0.queue().len(), 100);
+        while rx.try_recv().is_some() {}
+        tx.shrink();
         assert_eq!(rx.0.queue().capacity(), 0);
         drop(rx);
         assert_eq!(tx.send(vec![2]), Err(vec![2]));

@@ -134,8 +134,8 @@ fn file_streams(dir: &std::path::Path) -> (Streams, CmdReceiver) {
     );
     std::fs::write(dir.join("sluice.toml"), toml).unwrap();
     let cfg = crate::config::load(&dir.join("sluice.toml")).unwrap();
-    let alt_svc = Some(http::HeaderValue::from_static("h3=\":8443\""));
-    let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), true, alt_svc, None));
+    let alt_svc = crate::app::respond::AltSvc::new(http::HeaderValue::from_static("h3=\":8443\""));
+    let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), true, Some(&alt_svc), None));
     Streams::new(Arc::new(State::new(cfg)), info, Proto::Http2)
 }
 
