@@ -193,12 +193,7 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         tracing::info!("listening on {what}");
         println!("sluice: listening on {what}");
         let tls = tls_config.as_ref().filter(|_| l.tls).map(|c| {
-            Arc::new(io::listen::ListenerTls {
-                acceptor: tokio_rustls::TlsAcceptor::from(c.clone()),
-                certs: served.clone(),
-                port: local.port(),
-                alt_svc,
-            })
+            Arc::new(io::listen::ListenerTls { config: c.clone(), certs: served.clone(), port: local.port(), alt_svc })
         });
         if let Some(ep) = quic {
             let certs = served.clone();

@@ -8,21 +8,21 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::io::tls_stream::TlsStream;
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
-use tokio_rustls::TlsAcceptor;
 
 use crate::app::respond::ConnInfo;
 use crate::io::progress::WriteProgress;
 use crate::io::tls::{Served, ServedCert};
 use crate::state::State;
 
-/// What a TLS listener needs per connection: the acceptor, the certificates (for the one SNI
+/// What a TLS listener needs per connection: the TLS configuration, the certificates (for the one SNI
 /// picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises.
 pub(crate) struct ListenerTls {
-    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) config: Arc<rustls::ServerConfig>,
     pub(crate) certs: Arc<Vec<Arc<ServedCert>>>,
     pub(crate) port: u16,
     pub(crate) alt_svc: Option<crate::app::respond::AltSvc>,
@@ -108,7 +108,7 @@ async fn serve_connection(
         // its scope ends, and the TLS stream (1,288 bytes) would stay beside the protocol's
         // future that owns it.
         let (stream, info, h2) = {
-            let stream = match tokio::time::timeout(header_timeout, t.acceptor.accept(tcp)).await {
+            let stream = match tokio::time::timeout(header_timeout, TlsStream::accept(tcp, t.config.clone())).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, %e, "TLS handshake failed");
@@ -119,8 +119,8 @@ async fn serve_connection(
                     return;
                 }
             };
-            let served = Served::for_sni(&t.certs, stream.get_ref().1.server_name(), t.port);
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let served = Served::for_sni(&t.certs, stream.server_name(), t.port);
+            let h2 = stream.alpn_protocol() == Some(b"h2");
             (stream, ConnInfo::new(peer, true, t.alt_svc.as_ref(), served), h2)
         };
         if h2 {

@@ -321,8 +321,23 @@ struct SniResolver {
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        HELLO_SNI.set(Some(hello.server_name().map(Box::from)));
         pick_cert(&self.certs, hello.server_name()).map(|c| Arc::clone(&c.key))
     }
+}
+
+thread_local! {
+    /// The SNI of the last ClientHello the resolver saw on this thread (`Some(None)`: it had
+    /// none). rustls's unbuffered server connection does not say which name the client asked
+    /// for; rustls calls the resolver for every ClientHello, resumptions included, within the
+    /// call that processes it, so the handshake that made the call takes the name right after.
+    static HELLO_SNI: std::cell::Cell<Option<Option<Box<str>>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Take what the resolver noted on this thread since the last call (see `HELLO_SNI`): `None`
+/// if it was not called.
+pub(crate) fn take_hello_sni() -> Option<Option<Box<str>>> {
+    HELLO_SNI.take()
 }
 
 /// Builds a rustls server configuration serving `certs` (selected by SNI, the first is the
@@ -343,6 +358,13 @@ pub(crate) fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<
         cfg.ticketer = ticketer;
     }
     Ok(Arc::new(cfg))
+}
+
+/// A generated certificate for `names`, loaded (tests).
+#[cfg(test)]
+pub(crate) fn test_cert(names: &[&str]) -> LoadedCert {
+    let (c, k) = generate_self_signed(names).unwrap();
+    certified(parse_chain(c.as_bytes()).unwrap(), parse_key(k.as_bytes()).unwrap()).unwrap()
 }
 
 #[cfg(test)]

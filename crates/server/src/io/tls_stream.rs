@@ -1,0 +1,766 @@
+//! TLS server connections over rustls's unbuffered API: the stream type every TLS listener's
+//! connections are served on (HTTP/1.1 and HTTP/2 alike).
+//!
+//! Why not `tokio-rustls` (which the upstream client still uses): its stream sits on rustls's
+//! buffered connection, whose receive buffer is grown to 4 KiB before every read of the socket
+//! and never handed back, so every idle TLS connection held 4 KiB for nothing (about a quarter
+//! of what one cost, measured with `scripts/bench-idle.sh` and a heap profile). Here the
+//! buffers are this stream's own, and each holds memory only while it holds bytes:
+//!
+//! - received TLS bytes are read into a buffer on the stack when none are waiting, and
+//!   decrypted there; only what a read cut off (part of a record) is kept on the heap, and a
+//!   connection whose reads keep filling the buffer keeps its heap buffer between them;
+//! - decrypted bytes go straight into the caller's buffer; what does not fit is kept until the
+//!   next read;
+//! - encrypted bytes to send are kept until the socket takes them, then let go.
+//!
+//! Reads are larger than `tokio-rustls`'s too (which reads at most 4 KiB at a time): up to
+//! [`STACK_READ`] from the stack, [`HEAP_READ`] into the heap buffer of a busy connection.
+//!
+//! The read side never writes to the socket and the write side never reads from it (the
+//! HTTP/2 driver reads and writes one stream from two tasks, and a socket keeps one waker per
+//! direction). TLS messages the read side must answer (a TLS 1.3 key update, a session
+//! ticket) are queued and go out ahead of the next write.
+//!
+//! The SNI name: rustls's unbuffered server connection does not say which name the client
+//! asked for, so the certificate resolver notes it for the handshake that called it
+//! ([`crate::io::tls::take_hello_sni`]).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::server::UnbufferedServerConnection;
+use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Bytes read at a time into the stack buffer: a whole record of the largest size (16 KiB of
+/// plaintext, RFC 8446 §5.1, plus its header, content type and tag; RFC 8446 §5.2 allows up to
+/// 256 bytes of expansion) and a little more.
+const STACK_READ: usize = 17 * 1024;
+/// Room reserved in the heap buffer for each read into it.
+const HEAP_READ: usize = 64 * 1024;
+/// Plaintext encrypted per write: the rest waits for the next call (the socket takes this much
+/// before more is encrypted, so a large write does not turn into one large buffer).
+const MAX_ENCRYPT: usize = 64 * 1024;
+/// Small slices of a vectored write are gathered up to this many bytes and sent as one record
+/// (a response head and a small body in one, as rustls's buffered writer does).
+const GATHER: usize = 16 * 1024;
+/// TLS record header.
+const RECORD_HEADER: usize = 5;
+/// Room per record beyond its plaintext when encrypting: header, TLS 1.3's content type, and
+/// the AEAD tag (TLS 1.2's explicit nonce fits too). A short buffer only costs a retry.
+const RECORD_OVERHEAD: usize = RECORD_HEADER + 1 + 16 + 8;
+/// Largest plaintext in one record (RFC 8446 §5.1).
+const MAX_FRAGMENT: usize = 16 * 1024;
+
+/// A server's TLS connection on `IO`.
+pub(crate) struct TlsStream<IO> {
+    io: IO,
+    conn: UnbufferedServerConnection,
+    /// Received TLS bytes not yet consumed by rustls (`inb[..in_len]`): part of a record, or
+    /// handshake records it still joins. Without memory when there are none (unless `busy`).
+    /// Its length is its room, initialised (read into as it is).
+    inb: Vec<u8>,
+    in_len: usize,
+    /// Decrypted bytes not yet read (`plain[plain_at..]`).
+    plain: Vec<u8>,
+    plain_at: usize,
+    /// Encrypted bytes not yet written (`out[out_at..]`).
+    out: Vec<u8>,
+    out_at: usize,
+    /// The peer sent close_notify: reads end (cleanly).
+    peer_closed: bool,
+    /// The transport's read side ended.
+    eof: bool,
+    /// The last read filled all the room it had: more is probably waiting, so `inb` keeps its
+    /// memory between reads.
+    busy: bool,
+    /// close_notify is queued (or sent).
+    closing: bool,
+    /// A fatal TLS error: reads and writes fail with it from then on.
+    failed: Option<rustls::Error>,
+    /// The name the client asked for (SNI), if it did.
+    sni: Option<Box<str>>,
+}
+
+/// What processing received bytes did with the decrypted ones.
+enum Sink<'a, 'b> {
+    /// Into the caller's buffer first (the rest to `plain`).
+    Caller(&'a mut ReadBuf<'b>),
+    /// All to `plain` (during the handshake, before anyone reads).
+    Keep,
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
+    /// Run the server side of a TLS handshake on `io` with `config`.
+    pub(crate) async fn accept(io: IO, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
+        let conn =
+            UnbufferedServerConnection::new(config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let mut s = Self {
+            io,
+            conn,
+            inb: Vec::new(),
+            in_len: 0,
+            plain: Vec::new(),
+            plain_at: 0,
+            out: Vec::new(),
+            out_at: 0,
+            peer_closed: false,
+            eof: false,
+            busy: false,
+            closing: false,
+            failed: None,
+            sni: None,
+        };
+        std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
+        Ok(s)
+    }
+
+    /// The application protocol agreed with ALPN.
+    pub(crate) fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
+    /// The server name the client sent (SNI).
+    pub(crate) fn server_name(&self) -> Option<&str> {
+        self.sni.as_deref()
+    }
+
+    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let sent = self.poll_send(cx)?;
+            if let Some(e) = &self.failed {
+                return Poll::Ready(Err(tls_error(e)));
+            }
+            // Done, even if the last messages (session tickets) wait for room: they go out
+            // ahead of the first write.
+            if !self.conn.is_handshaking() {
+                return Poll::Ready(Ok(()));
+            }
+            // The peer reads our flight before it sends more.
+            std::task::ready!(sent);
+            if self.eof {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed during the TLS handshake",
+                )));
+            }
+            std::task::ready!(self.poll_receive(cx, &mut Sink::Keep))?;
+        }
+    }
+
+    /// Read once from the transport and process what arrived (and what waited). `Pending`
+    /// only when the transport has nothing; `Ready(Ok)` after a read that may have given the
+    /// sink nothing (part of a record, a handshake message) or ended the transport (`eof`).
+    fn poll_receive(&mut self, cx: &mut Context<'_>, sink: &mut Sink<'_, '_>) -> Poll<io::Result<()>> {
+        if self.in_len == 0 && !self.busy {
+            // Nothing waits: read into the stack and keep on the heap only what is left over.
+            let mut stack = [0u8; STACK_READ];
+            let mut rb = ReadBuf::new(&mut stack);
+            std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
+            let n = rb.filled().len();
+            if n == 0 {
+                self.eof = true;
+                return Poll::Ready(Ok(()));
+            }
+            self.busy = n == STACK_READ;
+            let used = self.process(&mut stack[..n], sink);
+            let rest = &stack[used..n];
+            if !rest.is_empty() || self.busy {
+                // Room for the records it starts, whole, so that the reads that finish them go
+                // into this buffer without growing it.
+                let room = if self.busy { HEAP_READ } else { 0 };
+                self.inb = vec![0; (rest.len() + to_complete(rest)).max(room)];
+                self.inb[..rest.len()].copy_from_slice(rest);
+                self.in_len = rest.len();
+            }
+            return Poll::Ready(Ok(()));
+        }
+        // Continue in the heap buffer: a busy connection reads as much as it can, another one
+        // what completes the records it holds.
+        let held = self.in_len;
+        let room = if self.busy { HEAP_READ } else { to_complete(&self.inb[..held]) };
+        if self.inb.len() - held < room {
+            self.inb.resize(held + room, 0);
+        }
+        let mut rb = ReadBuf::new(&mut self.inb[held..]);
+        std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
+        let n = rb.filled().len();
+        let offered = rb.capacity();
+        if n == 0 {
+            self.eof = true;
+            return Poll::Ready(Ok(()));
+        }
+        // Only a read with room for more than a record says more is waiting.
+        self.busy = n == offered && offered >= STACK_READ;
+        let filled = held + n;
+        let mut inb = std::mem::take(&mut self.inb);
+        let used = self.process(&mut inb[..filled], sink);
+        inb.copy_within(used..filled, 0);
+        self.in_len = filled - used;
+        if self.in_len > 0 || self.busy {
+            self.inb = inb;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Hand `incoming` to rustls until it needs more bytes: decrypted bytes to `sink`, TLS
+    /// messages to send to `out`, an error to `failed`. Returns how many bytes of `incoming`
+    /// it consumed (the rest must be given again, first, next time).
+    fn process(&mut self, incoming: &mut [u8], sink: &mut Sink<'_, '_>) -> usize {
+        let mut used = 0;
+        let handshaking = self.conn.is_handshaking();
+        if handshaking {
+            crate::io::tls::take_hello_sni();
+        }
+        while self.failed.is_none() {
+            let UnbufferedStatus { mut discard, state } = self.conn.process_tls_records(&mut incoming[used..]);
+            let more = match state {
+                Err(e) => {
+                    self.failed = Some(e);
+                    false
+                }
+                Ok(ConnectionState::ReadTraffic(mut traffic)) => {
+                    while let Some(record) = traffic.next_record() {
+                        match record {
+                            Ok(r) => {
+                                discard += r.discard;
+                                let payload = r.payload;
+                                let n = match sink {
+                                    Sink::Caller(dst) => {
+                                        let n = payload.len().min(dst.remaining());
+                                        dst.put_slice(&payload[..n]);
+                                        n
+                                    }
+                                    Sink::Keep => 0,
+                                };
+                                self.plain.extend_from_slice(&payload[n..]);
+                            }
+                            Err(e) => {
+                                self.failed = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    true
+                }
+                Ok(ConnectionState::EncodeTlsData(mut enc)) => {
+                    encode(&mut enc, &mut self.out);
+                    true
+                }
+                Ok(ConnectionState::TransmitTlsData(t)) => {
+                    // Queued in `out`, in order: sent before anything written later.
+                    t.done();
+                    true
+                }
+                Ok(ConnectionState::PeerClosed) => {
+                    self.peer_closed = true;
+                    true
+                }
+                Ok(ConnectionState::Closed) => {
+                    self.peer_closed = true;
+                    false
+                }
+                // Everything complete was consumed: more bytes are needed.
+                Ok(ConnectionState::WriteTraffic(_)) | Ok(ConnectionState::BlockedHandshake) => false,
+                Ok(ConnectionState::ReadEarlyData(_)) => {
+                    // Not offered (`max_early_data_size` is 0), so never accepted.
+                    self.failed = Some(rustls::Error::General("early data was not offered".into()));
+                    false
+                }
+                Ok(_) => {
+                    self.failed = Some(rustls::Error::General("unexpected TLS connection state".into()));
+                    false
+                }
+            };
+            used += discard;
+            if !more {
+                break;
+            }
+        }
+        if handshaking {
+            if let Some(sni) = crate::io::tls::take_hello_sni() {
+                self.sni = sni;
+            }
+        }
+        if self.failed.is_some() {
+            self.queue_alert();
+        }
+        used
+    }
+
+    /// After a fatal error, the alert rustls queued for the peer, into `out`.
+    fn queue_alert(&mut self) {
+        for _ in 0..4 {
+            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut []);
+            match state {
+                Ok(ConnectionState::EncodeTlsData(mut enc)) => encode(&mut enc, &mut self.out),
+                Ok(ConnectionState::TransmitTlsData(t)) => t.done(),
+                _ => break,
+            }
+        }
+    }
+
+    /// Write `out` to the transport until it is empty (then let its memory go).
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.out_at < self.out.len() {
+            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[self.out_at..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.out_at += n;
+        }
+        if self.out_at > 0 || self.out.capacity() > 0 {
+            self.out = Vec::new();
+            self.out_at = 0;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Encrypt `data` into `out` (after anything rustls has queued to go first).
+    fn encrypt(&mut self, data: &[u8]) -> io::Result<()> {
+        let mut inb = std::mem::take(&mut self.inb);
+        let r = self.encrypt_with(&mut inb[..self.in_len], data);
+        self.inb = inb;
+        r
+    }
+
+    fn encrypt_with(&mut self, inb: &mut [u8], data: &[u8]) -> io::Result<()> {
+        // rustls is asked for its state with the bytes it has not consumed (it may hold
+        // handshake records it joins): it consumes none of them here, since the read side
+        // processed every complete record already.
+        loop {
+            if let Some(e) = &self.failed {
+                return Err(tls_error(e));
+            }
+            let UnbufferedStatus { discard, state } = self.conn.process_tls_records(inb);
+            if discard != 0 {
+                // The read side processes every complete record before it returns.
+                debug_assert!(false, "a complete record left for the write side");
+                return Err(io::Error::other("TLS: a received record was left unprocessed"));
+            }
+            match state {
+                Err(e) => {
+                    self.failed = Some(e);
+                    self.queue_alert();
+                }
+                Ok(ConnectionState::WriteTraffic(mut w)) => {
+                    let records = data.len().div_ceil(MAX_FRAGMENT).max(1);
+                    let start = self.out.len();
+                    let mut room = data.len() + records * RECORD_OVERHEAD;
+                    loop {
+                        self.out.resize(start + room, 0);
+                        match w.encrypt(data, &mut self.out[start..]) {
+                            Ok(n) => {
+                                self.out.truncate(start + n);
+                                return Ok(());
+                            }
+                            Err(EncryptError::InsufficientSize(s)) if s.required_size > room => room = s.required_size,
+                            Err(e) => {
+                                self.out.truncate(start);
+                                return Err(io::Error::other(e));
+                            }
+                        }
+                    }
+                }
+                Ok(ConnectionState::EncodeTlsData(mut enc)) => encode(&mut enc, &mut self.out),
+                Ok(ConnectionState::TransmitTlsData(t)) => t.done(),
+                Ok(ConnectionState::PeerClosed) => self.peer_closed = true,
+                Ok(ConnectionState::ReadTraffic(_)) | Ok(ConnectionState::ReadEarlyData(_)) => {
+                    // The read side drains every decrypted record before it returns.
+                    debug_assert!(false, "decrypted data left for the write side");
+                    return Err(io::Error::other("TLS: decrypted data left unread"));
+                }
+                Ok(ConnectionState::Closed) => return Err(io::ErrorKind::BrokenPipe.into()),
+                Ok(_) => return Err(io::Error::other("TLS: cannot send yet")),
+            }
+        }
+    }
+
+    /// close_notify into `out`, once.
+    fn queue_close_notify(&mut self) {
+        if self.closing || self.failed.is_some() {
+            return;
+        }
+        self.closing = true;
+        let mut inb = std::mem::take(&mut self.inb);
+        for _ in 0..8 {
+            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut inb[..self.in_len]);
+            match state {
+                Ok(ConnectionState::WriteTraffic(mut w)) => {
+                    let start = self.out.len();
+                    self.out.resize(start + 64, 0);
+                    let n = w.queue_close_notify(&mut self.out[start..]).unwrap_or(0);
+                    self.out.truncate(start + n);
+                    break;
+                }
+                Ok(ConnectionState::EncodeTlsData(mut enc)) => encode(&mut enc, &mut self.out),
+                Ok(ConnectionState::TransmitTlsData(t)) => t.done(),
+                Ok(ConnectionState::PeerClosed) => self.peer_closed = true,
+                _ => break,
+            }
+        }
+        self.inb = inb;
+    }
+}
+
+/// How many more bytes complete the records `held` starts (the next record at the largest size
+/// when it ends in part of a header or where a record does: rustls may be joining the records
+/// it holds into one handshake message).
+fn to_complete(held: &[u8]) -> usize {
+    let mut at = 0;
+    while at + RECORD_HEADER <= held.len() {
+        let end = at + RECORD_HEADER + usize::from(u16::from_be_bytes([held[at + 3], held[at + 4]]));
+        if end > held.len() {
+            return end - held.len();
+        }
+        at = end;
+    }
+    // Part of a header, or none: the next record, whole, at the largest size.
+    RECORD_HEADER + MAX_FRAGMENT + 256 - (held.len() - at)
+}
+
+/// A handshake record (or an alert) into `out`.
+fn encode(enc: &mut rustls::unbuffered::EncodeTlsData<'_, rustls::server::ServerConnectionData>, out: &mut Vec<u8>) {
+    let start = out.len();
+    let mut room = 1024;
+    loop {
+        out.resize(start + room, 0);
+        match enc.encode(&mut out[start..]) {
+            Ok(n) => {
+                out.truncate(start + n);
+                return;
+            }
+            Err(EncodeError::InsufficientSize(s)) if s.required_size > room => room = s.required_size,
+            Err(_) => {
+                out.truncate(start);
+                return;
+            }
+        }
+    }
+}
+
+fn tls_error(e: &rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.clone())
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if this.plain_at < this.plain.len() {
+                let n = (this.plain.len() - this.plain_at).min(buf.remaining());
+                buf.put_slice(&this.plain[this.plain_at..this.plain_at + n]);
+                this.plain_at += n;
+                if this.plain_at == this.plain.len() {
+                    this.plain = Vec::new();
+                    this.plain_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(e) = &this.failed {
+                return Poll::Ready(Err(tls_error(e)));
+            }
+            if this.peer_closed {
+                return Poll::Ready(Ok(()));
+            }
+            if this.eof {
+                // No close_notify (RFC 8446 §6.1): the data may have been cut short.
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the connection without sending TLS close_notify",
+                )));
+            }
+            if buf.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            let before = buf.filled().len();
+            std::task::ready!(this.poll_receive(cx, &mut Sink::Caller(buf)))?;
+            if buf.filled().len() > before {
+                return Poll::Ready(Ok(()));
+            }
+        }
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        // What waits goes first, and `out` does not grow while the socket is full.
+        std::task::ready!(this.poll_send(cx))?;
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let n = data.len().min(MAX_ENCRYPT);
+        this.encrypt(&data[..n])?;
+        // Send now; what the socket does not take goes ahead of the next write (or flush).
+        if let Poll::Ready(Err(e)) = this.poll_send(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut slices = bufs.iter().filter(|b| !b.is_empty());
+        let Some(first) = slices.next() else {
+            return self.poll_write(cx, &[]);
+        };
+        if first.len() >= GATHER || bufs.iter().filter(|b| !b.is_empty()).count() == 1 {
+            return self.poll_write(cx, first);
+        }
+        // Small slices: gathered into one record.
+        let mut gathered = [0u8; GATHER];
+        let mut len = 0;
+        for b in std::iter::once(first).chain(slices) {
+            let n = b.len().min(GATHER - len);
+            gathered[len..len + n].copy_from_slice(&b[..n]);
+            len += n;
+            if len == GATHER {
+                break;
+            }
+        }
+        self.poll_write(cx, &gathered[..len])
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        this.queue_close_notify();
+        std::task::ready!(this.poll_send(cx))?;
+        match std::task::ready!(Pin::new(&mut this.io).poll_shutdown(cx)) {
+            Err(e) if e.kind() != io::ErrorKind::NotConnected => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    type Client = tokio_rustls::client::TlsStream<DuplexStream>;
+
+    /// A server config for two names (a.test first: the fallback) and a client config that
+    /// trusts b.test's certificate, both offering h2.
+    fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+        let a = crate::io::tls::test_cert(&["a.test"]);
+        let b = crate::io::tls::test_cert(&["b.test"]);
+        let server = crate::io::tls::server_config(&[a, b.clone()], &[b"h2", b"http/1.1"]).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from(b.leaf_der.clone())).unwrap();
+        let mut client =
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        client.alpn_protocols = vec![b"h2".to_vec()];
+        (server, Arc::new(client))
+    }
+
+    async fn connect(
+        server: &Arc<rustls::ServerConfig>,
+        client: &Arc<rustls::ClientConfig>,
+        pipe: usize,
+    ) -> (TlsStream<DuplexStream>, Client) {
+        let (s, c) = tokio::io::duplex(pipe);
+        let name = ServerName::try_from("b.test").unwrap();
+        let (s, c) = tokio::join!(
+            TlsStream::accept(s, server.clone()),
+            tokio_rustls::TlsConnector::from(client.clone()).connect(name, c)
+        );
+        (s.unwrap(), c.unwrap())
+    }
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    /// Whether the stream holds no buffer memory (as an idle connection must not).
+    fn holds_nothing(s: &TlsStream<DuplexStream>) -> bool {
+        s.inb.capacity() == 0 && s.plain.capacity() == 0 && s.out.capacity() == 0
+    }
+
+    #[tokio::test]
+    async fn data_crosses_both_ways_in_pieces_and_the_idle_stream_holds_no_buffers() {
+        let (server, client) = configs();
+        // A narrow pipe: records arrive cut into many reads, and writes wait for room.
+        let (mut s, mut c) = connect(&server, &client, 1000).await;
+        assert_eq!(s.alpn_protocol(), Some(&b"h2"[..]));
+        assert_eq!(s.server_name(), Some("b.test"));
+        let up = pattern(200_000);
+        let down = pattern(150_001);
+        let (read_up, wrote_down) = tokio::join!(
+            async {
+                // The client's data, read 100 bytes at a time (records are up to 16 KiB: the
+                // rest of each waits in the stream).
+                let mut got = Vec::new();
+                let mut buf = [0u8; 100];
+                loop {
+                    let n = s.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                // Ours: plain writes, and vectored ones of small slices (gathered).
+                let mut at = 0;
+                for (i, size) in [1, 7_000, 70_000, 3].iter().cycle().enumerate() {
+                    if at == down.len() {
+                        break;
+                    }
+                    let end = (at + size).min(down.len());
+                    if i % 2 == 0 {
+                        s.write_all(&down[at..end]).await.unwrap();
+                    } else {
+                        let mid = (at + end) / 2;
+                        let slices = [io::IoSlice::new(&down[at..mid]), io::IoSlice::new(&down[mid..end])];
+                        let n = s.write_vectored(&slices).await.unwrap();
+                        s.write_all(&down[at + n..end]).await.unwrap();
+                    }
+                    at = end;
+                }
+                s.shutdown().await.unwrap();
+                (got, holds_nothing(&s))
+            },
+            async {
+                c.write_all(&up).await.unwrap();
+                c.shutdown().await.unwrap();
+                let mut got = Vec::new();
+                c.read_to_end(&mut got).await.unwrap();
+                got
+            }
+        );
+        let (got_up, idle) = read_up;
+        assert!(got_up == up, "the server read {} bytes, not the client's {}", got_up.len(), up.len());
+        assert!(wrote_down == down, "the client read {} bytes, not the server's {}", wrote_down.len(), down.len());
+        assert!(idle, "buffers held after everything was read and written");
+    }
+
+    #[tokio::test]
+    async fn a_request_and_its_answer_leave_no_buffer_behind() {
+        let (server, client) = configs();
+        let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+        for round in 0..3 {
+            c.write_all(b"GET / HTTP/1.1\r\nhost: b.test\r\n\r\n").await.unwrap();
+            let mut buf = [0u8; 256];
+            let n = s.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"GET / HTTP/1.1\r\nhost: b.test\r\n\r\n");
+            s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").await.unwrap();
+            s.flush().await.unwrap();
+            let n = c.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"HTTP/1.1 204 No Content\r\n\r\n");
+            assert!(holds_nothing(&s), "round {round}: buffers held while idle");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_end_without_close_notify_is_an_error_after_the_data() {
+        let (server, client) = configs();
+        let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+        c.write_all(b"cut").await.unwrap();
+        c.flush().await.unwrap();
+        drop(c);
+        let mut buf = [0u8; 16];
+        assert_eq!(s.read(&mut buf).await.unwrap(), 3);
+        let e = s.read(&mut buf).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[tokio::test]
+    async fn not_tls_is_refused_with_an_alert() {
+        let (server, _) = configs();
+        let (s, mut c) = tokio::io::duplex(64 * 1024);
+        c.write_all(b"GET / HTTP/1.1\r\nhost: b.test\r\n\r\n").await.unwrap();
+        let e = TlsStream::accept(s, server).await.err().expect("a handshake from HTTP/1.1");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let mut answer = Vec::new();
+        c.read_to_end(&mut answer).await.unwrap();
+        // An alert record (RFC 8446 §5.1: content type 21), fatal (level 2).
+        assert!(answer.len() >= 7 && answer[0] == 21 && answer[5] == 2, "{answer:?}");
+    }
+
+    #[tokio::test]
+    async fn a_resumed_handshake_still_knows_the_name() {
+        let (server, client) = configs();
+        for round in 0..2 {
+            let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+            assert_eq!(s.server_name(), Some("b.test"), "round {round}");
+            // The client takes its session tickets in with the data that follows them.
+            s.write_all(b"x").await.unwrap();
+            let mut buf = [0u8; 1];
+            c.read_exact(&mut buf).await.unwrap();
+            let kind = c.get_ref().1.handshake_kind();
+            let want = if round == 0 { rustls::HandshakeKind::Full } else { rustls::HandshakeKind::Resumed };
+            assert_eq!(kind, Some(want), "round {round}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_another_handshake_left_on_the_thread_is_not_taken() {
+        let (server, client) = configs();
+        // A ClientHello for a.test processed by a buffered connection on this thread (as the
+        // QUIC endpoint's would be): the resolver notes the name and nobody takes it.
+        let other = ServerName::try_from("a.test").unwrap();
+        let mut hello = Vec::new();
+        rustls::ClientConnection::new(client.clone(), other).unwrap().write_tls(&mut hello).unwrap();
+        let mut buffered = rustls::ServerConnection::new(server.clone()).unwrap();
+        buffered.read_tls(&mut &hello[..]).unwrap();
+        buffered.process_new_packets().unwrap();
+        assert_eq!(buffered.server_name(), Some("a.test"));
+        // Through a narrow pipe: the first reads hold part of the ClientHello only.
+        let (s, _c) = connect(&server, &client, 100).await;
+        assert_eq!(s.server_name(), Some("b.test"));
+    }
+
+    #[tokio::test]
+    async fn a_key_update_from_the_client_is_answered_before_our_data() {
+        let (server, client) = configs();
+        let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+        c.get_mut().1.refresh_traffic_keys().unwrap();
+        c.write_all(b"after the update").await.unwrap();
+        c.flush().await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"after the update");
+        // Our reply is encrypted with our new keys, so the client reads it only if our own
+        // KeyUpdate went out first.
+        s.write_all(b"reply").await.unwrap();
+        s.flush().await.unwrap();
+        let n = c.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"reply");
+    }
+
+    #[test]
+    fn what_completes_the_held_records() {
+        let whole = RECORD_HEADER + MAX_FRAGMENT + 256;
+        assert_eq!(to_complete(&[]), whole);
+        assert_eq!(to_complete(&[23, 3, 3]), whole - 3);
+        // A record of 100 bytes with 40 of them held.
+        let mut held = vec![23, 3, 3, 0, 100];
+        held.extend_from_slice(&[0; 40]);
+        assert_eq!(to_complete(&held), 60);
+        // That record whole and the next one's header begun.
+        held.extend_from_slice(&[0; 60]);
+        assert_eq!(to_complete(&held), whole);
+        held.extend_from_slice(&[23, 3]);
+        assert_eq!(to_complete(&held), whole - 2);
+    }
+}
