@@ -560,6 +560,13 @@ mod tests {
     /// A server config for two names (a.test first: the fallback) and a client config that
     /// trusts b.test's certificate, both offering h2.
     fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+        configs_for(rustls::DEFAULT_VERSIONS)
+    }
+
+    /// The same, the client offering only `versions`.
+    fn configs_for(
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
         let a = crate::io::tls::test_cert(&["a.test"]);
         let b = crate::io::tls::test_cert(&["b.test"]);
         let server = crate::io::tls::server_config(&[a, b.clone()], &[b"h2", b"http/1.1"]).unwrap();
@@ -567,7 +574,7 @@ mod tests {
         roots.add(CertificateDer::from(b.leaf_der.clone())).unwrap();
         let mut client =
             rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
+                .with_protocol_versions(versions)
                 .unwrap()
                 .with_root_certificates(roots)
                 .with_no_client_auth();
@@ -656,8 +663,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_and_its_answer_leave_no_buffer_behind() {
-        let (server, client) = configs();
-        let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let (server, client) = configs_for(&[version]);
+            let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+            assert_eq!(s.conn.protocol_version(), Some(version.version));
+            exchange(&mut s, &mut c).await;
+        }
+    }
+
+    async fn exchange(s: &mut TlsStream<DuplexStream>, c: &mut Client) {
         for round in 0..3 {
             c.write_all(b"GET / HTTP/1.1\r\nhost: b.test\r\n\r\n").await.unwrap();
             let mut buf = [0u8; 256];
@@ -667,7 +681,7 @@ mod tests {
             s.flush().await.unwrap();
             let n = c.read(&mut buf).await.unwrap();
             assert_eq!(&buf[..n], b"HTTP/1.1 204 No Content\r\n\r\n");
-            assert!(holds_nothing(&s), "round {round}: buffers held while idle");
+            assert!(holds_nothing(s), "round {round}: buffers held while idle");
         }
     }
 
@@ -699,9 +713,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_resumed_handshake_still_knows_the_name() {
-        let (server, client) = configs();
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let (server, client) = configs_for(&[version]);
+            resume(&server, &client).await;
+        }
+    }
+
+    async fn resume(server: &Arc<rustls::ServerConfig>, client: &Arc<rustls::ClientConfig>) {
         for round in 0..2 {
-            let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+            let (mut s, mut c) = connect(server, client, 64 * 1024).await;
             assert_eq!(s.server_name(), Some("b.test"), "round {round}");
             // The client takes its session tickets in with the data that follows them.
             s.write_all(b"x").await.unwrap();
