@@ -157,8 +157,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     fn poll_receive(&mut self, cx: &mut Context<'_>, sink: &mut Sink<'_, '_>) -> Poll<io::Result<()>> {
         if self.in_len == 0 && !self.busy {
             // Nothing waits: read into the stack and keep on the heap only what is left over.
-            let mut stack = [0u8; STACK_READ];
-            let mut rb = ReadBuf::new(&mut stack);
+            // Not zeroed: a read that finds nothing (most of them, on a connection that waits
+            // for its next request) costs no 17 KiB of stores.
+            let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); STACK_READ];
+            let mut rb = ReadBuf::uninit(&mut stack);
             std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
             let n = rb.filled().len();
             if n == 0 {
@@ -166,8 +168,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                 return Poll::Ready(Ok(()));
             }
             self.busy = n == STACK_READ;
-            let used = self.process(&mut stack[..n], sink);
-            let rest = &stack[used..n];
+            let read = rb.filled_mut();
+            let used = self.process(read, sink);
+            let rest = &read[used..];
             if !rest.is_empty() || self.busy {
                 // Room for the records it starts, whole, so that the reads that finish them go
                 // into this buffer without growing it.
@@ -514,18 +517,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         if first.len() >= GATHER || bufs.iter().filter(|b| !b.is_empty()).count() == 1 {
             return self.poll_write(cx, first);
         }
-        // Small slices: gathered into one record.
-        let mut gathered = [0u8; GATHER];
-        let mut len = 0;
+        // Small slices: gathered into one record (in stack memory that is not zeroed first:
+        // `ReadBuf` keeps track of the part written).
+        let mut room = [std::mem::MaybeUninit::<u8>::uninit(); GATHER];
+        let mut gathered = ReadBuf::uninit(&mut room);
         for b in std::iter::once(first).chain(slices) {
-            let n = b.len().min(GATHER - len);
-            gathered[len..len + n].copy_from_slice(&b[..n]);
-            len += n;
-            if len == GATHER {
+            let n = b.len().min(gathered.remaining());
+            gathered.put_slice(&b[..n]);
+            if gathered.remaining() == 0 {
                 break;
             }
         }
-        self.poll_write(cx, &gathered[..len])
+        self.poll_write(cx, gathered.filled())
     }
 
     fn is_write_vectored(&self) -> bool {
