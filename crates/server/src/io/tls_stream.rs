@@ -54,6 +54,8 @@ const RECORD_HEADER: usize = 5;
 const RECORD_OVERHEAD: usize = RECORD_HEADER + 1 + 16 + 8;
 /// Largest plaintext in one record (RFC 8446 §5.1).
 const MAX_FRAGMENT: usize = 16 * 1024;
+/// Largest record body rustls accepts (TLS 1.2's limit, RFC 5246 §6.2.3: 2^14 + 2048).
+const MAX_CIPHERTEXT: usize = MAX_FRAGMENT + 2048;
 
 /// A server's TLS connection on `IO`.
 pub(crate) struct TlsStream<IO> {
@@ -415,7 +417,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
 fn to_complete(held: &[u8]) -> usize {
     let mut at = 0;
     while at + RECORD_HEADER <= held.len() {
-        let end = at + RECORD_HEADER + usize::from(u16::from_be_bytes([held[at + 3], held[at + 4]]));
+        // A longer record is refused by rustls as soon as it reads the header; no room for it.
+        let len = usize::from(u16::from_be_bytes([held[at + 3], held[at + 4]])).min(MAX_CIPHERTEXT);
+        let end = at + RECORD_HEADER + len;
         if end > held.len() {
             return end - held.len();
         }
@@ -785,5 +789,7 @@ mod tests {
         assert_eq!(to_complete(&held), whole);
         held.extend_from_slice(&[23, 3]);
         assert_eq!(to_complete(&held), whole - 2);
+        // A header claiming more than any record may hold gets room for the most one may.
+        assert_eq!(to_complete(&[23, 3, 3, 0xff, 0xff]), MAX_CIPHERTEXT);
     }
 }
