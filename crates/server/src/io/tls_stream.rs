@@ -54,6 +54,9 @@ const RECORD_HEADER: usize = 5;
 const RECORD_OVERHEAD: usize = RECORD_HEADER + 1 + 16 + 8;
 /// Largest plaintext in one record (RFC 8446 §5.1).
 const MAX_FRAGMENT: usize = 16 * 1024;
+/// A record of the largest plaintext as TLS 1.3 sends it with AES-GCM or ChaCha20-Poly1305:
+/// header, plaintext, content type, 16-byte tag.
+const FULL_RECORD: usize = RECORD_HEADER + MAX_FRAGMENT + 1 + 16;
 /// Largest record body rustls accepts (TLS 1.2's limit, RFC 5246 §6.2.3: 2^14 + 2048).
 const MAX_CIPHERTEXT: usize = MAX_FRAGMENT + 2048;
 
@@ -186,7 +189,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         // Continue in the heap buffer: a busy connection reads as much as it can, another one
         // what completes the records it holds.
         let held = self.in_len;
-        let room = if self.busy { HEAP_READ } else { to_complete(&self.inb[..held]) };
+        let room = match sink {
+            // Busy, for a reader with room: whole records of the largest size, about what its
+            // room takes decrypted, so that a read ends where a record does (nothing cut to
+            // move to the front afterwards) and what it decrypts fits (nothing kept back, to
+            // be copied once more). Records of another size only cost those copies.
+            Sink::Caller(dst) if self.busy => {
+                let first = if held == 0 { 0 } else { to_complete(&self.inb[..held]) };
+                let wanted = dst.remaining().saturating_sub(if held == 0 { 0 } else { MAX_FRAGMENT });
+                first + (wanted / MAX_FRAGMENT).clamp(1, HEAP_READ / MAX_FRAGMENT) * FULL_RECORD
+            }
+            _ if self.busy => HEAP_READ,
+            _ => to_complete(&self.inb[..held]),
+        };
         if self.inb.len() - held < room {
             self.inb.resize(held + room, 0);
         }
