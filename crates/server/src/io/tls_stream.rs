@@ -72,9 +72,8 @@ pub(crate) struct TlsStream<IO> {
     /// Decrypted bytes not yet read (`plain[plain_at..]`).
     plain: Vec<u8>,
     plain_at: usize,
-    /// Encrypted bytes not yet written (`out[out_at..]`).
-    out: Vec<u8>,
-    out_at: usize,
+    /// Encrypted bytes not yet written.
+    out: OutBuf,
     /// The peer sent close_notify: reads end (cleanly).
     peer_closed: bool,
     /// The transport's read side ended.
@@ -110,8 +109,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             in_len: 0,
             plain: Vec::new(),
             plain_at: 0,
-            out: Vec::new(),
-            out_at: 0,
+            out: OutBuf::default(),
             peer_closed: false,
             eof: false,
             busy: false,
@@ -120,6 +118,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             sni: None,
         };
         std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
+        if s.out.is_empty() {
+            s.out.release();
+        }
         Ok(s)
     }
 
@@ -323,18 +324,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         }
     }
 
-    /// Write `out` to the transport until it is empty (then let its memory go).
+    /// Write `out` to the transport until it is empty (its room is kept for the next write,
+    /// until a flush).
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.out_at < self.out.len() {
-            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[self.out_at..]))?;
+        while !self.out.is_empty() {
+            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, self.out.pending()))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            self.out_at += n;
-        }
-        if self.out_at > 0 || self.out.capacity() > 0 {
-            self.out = Vec::new();
-            self.out_at = 0;
+            self.out.advance(n);
         }
         Poll::Ready(Ok(()))
     }
@@ -368,20 +366,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                 }
                 Ok(ConnectionState::WriteTraffic(mut w)) => {
                     let records = data.len().div_ceil(MAX_FRAGMENT).max(1);
-                    let start = self.out.len();
                     let mut room = data.len() + records * RECORD_OVERHEAD;
                     loop {
-                        self.out.resize(start + room, 0);
-                        match w.encrypt(data, &mut self.out[start..]) {
+                        match w.encrypt(data, self.out.space(room)) {
                             Ok(n) => {
-                                self.out.truncate(start + n);
+                                self.out.commit(n);
                                 return Ok(());
                             }
                             Err(EncryptError::InsufficientSize(s)) if s.required_size > room => room = s.required_size,
-                            Err(e) => {
-                                self.out.truncate(start);
-                                return Err(io::Error::other(e));
-                            }
+                            Err(e) => return Err(io::Error::other(e)),
                         }
                     }
                 }
@@ -410,10 +403,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut inb[..self.in_len]);
             match state {
                 Ok(ConnectionState::WriteTraffic(mut w)) => {
-                    let start = self.out.len();
-                    self.out.resize(start + 64, 0);
-                    let n = w.queue_close_notify(&mut self.out[start..]).unwrap_or(0);
-                    self.out.truncate(start + n);
+                    let n = w.queue_close_notify(self.out.space(64)).unwrap_or(0);
+                    self.out.commit(n);
                     break;
                 }
                 Ok(ConnectionState::EncodeTlsData(mut enc)) => encode(&mut enc, &mut self.out),
@@ -445,22 +436,70 @@ fn to_complete(held: &[u8]) -> usize {
 }
 
 /// A handshake record (or an alert) into `out`.
-fn encode(enc: &mut rustls::unbuffered::EncodeTlsData<'_, rustls::server::ServerConnectionData>, out: &mut Vec<u8>) {
-    let start = out.len();
+fn encode(enc: &mut rustls::unbuffered::EncodeTlsData<'_, rustls::server::ServerConnectionData>, out: &mut OutBuf) {
     let mut room = 1024;
     loop {
-        out.resize(start + room, 0);
-        match enc.encode(&mut out[start..]) {
+        match enc.encode(out.space(room)) {
             Ok(n) => {
-                out.truncate(start + n);
+                out.commit(n);
                 return;
             }
             Err(EncodeError::InsufficientSize(s)) if s.required_size > room => room = s.required_size,
-            Err(_) => {
-                out.truncate(start);
-                return;
-            }
+            Err(_) => return,
         }
+    }
+}
+
+/// Encrypted bytes waiting for the transport (`room[at..len]`), in room that stays between the
+/// writes of one burst (a large write is encrypted 64 KiB at a time) and goes at its flush: room
+/// must be zeroed before rustls may encrypt into it, and made anew for every 64 KiB that was a
+/// `memset` and an allocation each time.
+#[derive(Default)]
+struct OutBuf {
+    /// Initialised throughout (its length is the room).
+    room: Vec<u8>,
+    len: usize,
+    at: usize,
+}
+
+impl OutBuf {
+    /// `n` bytes of room after what is held, to write into (then `commit`).
+    fn space(&mut self, n: usize) -> &mut [u8] {
+        if self.at == self.len {
+            self.at = 0;
+            self.len = 0;
+        }
+        if self.room.len() < self.len + n {
+            self.room.resize(self.len + n, 0);
+        }
+        &mut self.room[self.len..self.len + n]
+    }
+
+    fn commit(&mut self, n: usize) {
+        self.len += n;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.at == self.len
+    }
+
+    fn pending(&self) -> &[u8] {
+        &self.room[self.at..self.len]
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.at += n;
+    }
+
+    /// Let the room go (nothing may be held).
+    fn release(&mut self) {
+        debug_assert!(self.is_empty());
+        *self = Self::default();
+    }
+
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.room.capacity()
     }
 }
 
@@ -557,6 +596,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         std::task::ready!(this.poll_send(cx))?;
+        // The end of a burst of writes: a connection that goes idle now holds no room.
+        this.out.release();
         Pin::new(&mut this.io).poll_flush(cx)
     }
 
@@ -564,6 +605,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         let this = &mut *self;
         this.queue_close_notify();
         std::task::ready!(this.poll_send(cx))?;
+        this.out.release();
         match std::task::ready!(Pin::new(&mut this.io).poll_shutdown(cx)) {
             Err(e) if e.kind() != io::ErrorKind::NotConnected => Poll::Ready(Err(e)),
             _ => Poll::Ready(Ok(())),
