@@ -564,29 +564,48 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
     }
 
     fn poll_write_vectored(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let mut slices = bufs.iter().filter(|b| !b.is_empty());
-        let Some(first) = slices.next() else {
-            return self.poll_write(cx, &[]);
-        };
-        if first.len() >= GATHER || bufs.iter().filter(|b| !b.is_empty()).count() == 1 {
-            return self.poll_write(cx, first);
-        }
-        // Small slices: gathered into one record (in stack memory that is not zeroed first:
-        // `ReadBuf` keeps track of the part written).
+        let this = &mut *self;
+        std::task::ready!(this.poll_send(cx))?;
+        // Up to MAX_ENCRYPT of the slices, sent together: large slices encrypted as they are,
+        // runs of small ones gathered into records of up to GATHER bytes (a response head and
+        // a small body in one record, as rustls's buffered writer does), in stack memory that
+        // is not zeroed first (`ReadBuf` keeps track of the part written).
+        let mut taken = 0;
         let mut room = [std::mem::MaybeUninit::<u8>::uninit(); GATHER];
         let mut gathered = ReadBuf::uninit(&mut room);
-        for b in std::iter::once(first).chain(slices) {
-            let n = b.len().min(gathered.remaining());
-            gathered.put_slice(&b[..n]);
-            if gathered.remaining() == 0 {
+        for b in bufs {
+            let b = &b[..b.len().min(MAX_ENCRYPT - taken)];
+            if b.is_empty() {
+                continue;
+            }
+            if (b.len() >= GATHER || gathered.remaining() < b.len()) && !gathered.filled().is_empty() {
+                this.encrypt(gathered.filled())?;
+                gathered.clear();
+            }
+            if b.len() >= GATHER {
+                this.encrypt(b)?;
+            } else {
+                gathered.put_slice(b);
+            }
+            taken += b.len();
+            if taken == MAX_ENCRYPT {
                 break;
             }
         }
-        self.poll_write(cx, gathered.filled())
+        if !gathered.filled().is_empty() {
+            this.encrypt(gathered.filled())?;
+        }
+        if taken > 0 {
+            // As in `poll_write`: what the socket does not take goes ahead of the next write.
+            if let Poll::Ready(Err(e)) = this.poll_send(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        Poll::Ready(Ok(taken))
     }
 
     fn is_write_vectored(&self) -> bool {
