@@ -307,15 +307,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             }
         }
         if self.failed.is_some() {
-            self.queue_alert();
+            self.queue_alert(&mut incoming[used..]);
         }
         used
     }
 
-    /// After a fatal error, the alert rustls queued for the peer, into `out`.
-    fn queue_alert(&mut self) {
-        for _ in 0..4 {
-            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut []);
+    /// After a fatal error, the alert rustls queued for the peer, into `out`. `incoming` is
+    /// what it has not consumed: rustls may look at it again (handshake messages it holds
+    /// are read from it; an empty buffer in its place would not hold them).
+    fn queue_alert(&mut self, incoming: &mut [u8]) {
+        // Bounded: what rustls queued (a handshake flight and the alert) is a few messages.
+        for _ in 0..64 {
+            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(incoming);
             match state {
                 Ok(ConnectionState::EncodeTlsData(mut enc)) => encode(&mut enc, &mut self.out),
                 Ok(ConnectionState::TransmitTlsData(t)) => t.done(),
@@ -362,7 +365,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             match state {
                 Err(e) => {
                     self.failed = Some(e);
-                    self.queue_alert();
+                    self.queue_alert(inb);
                 }
                 Ok(ConnectionState::WriteTraffic(mut w)) => {
                     let records = data.len().div_ceil(MAX_FRAGMENT).max(1);
@@ -791,6 +794,33 @@ mod tests {
         let mut answer = Vec::new();
         c.read_to_end(&mut answer).await.unwrap();
         // An alert record (RFC 8446 §5.1: content type 21), fatal (level 2).
+        assert!(answer.len() >= 7 && answer[0] == 21 && answer[5] == 2, "{answer:?}");
+    }
+
+    #[tokio::test]
+    async fn handshake_messages_left_after_an_error_do_not_upset_the_alert() {
+        // A ClientHello record carrying two more ClientHellos after it: rustls refuses them
+        // while it still holds the ones it has not processed, and the alert must be drawn
+        // from it without losing track of them.
+        let (server, client) = configs();
+        let mut hello = Vec::new();
+        let name = ServerName::try_from("b.test").unwrap();
+        rustls::ClientConnection::new(client, name).unwrap().write_tls(&mut hello).unwrap();
+        assert_eq!(hello[0], 22, "a handshake record");
+        let message = hello[5..].to_vec();
+        let mut record = hello[..5].to_vec();
+        for _ in 0..3 {
+            record.extend_from_slice(&message);
+        }
+        let len = u16::try_from(record.len() - 5).unwrap();
+        record[3..5].copy_from_slice(&len.to_be_bytes());
+        let (s, mut c) = tokio::io::duplex(64 * 1024);
+        c.write_all(&record).await.unwrap();
+        let e = TlsStream::accept(s, server).await.err().expect("the handshake fails");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        let mut answer = Vec::new();
+        c.read_to_end(&mut answer).await.unwrap();
+        // A fatal alert (RFC 8446 §5.1: content type 21, level 2).
         assert!(answer.len() >= 7 && answer[0] == 21 && answer[5] == 2, "{answer:?}");
     }
 
