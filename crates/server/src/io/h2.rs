@@ -118,7 +118,7 @@ where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     // Split before the future is made, not in it: an `async fn` keeps its arguments for its
-    // whole life, and the stream (1,288 bytes over TLS) would stay in every connection's
+    // whole life, and the stream (1,384 bytes over TLS) would stay in every connection's
     // future next to the halves it was moved into.
     let (mut rd, wr) = tokio::io::split(io);
     // Shared before the future is made, for the same reason: captured by value, the 184-byte

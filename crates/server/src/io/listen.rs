@@ -8,7 +8,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::io::tls_stream::TlsStream;
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -17,10 +16,11 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use crate::app::respond::ConnInfo;
 use crate::io::progress::WriteProgress;
 use crate::io::tls::{Served, ServedCert};
+use crate::io::tls_stream::TlsStream;
 use crate::state::State;
 
-/// What a TLS listener needs per connection: the TLS configuration, the certificates (for the one SNI
-/// picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises.
+/// What a TLS listener needs per connection: the TLS configuration, the certificates (for the
+/// one SNI picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises.
 pub(crate) struct ListenerTls {
     pub(crate) config: Arc<rustls::ServerConfig>,
     pub(crate) certs: Arc<Vec<Arc<ServedCert>>>,
@@ -105,7 +105,7 @@ async fn serve_connection(
     // holds beside the protocol's own future is paid by every idle connection.
     if let Some(t) = tls {
         // In a block of its own: a local that was borrowed keeps its place in the future until
-        // its scope ends, and the TLS stream (1,288 bytes) would stay beside the protocol's
+        // its scope ends, and the TLS stream (1,384 bytes) would stay beside the protocol's
         // future that owns it.
         let (stream, info, h2) = {
             let stream = match tokio::time::timeout(header_timeout, TlsStream::accept(tcp, t.config.clone())).await {
