@@ -12,7 +12,13 @@
 //!   connection whose reads keep filling the buffer keeps its heap buffer between them;
 //! - decrypted bytes go straight into the caller's buffer; what does not fit is kept until the
 //!   next read;
-//! - encrypted bytes to send are kept until the socket takes them, then let go.
+//! - encrypted bytes to send go into room that is kept from one write to the next and let go
+//!   when the writer flushes (the HTTP/2 writer and hyper flush after each burst).
+//!
+//! The price: rustls's unbuffered API encrypts each record into a buffer of its own and copies
+//! it into ours, one copy per byte sent more than `tokio-rustls` made (which wrote rustls's
+//! buffers out as they were); bulk downloads on loopback take 5–25 % more CPU per GB (README,
+//! Benchmarks, thirteenth session).
 //!
 //! Reads are larger than `tokio-rustls`'s too (which reads at most 4 KiB at a time): up to
 //! [`STACK_READ`] from the stack, [`HEAP_READ`] into the heap buffer of a busy connection.
