@@ -60,9 +60,7 @@ impl<T> Sender<T> {
         self.0.ready.notify_one();
         Ok(())
     }
-}
 
-impl<T> Sender<T> {
     /// Hand back the queue's room if it is empty (as [`Receiver::shrink`], from this side).
     pub(crate) fn shrink(&self) {
         shrink(&self.0);

@@ -346,6 +346,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         Poll::Ready(Ok(()))
     }
 
+    /// After `n` bytes were encrypted into `out`: send now, and report them taken even if the
+    /// socket does not take them all (the rest goes ahead of the next write, or the flush).
+    fn poll_accepted(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Err(e)) = self.poll_send(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
     /// Encrypt `data` into `out` (after anything rustls has queued to go first).
     fn encrypt(&mut self, data: &[u8]) -> io::Result<()> {
         let mut inb = std::mem::take(&mut self.inb);
@@ -565,11 +574,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         }
         let n = data.len().min(MAX_ENCRYPT);
         this.encrypt(&data[..n])?;
-        // Send now; what the socket does not take goes ahead of the next write (or flush).
-        if let Poll::Ready(Err(e)) = this.poll_send(cx) {
-            return Poll::Ready(Err(e));
-        }
-        Poll::Ready(Ok(n))
+        this.poll_accepted(cx, n)
     }
 
     fn poll_write_vectored(
@@ -608,13 +613,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         if !gathered.filled().is_empty() {
             this.encrypt(gathered.filled())?;
         }
-        if taken > 0 {
-            // As in `poll_write`: what the socket does not take goes ahead of the next write.
-            if let Poll::Ready(Err(e)) = this.poll_send(cx) {
-                return Poll::Ready(Err(e));
-            }
+        if taken == 0 {
+            return Poll::Ready(Ok(0));
         }
-        Poll::Ready(Ok(taken))
+        this.poll_accepted(cx, taken)
     }
 
     fn is_write_vectored(&self) -> bool {
