@@ -10,8 +10,9 @@
 //! - received TLS bytes are read into a buffer on the stack when none are waiting, and
 //!   decrypted there; only what a read cut off (part of a record) is kept on the heap, and a
 //!   connection whose reads keep filling the buffer keeps its heap buffer between them;
-//! - decrypted bytes go straight into the caller's buffer; what does not fit is kept until the
-//!   next read;
+//! - decrypted bytes go straight into the caller's buffer; records it has no room for wait
+//!   undecrypted for the next read (only a record larger than all its room is decrypted and
+//!   the rest kept);
 //! - encrypted bytes to send go into room that is kept from one write to the next and let go
 //!   when the writer flushes (the HTTP/2 writer and hyper flush after each burst).
 //!
@@ -37,6 +38,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::{Buf, BufMut, BytesMut};
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -45,8 +47,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// plaintext, RFC 8446 §5.1, plus its header, content type and tag; RFC 8446 §5.2 allows up to
 /// 256 bytes of expansion) and a little more.
 const STACK_READ: usize = 17 * 1024;
-/// Room reserved in the heap buffer for each read into it.
-const HEAP_READ: usize = 64 * 1024;
+/// What a busy connection reads at a time into its heap buffer, after the rest of a record it
+/// holds: four whole records of the largest size (64 KiB of plaintext).
+const HEAP_READ: usize = 4 * FULL_RECORD;
 /// Plaintext encrypted per write: the rest waits for the next call (the socket takes this much
 /// before more is encrypted, so a large write does not turn into one large buffer).
 const MAX_ENCRYPT: usize = 64 * 1024;
@@ -55,6 +58,8 @@ const MAX_ENCRYPT: usize = 64 * 1024;
 const GATHER: usize = 16 * 1024;
 /// TLS record header.
 const RECORD_HEADER: usize = 5;
+/// The record type of application data (RFC 8446 §5.1).
+const APPLICATION_DATA: u8 = 23;
 /// Room per record beyond its plaintext when encrypting: header, TLS 1.3's content type, and
 /// the AEAD tag (TLS 1.2's explicit nonce fits too). A short buffer only costs a retry.
 const RECORD_OVERHEAD: usize = RECORD_HEADER + 1 + 16 + 8;
@@ -70,11 +75,14 @@ const MAX_CIPHERTEXT: usize = MAX_FRAGMENT + 2048;
 pub(crate) struct TlsStream<IO> {
     io: IO,
     conn: UnbufferedServerConnection,
-    /// Received TLS bytes not yet consumed by rustls (`inb[..in_len]`): part of a record, or
-    /// handshake records it still joins. Without memory when there are none (unless `busy`).
-    /// Its length is its room, initialised (read into as it is).
-    inb: Vec<u8>,
-    in_len: usize,
+    /// Received TLS bytes not yet consumed by rustls: part of a record, handshake records it
+    /// still joins, or (`ready`) whole records the reader had no room for. Without memory when
+    /// there are none (unless `busy`). Consumed bytes are advanced over, not moved: the rest
+    /// moves to the front only when the room after it runs short (`BytesMut::reserve`).
+    inb: BytesMut,
+    /// `inb` starts with whole records, not yet processed, that the last read decrypted no
+    /// further because the reader's buffer was full: the next read takes them first.
+    ready: bool,
     /// Decrypted bytes not yet read (`plain[plain_at..]`).
     plain: Vec<u8>,
     plain_at: usize,
@@ -97,8 +105,9 @@ pub(crate) struct TlsStream<IO> {
 
 /// What processing received bytes did with the decrypted ones.
 enum Sink<'a, 'b> {
-    /// Into the caller's buffer first (the rest to `plain`).
-    Caller(&'a mut ReadBuf<'b>),
+    /// Into the caller's buffer first (the rest to `plain`), which held the given number of
+    /// bytes when the read began.
+    Caller(&'a mut ReadBuf<'b>, usize),
     /// All to `plain` (during the handshake, before anyone reads).
     Keep,
 }
@@ -111,8 +120,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         let mut s = Self {
             io,
             conn,
-            inb: Vec::new(),
-            in_len: 0,
+            inb: BytesMut::new(),
+            ready: false,
             plain: Vec::new(),
             plain_at: 0,
             out: OutBuf::default(),
@@ -167,7 +176,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// only when the transport has nothing; `Ready(Ok)` after a read that may have given the
     /// sink nothing (part of a record, a handshake message) or ended the transport (`eof`).
     fn poll_receive(&mut self, cx: &mut Context<'_>, sink: &mut Sink<'_, '_>) -> Poll<io::Result<()>> {
-        if self.in_len == 0 && !self.busy {
+        if self.inb.is_empty() && !self.busy {
             // Nothing waits: read into the stack and keep on the heap only what is left over.
             // Not zeroed: a read that finds nothing (most of them, on a connection that waits
             // for its next request) costs no 17 KiB of stores.
@@ -185,57 +194,81 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             let rest = &read[used..];
             if !rest.is_empty() || self.busy {
                 // Room for the records it starts, whole, so that the reads that finish them go
-                // into this buffer without growing it.
-                let room = if self.busy { HEAP_READ } else { 0 };
-                self.inb = vec![0; (rest.len() + to_complete(rest)).max(room)];
-                self.inb[..rest.len()].copy_from_slice(rest);
-                self.in_len = rest.len();
+                // into this buffer without moving it.
+                let more = if self.busy { HEAP_READ } else { 0 };
+                self.inb = BytesMut::with_capacity(rest.len() + to_complete(rest) + more);
+                self.inb.extend_from_slice(rest);
             }
             return Poll::Ready(Ok(()));
         }
-        // Continue in the heap buffer: a busy connection reads as much as it can, another one
-        // what completes the records it holds.
-        let held = self.in_len;
-        let room = match sink {
-            // Busy, for a reader with room: whole records of the largest size, about what its
-            // room takes decrypted, so that a read ends where a record does (nothing cut to
-            // move to the front afterwards) and what it decrypts fits (nothing kept back, to
-            // be copied once more). Records of another size only cost those copies.
-            Sink::Caller(dst) if self.busy => {
-                let first = if held == 0 { 0 } else { to_complete(&self.inb[..held]) };
-                let wanted = dst.remaining().saturating_sub(if held == 0 { 0 } else { MAX_FRAGMENT });
-                first + (wanted / MAX_FRAGMENT).clamp(1, HEAP_READ / MAX_FRAGMENT) * FULL_RECORD
-            }
-            _ if self.busy => HEAP_READ,
-            _ => to_complete(&self.inb[..held]),
+        // Continue in the heap buffer: a busy connection reads what completes the record it
+        // holds and four more of the largest size (records that size, as bulk senders send
+        // them, then end where a read does: nothing cut, and the buffer's room is taken back
+        // without copying; else the part of a record the last read cut moves to the front).
+        // Another connection reads what completes the records it holds.
+        let was_busy = self.busy;
+        let limit = if was_busy {
+            let first = if self.inb.is_empty() { 0 } else { to_complete(&self.inb) };
+            first + HEAP_READ
+        } else {
+            to_complete(&self.inb)
         };
-        if self.inb.len() - held < room {
-            self.inb.resize(held + room, 0);
-        }
-        let mut rb = ReadBuf::new(&mut self.inb[held..]);
-        std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
-        let n = rb.filled().len();
-        let offered = rb.capacity();
+        self.inb.reserve(limit);
+        let n = match poll_read_into(&mut self.io, cx, &mut self.inb, limit) {
+            Poll::Ready(r) => r?,
+            Poll::Pending => {
+                // Nothing waits after all: a connection that may now stay idle holds no room
+                // (the next read goes to the stack, as after any pause).
+                if self.inb.is_empty() {
+                    self.inb = BytesMut::new();
+                    self.busy = false;
+                }
+                return Poll::Pending;
+            }
+        };
         if n == 0 {
             self.eof = true;
             return Poll::Ready(Ok(()));
         }
-        // Only a read with room for more than a record says more is waiting.
-        self.busy = n == offered && offered >= STACK_READ;
-        let filled = held + n;
+        self.busy = was_busy && n == limit;
         let mut inb = std::mem::take(&mut self.inb);
-        let used = self.process(&mut inb[..filled], sink);
-        inb.copy_within(used..filled, 0);
-        self.in_len = filled - used;
-        if self.in_len > 0 || self.busy {
+        let used = self.process(&mut inb, sink);
+        inb.advance(used);
+        if !inb.is_empty() || self.busy {
             self.inb = inb;
         }
         Poll::Ready(Ok(()))
     }
 
+    /// Process the whole records a full reader left in `inb` (`ready`).
+    fn process_ready(&mut self, sink: &mut Sink<'_, '_>) {
+        self.ready = false;
+        let mut inb = std::mem::take(&mut self.inb);
+        let used = self.process(&mut inb, sink);
+        inb.advance(used);
+        if !inb.is_empty() || self.busy {
+            self.inb = inb;
+        }
+    }
+
+    /// The part of `inb` rustls has seen (not the whole records left for the reader): what the
+    /// write side shows it when it asks for its state.
+    fn seen(&self) -> usize {
+        if self.ready {
+            0
+        } else {
+            self.inb.len()
+        }
+    }
+
     /// Hand `incoming` to rustls until it needs more bytes: decrypted bytes to `sink`, TLS
     /// messages to send to `out`, an error to `failed`. Returns how many bytes of `incoming`
     /// it consumed (the rest must be given again, first, next time).
+    ///
+    /// Once the caller's buffer has been given something, a record of application data it has
+    /// no room for is left as it is (`ready`): decrypted now, the part that does not fit would
+    /// be copied into `plain` and out again; left, it is decrypted straight into the next
+    /// read's buffer, and does not move (`inb` is advanced over what was consumed).
     fn process(&mut self, incoming: &mut [u8], sink: &mut Sink<'_, '_>) -> usize {
         let mut used = 0;
         let handshaking = self.conn.is_handshaking();
@@ -243,6 +276,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             crate::io::tls::take_hello_sni();
         }
         while self.failed.is_none() {
+            if let Sink::Caller(dst, before) = sink {
+                // A record rustls has not seen (it consumes records whole once it has: only
+                // handshake messages it is joining stay, and no other record type may come
+                // between their pieces, RFC 8446 §5.1).
+                let rest = &incoming[used..];
+                if dst.filled().len() > *before
+                    && rest.len() >= RECORD_HEADER
+                    && rest[0] == APPLICATION_DATA
+                    && usize::from(u16::from_be_bytes([rest[3], rest[4]])) > dst.remaining()
+                {
+                    self.ready = true;
+                    break;
+                }
+            }
             let UnbufferedStatus { mut discard, state } = self.conn.process_tls_records(&mut incoming[used..]);
             let more = match state {
                 Err(e) => {
@@ -256,7 +303,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                                 discard += r.discard;
                                 let payload = r.payload;
                                 let n = match sink {
-                                    Sink::Caller(dst) => {
+                                    Sink::Caller(dst, _) => {
                                         let n = payload.len().min(dst.remaining());
                                         dst.put_slice(&payload[..n]);
                                         n
@@ -357,8 +404,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
 
     /// Encrypt `data` into `out` (after anything rustls has queued to go first).
     fn encrypt(&mut self, data: &[u8]) -> io::Result<()> {
+        let seen = self.seen();
         let mut inb = std::mem::take(&mut self.inb);
-        let r = self.encrypt_with(&mut inb[..self.in_len], data);
+        let r = self.encrypt_with(&mut inb[..seen], data);
         self.inb = inb;
         r
     }
@@ -416,9 +464,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             return;
         }
         self.closing = true;
+        let seen = self.seen();
         let mut inb = std::mem::take(&mut self.inb);
         for _ in 0..8 {
-            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut inb[..self.in_len]);
+            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut inb[..seen]);
             match state {
                 Ok(ConnectionState::WriteTraffic(mut w)) => {
                     let n = w.queue_close_notify(self.out.space(64)).unwrap_or(0);
@@ -521,6 +570,20 @@ impl OutBuf {
     }
 }
 
+/// Read from `io` into the room after `buf`'s bytes (not zeroed first), at most `limit` (which
+/// must not be 0: a read of 0 bytes is the end of the stream).
+fn poll_read_into<IO: AsyncRead + Unpin>(
+    io: &mut IO,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+    limit: usize,
+) -> Poll<io::Result<usize>> {
+    debug_assert!(limit > 0 && buf.capacity() - buf.len() >= limit);
+    let mut room = buf.limit(limit);
+    let read = tokio::io::AsyncReadExt::read_buf(io, &mut room);
+    std::future::Future::poll(std::pin::pin!(read), cx)
+}
+
 fn tls_error(e: &rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.clone())
 }
@@ -542,6 +605,17 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
             if let Some(e) = &this.failed {
                 return Poll::Ready(Err(tls_error(e)));
             }
+            if buf.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            let before = buf.filled().len();
+            if this.ready {
+                this.process_ready(&mut Sink::Caller(buf, before));
+                if buf.filled().len() > before {
+                    return Poll::Ready(Ok(()));
+                }
+                continue;
+            }
             if this.peer_closed {
                 return Poll::Ready(Ok(()));
             }
@@ -552,11 +626,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
                     "the peer closed the connection without sending TLS close_notify",
                 )));
             }
-            if buf.remaining() == 0 {
-                return Poll::Ready(Ok(()));
-            }
-            let before = buf.filled().len();
-            std::task::ready!(this.poll_receive(cx, &mut Sink::Caller(buf)))?;
+            std::task::ready!(this.poll_receive(cx, &mut Sink::Caller(buf, before)))?;
             if buf.filled().len() > before {
                 return Poll::Ready(Ok(()));
             }
@@ -695,8 +765,14 @@ mod tests {
     }
 
     /// Whether the stream holds no buffer memory (as an idle connection must not).
-    fn holds_nothing(s: &TlsStream<DuplexStream>) -> bool {
-        s.inb.capacity() == 0 && s.plain.capacity() == 0 && s.out.capacity() == 0
+    fn holds_nothing(s: &mut TlsStream<DuplexStream>) -> bool {
+        !holds_room(s) && s.plain.capacity() == 0 && s.out.capacity() == 0
+    }
+
+    /// Whether `inb` holds memory (advanced to its end it has no capacity left, but keeps its
+    /// allocation: which `try_reclaim` takes back).
+    fn holds_room(s: &mut TlsStream<DuplexStream>) -> bool {
+        s.inb.capacity() > 0 || s.inb.try_reclaim(1)
     }
 
     #[tokio::test]
@@ -739,7 +815,7 @@ mod tests {
                     at = end;
                 }
                 s.shutdown().await.unwrap();
-                (got, holds_nothing(&s))
+                (got, holds_nothing(&mut s))
             },
             async {
                 c.write_all(&up).await.unwrap();
@@ -869,6 +945,69 @@ mod tests {
         // Through a narrow pipe: the first reads hold part of the ClientHello only.
         let (s, _c) = connect(&server, &client, 100).await;
         assert_eq!(s.server_name(), Some("b.test"));
+    }
+
+    #[tokio::test]
+    async fn records_the_reader_has_no_room_for_wait_encrypted_and_writes_go_on() {
+        let (server, client) = configs();
+        let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+        // A key update and three records of 1,000 bytes, all in the pipe before the server
+        // reads. (rustls processes the key update and the record after it in one call.)
+        c.get_mut().1.refresh_traffic_keys().unwrap();
+        let data = pattern(3_000);
+        for part in data.chunks(1_000) {
+            c.write_all(part).await.unwrap();
+            c.flush().await.unwrap();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1_500];
+        for (round, reply) in [&b"first"[..], b"second", b"third"].into_iter().enumerate() {
+            let n = s.read(&mut buf).await.unwrap();
+            got.extend_from_slice(&buf[..n]);
+            // One record per read: the next one did not fit in the 500 bytes left, so it waits
+            // undecrypted (nothing copied aside) ...
+            assert_eq!((n, s.plain.capacity()), (1_000, 0), "read {round}");
+            assert_eq!(s.ready, round < 2, "read {round}");
+            // ... and the write side, which asks rustls for its state, does not take it (our
+            // reply goes after our own key update, or the client could not read it).
+            s.write_all(reply).await.unwrap();
+            s.flush().await.unwrap();
+            let m = c.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..m], reply, "reply {round}");
+        }
+        assert!(got == data, "the server read other bytes than the client sent");
+        assert!(holds_nothing(&mut s), "buffers held after everything was read and written");
+    }
+
+    #[tokio::test]
+    async fn a_busy_connection_lets_its_room_go_when_nothing_waits() {
+        let (server, client) = configs();
+        let (mut s, mut c) = connect(&server, &client, 256 * 1024).await;
+        // Six records of the largest size: a stack read takes the first (and part of the
+        // second), the busy connection's next read exactly the other five.
+        let data = pattern(6 * MAX_FRAGMENT);
+        for part in data.chunks(MAX_FRAGMENT) {
+            c.write_all(part).await.unwrap();
+        }
+        c.flush().await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 128 * 1024];
+        while got.len() < data.len() {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the stream ended early");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got == data, "the server read other bytes than the client sent");
+        // The last read filled all it asked for: the room is kept for the next one ...
+        assert!(s.busy && holds_room(&mut s), "the reads did not go as planned");
+        // ... which finds nothing, and lets it go.
+        let pending = std::future::poll_fn(|cx| {
+            let mut rb = ReadBuf::new(&mut buf);
+            Poll::Ready(Pin::new(&mut s).poll_read(cx, &mut rb).is_pending())
+        })
+        .await;
+        assert!(pending, "a read found data the client did not send");
+        assert!(holds_nothing(&mut s), "room held while nothing waits");
     }
 
     #[tokio::test]
