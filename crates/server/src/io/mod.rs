@@ -13,6 +13,7 @@ pub(crate) mod progress;
 pub(crate) mod quic_pace;
 pub(crate) mod stream;
 pub(crate) mod tls;
+pub(crate) mod tls_records;
 pub(crate) mod tls_stream;
 
 /// Set a connection loop's one timer for `next`, the earliest of the loop's deadlines, unless

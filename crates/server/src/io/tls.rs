@@ -353,6 +353,9 @@ pub(crate) fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SniResolver { certs: certs.to_vec() }));
     cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    // After a TLS 1.3 handshake the TLS stream protects the records itself with the traffic
+    // keys rustls hands over (`tls_records.rs`).
+    cfg.enable_secret_extraction = true;
     // Stateless TLS 1.3 resumption; without a ticketer rustls falls back to its in-memory cache.
     if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
         cfg.ticketer = ticketer;

@@ -16,10 +16,11 @@
 //! - encrypted bytes to send go into room that is kept from one write to the next and let go
 //!   when the writer flushes (the HTTP/2 writer and hyper flush after each burst).
 //!
-//! The price: rustls's unbuffered API encrypts each record into a buffer of its own and copies
-//! it into ours, one copy per byte sent more than `tokio-rustls` made (which wrote rustls's
-//! buffers out as they were); bulk downloads on loopback take 5–25 % more CPU per GB (README,
-//! Benchmarks, thirteenth session).
+//! Once a TLS 1.3 handshake is done, the records are protected by [`Records`]
+//! (`tls_records.rs`) with the traffic keys rustls hands over: sealed straight into the room
+//! above, opened in place in the receive buffer, one copy per byte each way (rustls's
+//! unbuffered API makes two). TLS 1.2 connections stay with rustls, which copies each record
+//! it encrypts once more.
 //!
 //! Reads are larger than `tokio-rustls`'s too (which reads at most 4 KiB at a time): up to
 //! [`STACK_READ`] from the stack, [`HEAP_READ`] into the heap buffer of a busy connection.
@@ -40,6 +41,8 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, BytesMut};
 use rustls::server::UnbufferedServerConnection;
+
+use crate::io::tls_records::{self, Opened, Records};
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -74,7 +77,9 @@ const MAX_CIPHERTEXT: usize = MAX_FRAGMENT + 2048;
 /// A server's TLS connection on `IO`.
 pub(crate) struct TlsStream<IO> {
     io: IO,
-    conn: UnbufferedServerConnection,
+    engine: Engine,
+    /// The application protocol agreed with ALPN.
+    alpn: Option<Box<[u8]>>,
     /// Received TLS bytes not yet consumed by rustls: part of a record, handshake records it
     /// still joins, or (`ready`) whole records the reader had no room for. Without memory when
     /// there are none (unless `busy`). Consumed bytes are advanced over, not moved: the rest
@@ -103,6 +108,16 @@ pub(crate) struct TlsStream<IO> {
     sni: Option<Box<str>>,
 }
 
+/// What protects the records: rustls during the handshake and for TLS 1.2; for TLS 1.3, once
+/// the handshake is done, [`Records`] (see `tls_records.rs` for why).
+enum Engine {
+    /// Boxed: a TLS 1.3 connection lets it go after the handshake (it is over 1 KB).
+    Rustls(Box<UnbufferedServerConnection>),
+    Records(Box<Records>),
+    /// Only while rustls hands over.
+    Gone,
+}
+
 /// What processing received bytes did with the decrypted ones.
 enum Sink<'a, 'b> {
     /// Into the caller's buffer first (the rest to `plain`), which held the given number of
@@ -119,7 +134,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             UnbufferedServerConnection::new(config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let mut s = Self {
             io,
-            conn,
+            engine: Engine::Rustls(Box::new(conn)),
+            alpn: None,
             inb: BytesMut::new(),
             ready: false,
             plain: Vec::new(),
@@ -133,15 +149,71 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             sni: None,
         };
         std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
+        if let Engine::Rustls(conn) = &s.engine {
+            s.alpn = conn.alpn_protocol().map(Box::from);
+        }
+        s.take_over()?;
         if s.out.is_empty() {
             s.out.release();
         }
         Ok(s)
     }
 
+    /// After a TLS 1.3 handshake, rustls hands the records over to [`Records`]: first it is
+    /// driven until it offers to encrypt application data, with what it still has to send
+    /// (session tickets) queued in `out`. (Every complete record received was processed by
+    /// the handshake.) In any other state it keeps the connection.
+    fn take_over(&mut self) -> io::Result<()> {
+        let mut writable = false;
+        for _ in 0..64 {
+            let Engine::Rustls(conn) = &mut self.engine else { return Ok(()) };
+            if conn.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) || self.failed.is_some() {
+                return Ok(());
+            }
+            let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut self.inb);
+            let more = match state {
+                Ok(ConnectionState::EncodeTlsData(mut enc)) => {
+                    encode(&mut enc, &mut self.out);
+                    true
+                }
+                Ok(ConnectionState::TransmitTlsData(t)) => {
+                    t.done();
+                    true
+                }
+                Ok(ConnectionState::WriteTraffic(_)) => {
+                    writable = true;
+                    false
+                }
+                _ => false,
+            };
+            self.inb.advance(discard);
+            if !more {
+                break;
+            }
+        }
+        if !writable || self.peer_closed {
+            return Ok(());
+        }
+        let Engine::Rustls(conn) = std::mem::replace(&mut self.engine, Engine::Gone) else { return Ok(()) };
+        let records = Records::new(*conn)
+            .map_err(|e| io::Error::other(format!("TLS: the records could not be taken over: {e}")))?;
+        self.engine = Engine::Records(Box::new(records));
+        Ok(())
+    }
+
     /// The application protocol agreed with ALPN.
     pub(crate) fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.conn.alpn_protocol()
+        self.alpn.as_deref()
+    }
+
+    /// The TLS version agreed.
+    #[cfg(test)]
+    fn protocol_version(&self) -> Option<rustls::ProtocolVersion> {
+        match &self.engine {
+            Engine::Rustls(conn) => conn.protocol_version(),
+            Engine::Records(_) => Some(rustls::ProtocolVersion::TLSv1_3),
+            Engine::Gone => None,
+        }
     }
 
     /// The server name the client sent (SNI).
@@ -157,7 +229,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             }
             // Done, even if the last messages (session tickets) wait for room: they go out
             // ahead of the first write.
-            if !self.conn.is_handshaking() {
+            if !matches!(&self.engine, Engine::Rustls(conn) if conn.is_handshaking()) {
                 return Poll::Ready(Ok(()));
             }
             // The peer reads our flight before it sends more.
@@ -270,27 +342,24 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// be copied into `plain` and out again; left, it is decrypted straight into the next
     /// read's buffer, and does not move (`inb` is advanced over what was consumed).
     fn process(&mut self, incoming: &mut [u8], sink: &mut Sink<'_, '_>) -> usize {
+        if matches!(self.engine, Engine::Records(_)) {
+            return self.open_records(incoming, sink);
+        }
         let mut used = 0;
-        let handshaking = self.conn.is_handshaking();
+        let handshaking = matches!(&self.engine, Engine::Rustls(conn) if conn.is_handshaking());
         if handshaking {
             crate::io::tls::take_hello_sni();
         }
         while self.failed.is_none() {
-            if let Sink::Caller(dst, before) = sink {
-                // A record rustls has not seen (it consumes records whole once it has: only
-                // handshake messages it is joining stay, and no other record type may come
-                // between their pieces, RFC 8446 §5.1).
-                let rest = &incoming[used..];
-                if dst.filled().len() > *before
-                    && rest.len() >= RECORD_HEADER
-                    && rest[0] == APPLICATION_DATA
-                    && usize::from(u16::from_be_bytes([rest[3], rest[4]])) > dst.remaining()
-                {
-                    self.ready = true;
-                    break;
-                }
+            // A record rustls has not seen (it consumes records whole once it has: only
+            // handshake messages it is joining stay, and no other record type may come between
+            // their pieces, RFC 8446 §5.1).
+            if no_room_for_next(sink, &incoming[used..]) {
+                self.ready = true;
+                break;
             }
-            let UnbufferedStatus { mut discard, state } = self.conn.process_tls_records(&mut incoming[used..]);
+            let Engine::Rustls(conn) = &mut self.engine else { break };
+            let UnbufferedStatus { mut discard, state } = conn.process_tls_records(&mut incoming[used..]);
             let more = match state {
                 Err(e) => {
                     self.failed = Some(e);
@@ -301,16 +370,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                         match record {
                             Ok(r) => {
                                 discard += r.discard;
-                                let payload = r.payload;
-                                let n = match sink {
-                                    Sink::Caller(dst, _) => {
-                                        let n = payload.len().min(dst.remaining());
-                                        dst.put_slice(&payload[..n]);
-                                        n
-                                    }
-                                    Sink::Keep => 0,
-                                };
-                                self.plain.extend_from_slice(&payload[n..]);
+                                deliver(r.payload, sink, &mut self.plain);
                             }
                             Err(e) => {
                                 self.failed = Some(e);
@@ -365,13 +425,46 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         used
     }
 
+    /// [`Self::process`] once [`Records`] protect the records.
+    fn open_records(&mut self, incoming: &mut [u8], sink: &mut Sink<'_, '_>) -> usize {
+        let mut used = 0;
+        while self.failed.is_none() && !self.peer_closed {
+            if no_room_for_next(sink, &incoming[used..]) {
+                self.ready = true;
+                break;
+            }
+            let Engine::Records(records) = &mut self.engine else { break };
+            match records.open(&mut incoming[used..]) {
+                Ok(None) => break,
+                Ok(Some((n, opened))) => {
+                    used += n;
+                    match opened {
+                        Opened::Data(payload) => deliver(payload, sink, &mut self.plain),
+                        Opened::Closed => self.peer_closed = true,
+                        Opened::Nothing => {}
+                    }
+                }
+                Err(fatal) => {
+                    if let Some(alert) = fatal.alert {
+                        if let Ok(n) = records.seal_alert(alert, self.out.space(2 + tls_records::OVERHEAD)) {
+                            self.out.commit(n);
+                        }
+                    }
+                    self.failed = Some(fatal.error);
+                }
+            }
+        }
+        used
+    }
+
     /// After a fatal error, the alert rustls queued for the peer, into `out`. `incoming` is
     /// what it has not consumed: rustls may look at it again (handshake messages it holds
     /// are read from it; an empty buffer in its place would not hold them).
     fn queue_alert(&mut self, incoming: &mut [u8]) {
         // Bounded: what rustls queued (a handshake flight and the alert) is a few messages.
         for _ in 0..64 {
-            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(incoming);
+            let Engine::Rustls(conn) = &mut self.engine else { return };
+            let UnbufferedStatus { state, .. } = conn.process_tls_records(incoming);
             match state {
                 Ok(ConnectionState::EncodeTlsData(mut enc)) => encode(&mut enc, &mut self.out),
                 Ok(ConnectionState::TransmitTlsData(t)) => t.done(),
@@ -404,6 +497,23 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
 
     /// Encrypt `data` into `out` (after anything rustls has queued to go first).
     fn encrypt(&mut self, data: &[u8]) -> io::Result<()> {
+        if let Engine::Records(records) = &mut self.engine {
+            if let Some(e) = &self.failed {
+                return Err(tls_error(e));
+            }
+            // Room for every record at once (and a key update's), so `out` grows once.
+            let count = data.len().div_ceil(tls_records::MAX_FRAGMENT);
+            let room = self.out.space(data.len() + count * tls_records::OVERHEAD + tls_records::KEY_UPDATE_RECORD);
+            let mut at = 0;
+            for part in data.chunks(tls_records::MAX_FRAGMENT) {
+                if records.key_update_due() {
+                    at += records.seal_key_update(&mut room[at..]).map_err(|e| tls_error(&e))?;
+                }
+                at += records.seal_data(part, &mut room[at..]).map_err(|e| tls_error(&e))?;
+            }
+            self.out.commit(at);
+            return Ok(());
+        }
         let seen = self.seen();
         let mut inb = std::mem::take(&mut self.inb);
         let r = self.encrypt_with(&mut inb[..seen], data);
@@ -419,7 +529,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             if let Some(e) = &self.failed {
                 return Err(tls_error(e));
             }
-            let UnbufferedStatus { discard, state } = self.conn.process_tls_records(inb);
+            let Engine::Rustls(conn) = &mut self.engine else {
+                return Err(io::Error::other("TLS: the connection was lost while its records were handed over"));
+            };
+            let UnbufferedStatus { discard, state } = conn.process_tls_records(inb);
             if discard != 0 {
                 // The read side processes every complete record before it returns.
                 debug_assert!(false, "a complete record left for the write side");
@@ -464,10 +577,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             return;
         }
         self.closing = true;
+        if let Engine::Records(records) = &mut self.engine {
+            if let Ok(n) =
+                records.seal_alert(tls_records::alert::CLOSE_NOTIFY, self.out.space(2 + tls_records::OVERHEAD))
+            {
+                self.out.commit(n);
+            }
+            return;
+        }
         let seen = self.seen();
         let mut inb = std::mem::take(&mut self.inb);
         for _ in 0..8 {
-            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut inb[..seen]);
+            let Engine::Rustls(conn) = &mut self.engine else { break };
+            let UnbufferedStatus { state, .. } = conn.process_tls_records(&mut inb[..seen]);
             match state {
                 Ok(ConnectionState::WriteTraffic(mut w)) => {
                     let n = w.queue_close_notify(self.out.space(64)).unwrap_or(0);
@@ -568,6 +690,33 @@ impl OutBuf {
     fn capacity(&self) -> usize {
         self.room.capacity()
     }
+}
+
+/// Whether the record `rest` starts with should wait for the next read: the caller was given
+/// something already and has no room for it (its length bounds its plaintext).
+fn no_room_for_next(sink: &Sink<'_, '_>, rest: &[u8]) -> bool {
+    match sink {
+        Sink::Caller(dst, before) => {
+            dst.filled().len() > *before
+                && rest.len() >= RECORD_HEADER
+                && rest[0] == APPLICATION_DATA
+                && usize::from(u16::from_be_bytes([rest[3], rest[4]])) > dst.remaining()
+        }
+        Sink::Keep => false,
+    }
+}
+
+/// Decrypted bytes to the caller, as many as it has room for, the rest to `plain`.
+fn deliver(payload: &[u8], sink: &mut Sink<'_, '_>, plain: &mut Vec<u8>) {
+    let n = match sink {
+        Sink::Caller(dst, _) => {
+            let n = payload.len().min(dst.remaining());
+            dst.put_slice(&payload[..n]);
+            n
+        }
+        Sink::Keep => 0,
+    };
+    plain.extend_from_slice(&payload[n..]);
 }
 
 /// Read from `io` into the room after `buf`'s bytes (not zeroed first), at most `limit` (which
@@ -836,7 +985,11 @@ mod tests {
         for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
             let (server, client) = configs_for(&[version]);
             let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
-            assert_eq!(s.conn.protocol_version(), Some(version.version));
+            assert_eq!(s.protocol_version(), Some(version.version));
+            // TLS 1.3's records are protected here once the handshake is done; TLS 1.2's by
+            // rustls throughout.
+            let ours = matches!(s.engine, Engine::Records(_));
+            assert_eq!(ours, *version == rustls::version::TLS13, "{:?}", version.version);
             exchange(&mut s, &mut c).await;
         }
     }
@@ -866,6 +1019,93 @@ mod tests {
         assert_eq!(s.read(&mut buf).await.unwrap(), 3);
         let e = s.read(&mut buf).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[tokio::test]
+    async fn a_bad_record_after_the_handshake_is_refused_with_the_right_alert() {
+        let mut forged = vec![23, 3, 3, 0, 40];
+        forged.extend_from_slice(&[0x5a; 40]);
+        let mut unprotected = vec![22, 3, 3, 0, 4];
+        unprotected.extend_from_slice(&[24, 0, 0, 0]);
+        // RFC 8446 §6: bad_record_mac 20, unexpected_message 10, record_overflow 22.
+        let cases: [(&str, Vec<u8>, rustls::AlertDescription); 3] = [
+            ("a record that does not decrypt", forged, rustls::AlertDescription::BadRecordMac),
+            ("an unprotected handshake record", unprotected, rustls::AlertDescription::UnexpectedMessage),
+            ("a record longer than 2^14 + 256", vec![23, 3, 3, 0x41, 0x01], rustls::AlertDescription::RecordOverflow),
+        ];
+        for (what, bytes, alert) in cases {
+            let (server, client) = configs();
+            let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+            c.write_all(b"fine").await.unwrap();
+            c.flush().await.unwrap();
+            // Written under the client's TLS layer, after a good record.
+            c.get_mut().0.write_all(&bytes).await.unwrap();
+            let mut buf = [0u8; 64];
+            let n = s.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"fine", "{what}");
+            let e = s.read(&mut buf).await.expect_err(what);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{what}");
+            // The alert goes out with the next write (the read side does not write).
+            assert!(s.write_all(b"no").await.is_err(), "{what}: a write after the error");
+            let _ = s.flush().await;
+            drop(s);
+            let got = c.read(&mut buf).await.expect_err(what);
+            let inner = got.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>());
+            assert_eq!(inner, Some(&rustls::Error::AlertReceived(alert)), "{what}: {got}");
+        }
+    }
+
+    #[tokio::test]
+    async fn keys_are_updated_before_their_limit_and_the_client_follows() {
+        let (server, client) = configs();
+        let (mut s, mut c) = connect(&server, &client, 256 * 1024).await;
+        // A key may seal five records here: forty records take several key updates.
+        let Engine::Records(records) = &mut s.engine else { panic!("TLS 1.3 records not taken over") };
+        records.set_seal_limit(5);
+        let data = pattern(40 * 1000);
+        let (wrote, read) = tokio::join!(
+            async {
+                for part in data.chunks(1000) {
+                    s.write_all(part).await.unwrap();
+                    s.flush().await.unwrap();
+                }
+                s.shutdown().await.unwrap();
+                s
+            },
+            async {
+                let mut got = Vec::new();
+                c.read_to_end(&mut got).await.unwrap();
+                got
+            }
+        );
+        assert!(read == data, "the client read {} bytes, not the server's {}", read.len(), data.len());
+        let Engine::Records(records) = &wrote.engine else { unreachable!() };
+        assert!(records.key_updates() >= 9, "{} key updates", records.key_updates());
+    }
+
+    #[tokio::test]
+    async fn a_run_of_key_updates_is_bounded() {
+        let (server, client) = configs();
+        let (mut s, mut c) = connect(&server, &client, 256 * 1024).await;
+        let mut buf = [0u8; 64];
+        // 32 in a row are taken (application data starts the count again) ...
+        for _ in 0..2 {
+            for _ in 0..32 {
+                c.get_mut().1.refresh_traffic_keys().unwrap();
+            }
+            c.write_all(b"ok").await.unwrap();
+            c.flush().await.unwrap();
+            let n = s.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"ok");
+        }
+        // ... a 33rd is not.
+        for _ in 0..33 {
+            c.get_mut().1.refresh_traffic_keys().unwrap();
+        }
+        c.write_all(b"late").await.unwrap();
+        c.flush().await.unwrap();
+        let e = s.read(&mut buf).await.expect_err("33 key updates in a row");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
     }
 
     #[tokio::test]
