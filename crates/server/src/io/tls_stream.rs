@@ -880,17 +880,24 @@ mod tests {
     fn configs_for(
         versions: &[&'static rustls::SupportedProtocolVersion],
     ) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+        configs_with(rustls::crypto::ring::default_provider(), versions)
+    }
+
+    /// The same, the client with `provider` (its cipher suites).
+    fn configs_with(
+        provider: rustls::crypto::CryptoProvider,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
         let a = crate::io::tls::test_cert(&["a.test"]);
         let b = crate::io::tls::test_cert(&["b.test"]);
         let server = crate::io::tls::server_config(&[a, b.clone()], &[b"h2", b"http/1.1"]).unwrap();
         let mut roots = rustls::RootCertStore::empty();
         roots.add(CertificateDer::from(b.leaf_der.clone())).unwrap();
-        let mut client =
-            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_protocol_versions(versions)
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth();
+        let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         client.alpn_protocols = vec![b"h2".to_vec()];
         (server, Arc::new(client))
     }
@@ -1081,6 +1088,41 @@ mod tests {
         assert!(read == data, "the client read {} bytes, not the server's {}", read.len(), data.len());
         let Engine::Records(records) = &wrote.engine else { unreachable!() };
         assert!(records.key_updates() >= 9, "{} key updates", records.key_updates());
+    }
+
+    #[tokio::test]
+    async fn every_tls13_suite_carries_data_both_ways() {
+        use rustls::crypto::ring::cipher_suite;
+        for suite in [
+            cipher_suite::TLS13_AES_128_GCM_SHA256,
+            cipher_suite::TLS13_AES_256_GCM_SHA384,
+            cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+        ] {
+            let mut provider = rustls::crypto::ring::default_provider();
+            provider.cipher_suites = vec![suite];
+            let (server, client) = configs_with(provider, &[&rustls::version::TLS13]);
+            let (mut s, mut c) = connect(&server, &client, 64 * 1024).await;
+            assert_eq!(c.get_ref().1.negotiated_cipher_suite(), Some(suite));
+            assert!(matches!(s.engine, Engine::Records(_)), "{suite:?}: records not taken over");
+            let up = pattern(50_000);
+            let (got, ()) = tokio::join!(
+                async {
+                    let mut got = vec![0u8; up.len()];
+                    s.read_exact(&mut got).await.unwrap();
+                    s.write_all(&got).await.unwrap();
+                    s.flush().await.unwrap();
+                    got
+                },
+                async {
+                    c.write_all(&up).await.unwrap();
+                    c.flush().await.unwrap();
+                }
+            );
+            assert!(got == up, "{suite:?}: the server read other bytes");
+            let mut back = vec![0u8; up.len()];
+            c.read_exact(&mut back).await.unwrap();
+            assert!(back == up, "{suite:?}: the client read other bytes");
+        }
     }
 
     #[tokio::test]
