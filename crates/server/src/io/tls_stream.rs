@@ -41,10 +41,10 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, BytesMut};
 use rustls::server::UnbufferedServerConnection;
-
-use crate::io::tls_records::{self, Opened, Records};
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::io::tls_records::{self, Opened, Records};
 
 /// Bytes read at a time into the stack buffer: a whole record of the largest size (16 KiB of
 /// plaintext, RFC 8446 §5.1, plus its header, content type and tag; RFC 8446 §5.2 allows up to
