@@ -12,7 +12,11 @@
 # are the same in both runs, so
 #   instructions per MB = (Ir(B0 + B) - Ir(B0)) / (B / 10^6)
 #
-# Usage: scripts/bench-upload-instr.sh [--bytes B] [--repeat R] [--no-build] [--keep]
+# With --download the same for sending: each run is one `sluice get -o /dev/null` of the speed
+# test's `/__down?bytes=N` (generated zeros, no disk) instead of an upload.
+#
+# Usage: scripts/bench-upload-instr.sh [--download] [--bytes B] [--repeat R] [--no-build] [--keep]
+#   --download    count a download instead of an upload
 #   --bytes B     bytes counted (default 200000000; B0 = 20000000)
 #   --repeat R    measure each protocol R times (default 1); the table gives the median and range
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
@@ -28,6 +32,7 @@ B0=20000000
 REPEAT=1
 BUILD=1
 KEEP=0
+DOWNLOAD=0
 
 log() { printf 'bench-upload-instr: %s\n' "$*" >&2; }
 die() { printf 'bench-upload-instr: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -38,6 +43,7 @@ while [ $# -gt 0 ]; do
     --repeat) REPEAT=${2:?--repeat needs a number}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
+    --download) DOWNLOAD=1; shift ;;
     -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
@@ -102,11 +108,19 @@ EOF
     stop_server
     die "sluice did not start under valgrind"
   fi
-  local res
-  res=$(timeout 900 "$SLUICE" put "--$proto" -k -s -X POST --data "@$file" "https://127.0.0.1:$port/__up") ||
-    { stop_server; die "$proto upload failed: $res"; }
-  grep -q "http_code=200" <<<"$res" || { stop_server; die "$proto upload not answered 200: $res"; }
-  grep -q "size_upload=$(stat -c %s "$file") " <<<"$res" || { stop_server; die "$proto upload short: $res"; }
+  local res size
+  size=$(stat -c %s "$file")
+  if [ "$DOWNLOAD" = 1 ]; then
+    res=$(timeout 900 "$SLUICE" get "--$proto" -k -s -o /dev/null "https://127.0.0.1:$port/__down?bytes=$size") ||
+      { stop_server; die "$proto download failed: $res"; }
+    grep -q "http_code=200" <<<"$res" || { stop_server; die "$proto download not answered 200: $res"; }
+    grep -q "size_download=$size " <<<"$res" || { stop_server; die "$proto download short: $res"; }
+  else
+    res=$(timeout 900 "$SLUICE" put "--$proto" -k -s -X POST --data "@$file" "https://127.0.0.1:$port/__up") ||
+      { stop_server; die "$proto upload failed: $res"; }
+    grep -q "http_code=200" <<<"$res" || { stop_server; die "$proto upload not answered 200: $res"; }
+    grep -q "size_upload=$size " <<<"$res" || { stop_server; die "$proto upload short: $res"; }
+  fi
   stop_server
   callgrind_total "$out"
 }
@@ -124,7 +138,11 @@ for proto in http1.1 http2; do
   done
 done
 
-printf '\nSluice receiving one upload over TLS from `sluice put` (loopback), user-space instructions per MB\n'
+if [ "$DOWNLOAD" = 1 ]; then
+  printf '\nSluice sending one download over TLS to `sluice get` (loopback), user-space instructions per MB\n'
+else
+  printf '\nSluice receiving one upload over TLS from `sluice put` (loopback), user-space instructions per MB\n'
+fi
 printf '(callgrind, (Ir(%d B) - Ir(%d B)) / %d MB; %d run(s) each)\n\n' "$((B0 + B))" "$B0" "$((B / 1000000))" "$REPEAT"
 printf '| protocol | instructions per MB, median | range |\n|---|---|---|\n'
 python3 - "${PER_MB[http1.1]}" "${PER_MB[http2]}" <<'EOF'
