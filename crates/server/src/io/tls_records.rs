@@ -50,7 +50,7 @@ pub(crate) mod alert {
     pub(crate) const USER_CANCELED: u8 = 90;
 }
 
-/// One direction's state of a TLS 1.3 connection whose handshake is done.
+/// The records of a TLS 1.3 connection whose handshake is done, both ways.
 pub(crate) struct Records {
     /// rustls's part: the next traffic secrets, when a key update asks for them.
     kernel: KernelConnection<ServerConnectionData>,

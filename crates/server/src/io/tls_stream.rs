@@ -80,8 +80,9 @@ pub(crate) struct TlsStream<IO> {
     engine: Engine,
     /// The application protocol agreed with ALPN.
     alpn: Option<Box<[u8]>>,
-    /// Received TLS bytes not yet consumed by rustls: part of a record, handshake records it
-    /// still joins, or (`ready`) whole records the reader had no room for. Without memory when
+    /// Received TLS bytes not yet consumed (by rustls, or by [`Records`]): part of a record,
+    /// handshake records rustls still joins, or (`ready`) whole records the reader had no room
+    /// for. Without memory when
     /// there are none (unless `busy`). Consumed bytes are advanced over, not moved: the rest
     /// moves to the front only when the room after it runs short (`BytesMut::reserve`).
     inb: BytesMut,
