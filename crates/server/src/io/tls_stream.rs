@@ -87,8 +87,12 @@ pub(crate) struct TlsStream<IO> {
     /// moves to the front only when the room after it runs short (`BytesMut::reserve`).
     inb: BytesMut,
     /// `inb` starts with whole records, not yet processed, that the last read decrypted no
-    /// further because the reader's buffer was full: the next read takes them first.
+    /// further because the reader's buffer was full (or that follow the end of a TLS 1.3
+    /// handshake): the next read takes them first.
     ready: bool,
+    /// rustls went on past the record that completed a TLS 1.3 handshake: it keeps the
+    /// connection (see `process`).
+    keep_rustls: bool,
     /// Decrypted bytes not yet read (`plain[plain_at..]`).
     plain: Vec<u8>,
     plain_at: usize,
@@ -139,6 +143,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             alpn: None,
             inb: BytesMut::new(),
             ready: false,
+            keep_rustls: false,
             plain: Vec::new(),
             plain_at: 0,
             out: OutBuf::default(),
@@ -168,10 +173,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         let mut writable = false;
         for _ in 0..64 {
             let Engine::Rustls(conn) = &mut self.engine else { return Ok(()) };
-            if conn.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) || self.failed.is_some() {
+            if conn.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3)
+                || self.failed.is_some()
+                || self.keep_rustls
+            {
                 return Ok(());
             }
-            let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut self.inb);
+            // No received bytes: those after the record that completed the handshake are not
+            // rustls's (see `process`), and it holds no part of a message (a key change must
+            // end its record, RFC 8446 §5.1, which rustls checks).
+            let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut []);
             let more = match state {
                 Ok(ConnectionState::EncodeTlsData(mut enc)) => {
                     encode(&mut enc, &mut self.out);
@@ -187,8 +198,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                 }
                 _ => false,
             };
-            self.inb.advance(discard);
-            if !more {
+            if discard != 0 || !more {
                 break;
             }
         }
@@ -360,6 +370,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                 break;
             }
             let Engine::Rustls(conn) = &mut self.engine else { break };
+            let was_handshaking = conn.is_handshaking();
             let UnbufferedStatus { mut discard, state } = conn.process_tls_records(&mut incoming[used..]);
             let more = match state {
                 Err(e) => {
@@ -410,6 +421,22 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                     false
                 }
             };
+            // The handshake just completed. For TLS 1.3 the records from here on are for
+            // [`Records`]: rustls gets no more of them (what it did with one would be lost in
+            // the hand-over: a KeyUpdate it answers only with its next write, say). The
+            // client's Finished is the one protected record of its flight (no client
+            // certificate is asked for, no early data accepted), so if the call that completed
+            // the handshake consumed another (rustls goes on when it has no session ticket to
+            // send), rustls keeps the connection.
+            if was_handshaking
+                && matches!(&self.engine, Engine::Rustls(c)
+                    if !c.is_handshaking() && c.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3))
+            {
+                self.keep_rustls |= incoming.get(used..used + discard).map_or(0, protected_records) != 1;
+                used += discard;
+                self.ready = used < incoming.len();
+                break;
+            }
             used += discard;
             if !more {
                 break;
@@ -446,7 +473,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                     }
                 }
                 Err(fatal) => {
-                    if let Some(alert) = fatal.alert {
+                    if let Some(alert) = fatal.alert.filter(|_| !self.closing) {
                         if let Ok(n) = records.seal_alert(alert, self.out.space(2 + tls_records::OVERHEAD)) {
                             self.out.commit(n);
                         }
@@ -502,17 +529,35 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             if let Some(e) = &self.failed {
                 return Err(tls_error(e));
             }
-            // Room for every record at once (and a key update's), so `out` grows once.
-            let count = data.len().div_ceil(tls_records::MAX_FRAGMENT);
-            let room = self.out.space(data.len() + count * tls_records::OVERHEAD + tls_records::KEY_UPDATE_RECORD);
-            let mut at = 0;
-            for part in data.chunks(tls_records::MAX_FRAGMENT) {
-                if records.key_update_due() {
-                    at += records.seal_key_update(&mut room[at..]).map_err(|e| tls_error(&e))?;
-                }
-                at += records.seal_data(part, &mut room[at..]).map_err(|e| tls_error(&e))?;
+            // Nothing follows close_notify (RFC 8446 §6.1).
+            if self.closing {
+                return Err(io::ErrorKind::BrokenPipe.into());
             }
+            // Room for every record at once (and key updates'), so `out` grows once.
+            let count = data.len().div_ceil(tls_records::MAX_FRAGMENT);
+            let per_record = tls_records::OVERHEAD + tls_records::KEY_UPDATE_RECORD;
+            let room = self.out.space(data.len() + count * per_record);
+            let mut at = 0;
+            let mut sealed = Ok(());
+            for part in data.chunks(tls_records::MAX_FRAGMENT) {
+                let key_update =
+                    if records.key_update_due() { records.seal_key_update(&mut room[at..]) } else { Ok(0) };
+                match key_update.and_then(|n| Ok(n + records.seal_data(part, &mut room[at + n..])?)) {
+                    Ok(n) => at += n,
+                    Err(e) => {
+                        sealed = Err(e);
+                        break;
+                    }
+                }
+            }
+            // What was sealed goes out (its sequence numbers are spent); after an error nothing
+            // more is.
             self.out.commit(at);
+            if let Err(e) = sealed {
+                let err = tls_error(&e);
+                self.failed = Some(e);
+                return Err(err);
+            }
             return Ok(());
         }
         let seen = self.seen();
@@ -691,6 +736,20 @@ impl OutBuf {
     fn capacity(&self) -> usize {
         self.room.capacity()
     }
+}
+
+/// How many whole records in `b` are protected ones (TLS 1.3: outer type application_data).
+fn protected_records(mut b: &[u8]) -> usize {
+    let mut n = 0;
+    while let (Some(&typ), Some(len)) = (b.first(), b.get(3..5)) {
+        let end = RECORD_HEADER + usize::from(u16::from_be_bytes([len[0], len[1]]));
+        if b.len() < end {
+            break;
+        }
+        n += usize::from(typ == APPLICATION_DATA);
+        b = &b[end..];
+    }
+    n
 }
 
 /// Whether the record `rest` starts with should wait for the next read: the caller was given
@@ -1124,6 +1183,30 @@ mod tests {
             c.read_exact(&mut back).await.unwrap();
             assert!(back == up, "{suite:?}: the client read other bytes");
         }
+    }
+
+    #[tokio::test]
+    async fn a_key_update_in_the_flight_that_ends_the_handshake_is_answered() {
+        // The client's Finished, a KeyUpdate asking for ours, and data, all in the pipe before
+        // the server reads past its own flight: rustls must not answer the KeyUpdate (its
+        // answer would be lost when the records are handed over), the records layer does.
+        let (server, client) = configs();
+        let (s, c) = tokio::io::duplex(64 * 1024);
+        let accept = tokio::spawn(TlsStream::accept(s, server));
+        let name = ServerName::try_from("b.test").unwrap();
+        let mut c = tokio_rustls::TlsConnector::from(client).connect(name, c).await.unwrap();
+        c.get_mut().1.refresh_traffic_keys().unwrap();
+        c.write_all(b"after the update").await.unwrap();
+        c.flush().await.unwrap();
+        let mut s = accept.await.unwrap().unwrap();
+        assert!(matches!(s.engine, Engine::Records(_)), "records not taken over");
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"after the update");
+        s.write_all(b"reply").await.unwrap();
+        s.flush().await.unwrap();
+        let n = c.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"reply");
     }
 
     #[tokio::test]
