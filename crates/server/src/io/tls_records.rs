@@ -31,7 +31,7 @@ const MAX_CIPHERTEXT: usize = MAX_FRAGMENT + 256;
 /// A sealed KeyUpdate message (handshake type 24, length 1, RFC 8446 §4.6.3).
 pub(crate) const KEY_UPDATE_RECORD: usize = 5 + OVERHEAD;
 
-const APPLICATION_DATA: u8 = 23;
+pub(crate) const APPLICATION_DATA: u8 = 23;
 const HANDSHAKE: u8 = 22;
 const ALERT: u8 = 21;
 const KEY_UPDATE: u8 = 24;
