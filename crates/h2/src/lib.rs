@@ -13,9 +13,11 @@ mod error;
 pub mod flow;
 pub mod frame;
 mod stream;
+pub mod transmit;
 pub mod tune;
 
 pub use config::Config;
 pub use conn::{Connection, Event, SendError};
 pub use error::{Error, Initiator, Reason};
 pub use sluice_http::{content_length, priority, request_head, sched, trailers, Field, RequestHead};
+pub use transmit::{Transmit, TransmitReader};

@@ -3,13 +3,14 @@
 
 use std::time::Instant;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 
 use super::{Connection, SendError};
 use crate::error::{Error, Initiator, Reason};
 use crate::frame::{kind, Data, Head, Headers, RstStream};
 use crate::priority::Priority;
 use crate::stream::FinalHead;
+use crate::transmit::{FrameSink, Transmit};
 use sluice_http::{Field, HeadFields};
 
 /// Frames smaller than this are not worth cutting to fit the caller's byte budget; the pick
@@ -191,7 +192,7 @@ impl Connection {
     /// scheduler order until about `max` bytes were added. Returns whether anything was added.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>, max: usize) -> bool {
-        self.poll_transmit_upto(now, out, max, u8::MAX)
+        self.transmit(now, out, max, u8::MAX)
     }
 
     /// As [`poll_transmit`](Self::poll_transmit), but body data only of streams at urgency
@@ -200,8 +201,20 @@ impl Connection {
     /// while the urgent response's body is still on its way from the handler.
     #[must_use]
     pub fn poll_transmit_upto(&mut self, now: Instant, out: &mut Vec<u8>, max: usize, max_urgency: u8) -> bool {
+        self.transmit(now, out, max, max_urgency)
+    }
+
+    /// As [`poll_transmit_upto`](Self::poll_transmit_upto), into a [`Transmit`]: DATA payloads
+    /// of [`SLICE_MIN`](crate::transmit::SLICE_MIN) bytes or more are handed on as slices of
+    /// what the handler gave, not copied.
+    #[must_use]
+    pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Transmit, max: usize, max_urgency: u8) -> bool {
+        self.transmit(now, out, max, max_urgency)
+    }
+
+    fn transmit<S: FrameSink>(&mut self, now: Instant, out: &mut S, max: usize, max_urgency: u8) -> bool {
         let start = out.len();
-        out.append(&mut self.control);
+        out.bytes().append(&mut self.control);
         if self.failed {
             return out.len() > start;
         }
@@ -237,7 +250,7 @@ impl Connection {
                 break;
             }
         }
-        out.append(&mut self.control);
+        out.bytes().append(&mut self.control);
         let wrote = out.len() > start;
         if wrote {
             self.last_activity = now;
@@ -246,7 +259,7 @@ impl Connection {
     }
 
     /// Frame every head `id` has waiting, in order.
-    fn write_head(&mut self, id: u32, out: &mut Vec<u8>) {
+    fn write_head(&mut self, id: u32, out: &mut impl FrameSink) {
         let Some(s) = self.streams.get_mut(&id) else { return };
         // Popped, not taken: the queue keeps its room for the stream's next head and, through
         // its slot, for the next stream's (taking it cost an allocation per response).
@@ -279,7 +292,7 @@ impl Connection {
                     self.encoder.encode(status.chain(shared).chain(packed).chain(own), &mut self.out_block);
                 }
             }
-            Headers::encode(id, &self.out_block, head.end_stream, self.peer_max_frame, out);
+            Headers::encode(id, &self.out_block, head.end_stream, self.peer_max_frame, out.bytes());
             if head.status >= 200 {
                 s.final_head = FinalHead::Sent;
             }
@@ -292,7 +305,7 @@ impl Connection {
 
     /// Frame one quantum of `id`. Returns false when the connection window is exhausted or the
     /// budget is too small for a useful frame (the loop stops).
-    fn write_data(&mut self, id: u32, out: &mut Vec<u8>, budget: usize) -> bool {
+    fn write_data(&mut self, id: u32, out: &mut impl FrameSink, budget: usize) -> bool {
         let conn_avail = self.send_window.available();
         let Some(s) = self.streams.get_mut(&id) else {
             return true;
@@ -303,9 +316,9 @@ impl Connection {
                 let list = trailers.iter().map(|f| (&f.name[..], &f.value[..], is_sensitive(&f.name)));
                 self.out_block.clear();
                 self.encoder.encode(list, &mut self.out_block);
-                Headers::encode(id, &self.out_block, true, self.peer_max_frame, out);
+                Headers::encode(id, &self.out_block, true, self.peer_max_frame, out.bytes());
             } else {
-                Data::encode(id, &[], true, out);
+                Data::encode(id, &[], true, out.bytes());
             }
             s.send_open = false;
             self.update_ready(id);
@@ -326,14 +339,13 @@ impl Connection {
             flags: if end { crate::frame::flag::END_STREAM } else { 0 },
             stream: id,
         }
-        .encode(out);
+        .encode(out.bytes());
         let mut left = n;
         while left > 0 {
             // Invariant: `queued` is the sum of the chunks, and n <= queued.
             let Some(front) = s.queue.front_mut() else { break };
             let take = front.len().min(left);
-            out.extend_from_slice(&front[..take]);
-            front.advance(take);
+            out.payload_from(front, take);
             if front.is_empty() {
                 s.queue.pop_front();
             }

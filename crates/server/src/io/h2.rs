@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use sluice_h2::frame::{Head, HEADER_LEN, MAX_FRAME_SIZE};
-use sluice_h2::{Connection, Event, Field, Reason, SendError};
+use sluice_h2::{Connection, Event, Field, Reason, SendError, Transmit};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -144,12 +144,12 @@ where
         let mut sent: Vec<(u32, usize)> = Vec::new();
         let mut resets = ResetLog::default();
         // The writer: one buffer in flight, handed back when written.
-        let (wq_tx, wq_rx) = crate::io::mailbox::mailbox::<Vec<u8>>();
-        let (done_tx, mut done_rx) = crate::io::mailbox::mailbox::<std::io::Result<Vec<u8>>>();
+        let (wq_tx, wq_rx) = crate::io::mailbox::mailbox::<Transmit>();
+        let (done_tx, mut done_rx) = crate::io::mailbox::mailbox::<std::io::Result<Transmit>>();
         let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
         let mut rbuf = ReadBufs::new(IDLE_READ);
         let mut idle_since: Option<tokio::time::Instant> = None;
-        let mut spare: Option<Vec<u8>> = Some(Vec::with_capacity(IDLE_WRITE));
+        let mut spare: Option<Transmit> = Some(Transmit::with_capacity(IDLE_WRITE));
         let mut eof = false;
         let mut rtt_sampled = Instant::now().checked_sub(RTT_SAMPLE_EVERY).unwrap_or_else(Instant::now);
         // When the write in flight must have completed: a peer that stops reading (a full TCP
@@ -220,9 +220,9 @@ where
                 retry_at = b.retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
                 // Urgent data first, in the room only it may use; then the rest, in what the bound
                 // leaves once the urgent bytes are counted.
-                let urgent = b.urgent > 0 && conn.poll_transmit_upto(now, &mut buf, b.urgent, URGENT);
+                let urgent = b.urgent > 0 && conn.poll_transmit_into(now, &mut buf, b.urgent, URGENT);
                 let rest = b.other.saturating_sub(buf.len());
-                if conn.poll_transmit(now, &mut buf, rest) || urgent {
+                if conn.poll_transmit_into(now, &mut buf, rest, u8::MAX) || urgent {
                     write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
                     if wq_tx.send(buf).is_err() {
                         break;
@@ -266,7 +266,7 @@ where
                 wq_tx.shrink();
                 done_rx.shrink();
                 if let Some(buf) = spare.as_mut().filter(|b| b.capacity() > IDLE_WRITE) {
-                    *buf = Vec::with_capacity(IDLE_WRITE);
+                    *buf = Transmit::with_capacity(IDLE_WRITE);
                 }
             } else if rbuf.cur.capacity() < read_size / 4 {
                 rbuf.renew(&mut conn, read_size, true);
@@ -484,15 +484,19 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
 
 async fn write_loop<W: AsyncWrite>(
     mut wr: tokio::io::WriteHalf<W>,
-    mut rx: crate::io::mailbox::Receiver<Vec<u8>>,
-    done: crate::io::mailbox::Sender<std::io::Result<Vec<u8>>>,
+    mut rx: crate::io::mailbox::Receiver<Transmit>,
+    done: crate::io::mailbox::Sender<std::io::Result<Transmit>>,
 ) {
-    while let Some(buf) = rx.recv().await {
+    while let Some(mut buf) = rx.recv().await {
         let r = async {
-            wr.write_all(&buf).await?;
+            // Vectored: the DATA payloads are slices of the handlers' chunks (see `Transmit`).
+            wr.write_all_buf(&mut buf.reader()).await?;
             wr.flush().await
         }
         .await;
+        // The payloads go back to whoever shares their memory now, not when the buffer is
+        // filled again.
+        buf.clear();
         let failed = r.is_err();
         if done.send(r.map(|()| buf)).is_err() || failed {
             break;

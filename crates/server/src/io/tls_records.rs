@@ -128,6 +128,12 @@ impl Records {
         self.key_updates
     }
 
+    /// The sequence number of the next record sealed (tests: records sealed since).
+    #[cfg(test)]
+    pub(crate) fn next_seal_seq(&self) -> u64 {
+        self.seal.seq
+    }
+
     /// Whether a KeyUpdate must go before the next record: the peer asked for one, or the
     /// key's confidentiality limit is near (RFC 8446 §5.5).
     pub(crate) fn key_update_due(&self) -> bool {
@@ -148,10 +154,17 @@ impl Records {
         Ok(n)
     }
 
-    /// Seal `data` (at most [`MAX_FRAGMENT`] bytes) as one record of application data into
-    /// `dst` (room for `data.len() + OVERHEAD`): its length.
-    pub(crate) fn seal_data(&mut self, data: &[u8], dst: &mut [u8]) -> Result<usize, rustls::Error> {
-        self.seal.seal(APPLICATION_DATA, data, dst)
+    /// Seal `len` bytes (at most [`MAX_FRAGMENT`]), which `fill` writes into the slice it is
+    /// given, as one record of application data into `dst` (room for `len + OVERHEAD`): its
+    /// length. The plaintext is written straight into the record (a record gathered from
+    /// several slices costs no copy of its own).
+    pub(crate) fn seal_data_with(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+        dst: &mut [u8],
+    ) -> Result<usize, rustls::Error> {
+        self.seal.seal_with(APPLICATION_DATA, len, fill, dst)
     }
 
     /// Seal an alert into `dst` (room for `2 + OVERHEAD`): its length. Level 1 (warning) for
@@ -273,20 +286,32 @@ impl Sealer {
 
     /// One record of inner content type `typ` holding `data` into `dst`: its length.
     fn seal(&mut self, typ: u8, data: &[u8], dst: &mut [u8]) -> Result<usize, rustls::Error> {
-        debug_assert!(data.len() <= MAX_FRAGMENT);
+        self.seal_with(typ, data.len(), |d| d.copy_from_slice(data), dst)
+    }
+
+    /// One record of inner content type `typ` holding the `plain` bytes `fill` writes into
+    /// `dst`: its length.
+    fn seal_with(
+        &mut self,
+        typ: u8,
+        plain: usize,
+        fill: impl FnOnce(&mut [u8]),
+        dst: &mut [u8],
+    ) -> Result<usize, rustls::Error> {
+        debug_assert!(plain <= MAX_FRAGMENT);
         if self.seq >= self.limit {
             return Err(rustls::Error::EncryptError);
         }
-        let len = data.len() + 1 + TAG;
+        let len = plain + 1 + TAG;
         let total = HEADER + len;
         let Some(dst) = dst.get_mut(..total) else {
             return Err(rustls::Error::General("no room to seal a TLS record".into()));
         };
         let header = [APPLICATION_DATA, 3, 3, (len >> 8) as u8, len as u8];
         dst[..HEADER].copy_from_slice(&header);
-        dst[HEADER..HEADER + data.len()].copy_from_slice(data);
-        dst[HEADER + data.len()] = typ;
-        let (body, tag) = dst[HEADER..].split_at_mut(data.len() + 1);
+        fill(&mut dst[HEADER..HEADER + plain]);
+        dst[HEADER + plain] = typ;
+        let (body, tag) = dst[HEADER..].split_at_mut(plain + 1);
         // The per-record nonce is the IV XORed with the sequence number (RFC 8446 §5.3); the
         // additional data is the record's header (§5.2).
         let nonce = ring::aead::Nonce::assume_unique_for_key(Nonce::new(&self.iv, self.seq).0);

@@ -519,46 +519,76 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
 
     /// Encrypt `data` into `out` (after anything rustls has queued to go first).
     fn encrypt(&mut self, data: &[u8]) -> io::Result<()> {
-        if let Engine::Records(records) = &mut self.engine {
-            if let Some(e) = &self.failed {
-                return Err(tls_error(e));
-            }
-            // Nothing follows close_notify (RFC 8446 §6.1).
-            if self.closing {
-                return Err(io::ErrorKind::BrokenPipe.into());
-            }
-            // Room for every record at once (and key updates'), so `out` grows once.
-            let count = data.len().div_ceil(MAX_FRAGMENT);
-            let per_record = tls_records::OVERHEAD + tls_records::KEY_UPDATE_RECORD;
-            let room = self.out.space(data.len() + count * per_record);
-            let mut at = 0;
-            let mut sealed = Ok(());
-            for part in data.chunks(MAX_FRAGMENT) {
-                let key_update =
-                    if records.key_update_due() { records.seal_key_update(&mut room[at..]) } else { Ok(0) };
-                match key_update.and_then(|n| Ok(n + records.seal_data(part, &mut room[at + n..])?)) {
-                    Ok(n) => at += n,
-                    Err(e) => {
-                        sealed = Err(e);
-                        break;
-                    }
-                }
-            }
-            // What was sealed goes out (its sequence numbers are spent); after an error nothing
-            // more is.
-            self.out.commit(at);
-            if let Err(e) = sealed {
-                let err = tls_error(&e);
-                self.failed = Some(e);
-                return Err(err);
-            }
-            return Ok(());
+        if matches!(self.engine, Engine::Records(_)) {
+            return self.seal_records(&[io::IoSlice::new(data)], data.len());
         }
         let seen = self.seen();
         let mut inb = std::mem::take(&mut self.inb);
         let r = self.encrypt_with(&mut inb[..seen], data);
         self.inb = inb;
         r
+    }
+
+    /// Seal the first `total` bytes of `bufs` (at most [`MAX_ENCRYPT`]) into `out` as records
+    /// of application data, each filled to [`MAX_FRAGMENT`] across the slices' ends (the last
+    /// one takes what is left): an HTTP/2 write of frame headers and the payloads between them
+    /// goes out in as few records as one slice of the same bytes would.
+    fn seal_records(&mut self, bufs: &[io::IoSlice<'_>], total: usize) -> io::Result<()> {
+        let Engine::Records(records) = &mut self.engine else {
+            return Err(io::Error::other("TLS: records sealed before the hand-over"));
+        };
+        if let Some(e) = &self.failed {
+            return Err(tls_error(e));
+        }
+        // Nothing follows close_notify (RFC 8446 §6.1).
+        if self.closing {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        debug_assert!(total <= MAX_ENCRYPT && total <= bufs.iter().map(|b| b.len()).sum::<usize>());
+        // Room for every record at once (and key updates'), so `out` grows once.
+        let count = total.div_ceil(MAX_FRAGMENT);
+        let per_record = tls_records::OVERHEAD + tls_records::KEY_UPDATE_RECORD;
+        let room = self.out.space(total + count * per_record);
+        let mut at = 0;
+        let mut sealed = Ok(());
+        // Where the next plaintext byte comes from: slice `slice`, offset `off`.
+        let (mut slice, mut off) = (0, 0);
+        let mut left = total;
+        while left > 0 {
+            let len = left.min(MAX_FRAGMENT);
+            let fill = |dst: &mut [u8]| {
+                let mut put = 0;
+                while put < dst.len() {
+                    let src = &bufs[slice][off..];
+                    let n = src.len().min(dst.len() - put);
+                    dst[put..put + n].copy_from_slice(&src[..n]);
+                    put += n;
+                    off += n;
+                    if off == bufs[slice].len() {
+                        slice += 1;
+                        off = 0;
+                    }
+                }
+            };
+            let key_update = if records.key_update_due() { records.seal_key_update(&mut room[at..]) } else { Ok(0) };
+            match key_update.and_then(|n| Ok(n + records.seal_data_with(len, fill, &mut room[at + n..])?)) {
+                Ok(n) => at += n,
+                Err(e) => {
+                    sealed = Err(e);
+                    break;
+                }
+            }
+            left -= len;
+        }
+        // What was sealed goes out (its sequence numbers are spent); after an error nothing
+        // more is.
+        self.out.commit(at);
+        if let Err(e) = sealed {
+            let err = tls_error(&e);
+            self.failed = Some(e);
+            return Err(err);
+        }
+        Ok(())
     }
 
     fn encrypt_with(&mut self, inb: &mut [u8], data: &[u8]) -> io::Result<()> {
@@ -857,6 +887,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         std::task::ready!(this.poll_send(cx))?;
+        if matches!(this.engine, Engine::Records(_)) {
+            let taken = bufs.iter().map(|b| b.len()).sum::<usize>().min(MAX_ENCRYPT);
+            if taken == 0 {
+                return Poll::Ready(Ok(0));
+            }
+            this.seal_records(bufs, taken)?;
+            return this.poll_accepted(cx, taken);
+        }
+        // rustls (TLS 1.2, or before the hand-over) encrypts one slice at a time.
         // Up to MAX_ENCRYPT of the slices, sent together: large slices encrypted as they are,
         // runs of small ones gathered into records of up to GATHER bytes (a response head and
         // a small body in one record, as rustls's buffered writer does), in stack memory that

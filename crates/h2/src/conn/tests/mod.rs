@@ -1185,3 +1185,58 @@ fn handed_over_input_is_sliced_for_large_data_and_copied_for_small() {
     // keep the read buffer alive.
     assert_eq!(shared, vec![true, true, false]);
 }
+
+/// Two streams with bodies of every kind of chunk (large ones whole and cut by frame and
+/// budget, small ones, an end on its own, trailers): framed into a `Transmit` they come out
+/// byte for byte as into a `Vec`, the large payloads shared with the handler's chunks.
+#[test]
+fn a_transmit_carries_the_same_frames_with_payloads_shared() {
+    let big = Bytes::from((0..40_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let run = |into_transmit: bool| {
+        let mut c = Client::with_windows(Config::default(), FixedWindows { stream: 1 << 20, connection: 1 << 20 });
+        // Room for large frames and windows: what the default would cut is not what is tested.
+        let mut settings = Vec::new();
+        crate::frame::Settings {
+            ack: false,
+            values: vec![
+                crate::frame::Setting::MaxFrameSize(1 << 16),
+                crate::frame::Setting::InitialWindowSize(1 << 20),
+            ],
+        }
+        .encode(&mut settings);
+        c.input(&settings);
+        let mut wu = Vec::new();
+        frame(&mut wu, kind::WINDOW_UPDATE, 0, 0, &(1u32 << 20).to_be_bytes());
+        c.input(&wu);
+        c.request(1, "/a", true);
+        c.request(3, "/b", true);
+        let _ = c.events();
+        c.conn.send_response(1, 200, Vec::<Field>::new(), false).unwrap();
+        c.conn.send_response(3, 200, Vec::<Field>::new(), false).unwrap();
+        c.conn.send_data(1, big.clone(), false).unwrap();
+        c.conn.send_data(3, big.slice(..1500), false).unwrap();
+        c.conn.send_data(1, Bytes::from_static(b"small"), false).unwrap();
+        c.conn.send_data(3, big.slice(7..20_007), false).unwrap();
+        c.conn.send_data(1, big.slice(100..30_100), true).unwrap();
+        c.conn.send_trailers(3, vec![Field::new("x-done", "1")]).unwrap();
+        let mut bytes = Vec::new();
+        let mut shared = 0;
+        // Several writes with budgets that cut frames, then the rest.
+        for max in [20_000, 5_000, 64_000, usize::MAX] {
+            if into_transmit {
+                let mut t = crate::Transmit::with_capacity(0);
+                let _ = c.conn.poll_transmit_into(c.now, &mut t, max, u8::MAX);
+                shared += t.slices();
+                bytes.extend_from_slice(&t.to_vec());
+            } else {
+                let _ = c.conn.poll_transmit(c.now, &mut bytes, max);
+            }
+        }
+        (bytes, shared)
+    };
+    let (copied, _) = run(false);
+    let (sliced, shared) = run(true);
+    assert!(copied.len() > 2 * big.len(), "the bodies went out: {} bytes", copied.len());
+    assert_eq!(sliced, copied, "the same frames either way");
+    assert!(shared >= 4, "large payloads handed on as slices: {shared}");
+}

@@ -470,6 +470,40 @@ async fn a_key_update_from_the_client_is_answered_before_our_data() {
     assert_eq!(&buf[..n], b"reply");
 }
 
+/// A vectored write of HTTP/2-like frames (9-byte headers between large payloads, a small
+/// payload at the end) goes out in records filled to the largest fragment across the slices'
+/// ends, the last one with what is left, and the client reads every byte in order.
+#[tokio::test]
+async fn a_vectored_write_fills_its_records_across_the_slices() {
+    let (server, client) = configs();
+    let (mut s, mut c) = connect(&server, &client, 256 * 1024).await;
+    // One exchange first: the hand-over to the record layer happens at the first read.
+    c.write_all(b"hello").await.unwrap();
+    c.flush().await.unwrap();
+    let mut buf = [0u8; 16];
+    let n = s.read(&mut buf).await.unwrap();
+    assert_eq!(&buf[..n], b"hello");
+    let seq = |s: &TlsStream<DuplexStream>| match &s.engine {
+        Engine::Records(r) => r.next_seal_seq(),
+        _ => panic!("TLS 1.3 runs on the record layer"),
+    };
+    let data = pattern(16_384 * 2 + 5_000);
+    let (a, rest) = data.split_at(16_384);
+    let (b, tail) = rest.split_at(16_384);
+    let slices = [&b"head-one!"[..], a, &b"head-two!"[..], b, &b"head-end!"[..], tail];
+    let want: Vec<u8> = slices.concat();
+    let before = seq(&s);
+    let ios: Vec<io::IoSlice<'_>> = slices.iter().map(|b| io::IoSlice::new(b)).collect();
+    let n = std::future::poll_fn(|cx| Pin::new(&mut s).poll_write_vectored(cx, &ios)).await.unwrap();
+    assert_eq!(n, want.len(), "all of it taken (under the most one write seals)");
+    s.flush().await.unwrap();
+    // 37,795 bytes: two full records and one of 5,027 bytes; one record per slice would be six.
+    assert_eq!(seq(&s) - before, want.len().div_ceil(MAX_FRAGMENT) as u64);
+    let mut got = vec![0u8; want.len()];
+    c.read_exact(&mut got).await.unwrap();
+    assert!(got == want, "the client reads the slices in order");
+}
+
 #[test]
 fn what_completes_the_held_records() {
     let whole = RECORD_HEADER + MAX_FRAGMENT + 256;
