@@ -159,6 +159,8 @@ where
         let mut pace = state.cfg.tcp.limit_inflight.then(|| InflightCap::new().leading());
         let mut retry_at: Option<tokio::time::Instant> = None;
         let mut idle_reading = Instant::now();
+        // Whether a write went out after the last TCP_INFO reading (see `InflightCap::note_idle`).
+        let mut wrote_since_reading = false;
         // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
         let mut stuck = false;
         // When the engine last framed response bytes, or had none waiting: a peer that keeps
@@ -200,7 +202,11 @@ where
             let mut budget_due = conn.wants_write()
                 || pace.is_some() && now.saturating_duration_since(idle_reading) >= IDLE_READING_EVERY;
             // An idle moment the bound can note without a reading (see `InflightCap::note_idle`).
-            if budget_due && spare.is_some() && !conn.wants_write() && pace.as_mut().is_some_and(|p| p.note_idle(now)) {
+            if budget_due
+                && spare.is_some()
+                && !conn.wants_write()
+                && pace.as_mut().is_some_and(|p| p.note_idle(now, !wrote_since_reading))
+            {
                 idle_reading = now;
                 budget_due = false;
             }
@@ -216,6 +222,7 @@ where
                     p.set_guarded(conn.mixed_urgencies());
                 }
                 let b = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
+                wrote_since_reading = false;
                 // Held back by the in-flight bound with data waiting: look again shortly.
                 retry_at = b.retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
                 // Urgent data first, in the room only it may use; then the rest, in what the bound
@@ -224,6 +231,7 @@ where
                 let rest = b.other.saturating_sub(buf.len());
                 if conn.poll_transmit_into(now, &mut buf, rest, u8::MAX) || urgent {
                     write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
+                    wrote_since_reading = true;
                     if wq_tx.send(buf).is_err() {
                         break;
                     }

@@ -293,6 +293,10 @@ pub(crate) struct Sample {
     /// Over TCP, the sender's MSS, the unit `in_flight` is counted in (see [`MIN_SEGMENTS`]);
     /// 0 where it is counted in bytes (QUIC).
     pub(crate) segment: usize,
+    /// Everything written was acknowledged (none unacknowledged, none unsent): until more is
+    /// written, no ACK can come that would change a reading (see
+    /// [`note_idle`](InflightCap::note_idle)).
+    pub(crate) settled: bool,
 }
 
 impl Sample {
@@ -305,6 +309,7 @@ impl Sample {
             in_flight: p.in_flight_bytes(),
             notsent_bytes: p.notsent_bytes as usize,
             segment: p.mss.max(536) as usize,
+            settled: p.unacked == 0 && p.notsent_bytes == 0,
         }
     }
 }
@@ -341,6 +346,9 @@ pub(crate) struct InflightCap {
     guarded: bool,
     /// The minimum RTT as of the last reading (see [`note_idle`](Self::note_idle)).
     min_rtt: Duration,
+    /// The last reading, if it found everything acknowledged (see
+    /// [`note_idle`](Self::note_idle)).
+    settled: Option<Sample>,
 }
 
 impl Default for InflightCap {
@@ -366,6 +374,7 @@ impl InflightCap {
             lead: false,
             guarded: false,
             min_rtt: Duration::ZERO,
+            settled: None,
         }
     }
 
@@ -422,6 +431,7 @@ impl InflightCap {
     /// Feed one reading; `busy`: the driver has data waiting to be framed (the sample is not
     /// limited by the application).
     pub(crate) fn update(&mut self, now: Instant, s: &Sample, busy: bool) {
+        self.settled = s.settled.then_some(*s);
         self.min_rtt = s.min_rtt;
         if self.growing && self.leads(s.min_rtt) {
             self.track_recent(now, s);
@@ -496,7 +506,17 @@ impl InflightCap {
     /// The HTTP/2 driver notes its idle moments every 250 µs at most (`IDLE_READING_EVERY`);
     /// as readings they were a system call (about 0.55 µs here) for every third small response
     /// a proxied connection carried.
-    pub(crate) fn note_idle(&mut self, now: Instant) -> bool {
+    ///
+    /// `quiet`: nothing was written since the last reading. If that reading found everything
+    /// acknowledged, a new one would read the same (no ACK can have come, so the counters, the
+    /// delivery-rate sample and the minimum RTT stand), and it is replayed instead, whatever
+    /// the state: a connection that only receives (an upload, answered with WINDOW_UPDATEs now
+    /// and then) made a TCP_INFO reading every 250 µs, about one per 64 KiB read.
+    pub(crate) fn note_idle(&mut self, now: Instant, quiet: bool) -> bool {
+        if let Some(s) = self.settled.filter(|_| quiet) {
+            self.update(now, &s, false);
+            return true;
+        }
         if self.rounds.is_empty() || self.growing && self.leads(self.min_rtt) {
             return false;
         }
@@ -597,7 +617,15 @@ mod tests {
 
     /// A reading on a path with 40 ms RTT and no queue.
     fn sample(rate: u64, inflight: usize) -> Sample {
-        Sample { delivery_rate: rate, acked: 0, min_rtt: 40 * MS, in_flight: inflight, notsent_bytes: 0, segment: 0 }
+        Sample {
+            delivery_rate: rate,
+            acked: 0,
+            min_rtt: 40 * MS,
+            in_flight: inflight,
+            notsent_bytes: 0,
+            segment: 0,
+            settled: false,
+        }
     }
 
     /// A path in virtual time: each step is one round (40 ms) delivering at a given rate.
@@ -695,6 +723,7 @@ mod tests {
                 in_flight: (sent - acked) as usize,
                 notsent_bytes: 0,
                 segment: 0,
+                settled: false,
             };
             c.update(start + Duration::from_secs_f64(t), &s, true);
             let cap = c.cap(&s).unwrap_or(MIN_BASE + HEADROOM) as f64;
@@ -883,11 +912,12 @@ mod tests {
                     in_flight: next(50_000) as usize,
                     notsent_bytes: 0,
                     segment: 1_448,
+                    settled: false,
                 };
                 a.update(t, &s, busy);
                 if busy {
                     b.update(t, &s, busy);
-                } else if b.note_idle(t) {
+                } else if b.note_idle(t, false) {
                     noted += 1;
                 } else {
                     declined += 1;
@@ -910,6 +940,52 @@ mod tests {
             }
         }
         assert!(noted > 1_000 && declined > 10, "noted {noted}, declined {declined}");
+    }
+
+    /// After a reading that found everything acknowledged, a quiet idle moment (nothing
+    /// written since) replays that reading: the bound ends where idle readings (which would
+    /// read the same) leave it, in a ramp and after it, leading or not, through silences that
+    /// end rounds. After a reading with bytes in flight it does not.
+    #[test]
+    fn a_quiet_moment_after_a_settled_reading_is_that_reading_again() {
+        for lead in [true, false] {
+            let new = || if lead { InflightCap::new().leading() } else { InflightCap::new() };
+            for busy_rounds in [0, 1, 12] {
+                let (mut a, mut b) = (new(), new());
+                let mut t = Instant::now();
+                let mut acked = 0;
+                // Busy rounds first (none: a connection that only receives), then it settles.
+                for _ in 0..busy_rounds * 4 {
+                    t += 10 * MS;
+                    acked += RATE / 100;
+                    let s = Sample { acked, ..sample(RATE, 100_000) };
+                    a.update(t, &s, true);
+                    b.update(t, &s, true);
+                }
+                let settled = Sample { acked, settled: true, ..sample(RATE, 0) };
+                t += 5 * MS;
+                a.update(t, &settled, false);
+                b.update(t, &settled, false);
+                for step in 0..400 {
+                    t += if step % 50 == 0 { 300 * MS } else { MS / 4 };
+                    a.update(t, &settled, false);
+                    assert!(b.note_idle(t, true), "lead {lead}, busy rounds {busy_rounds}: replayed");
+                    let what = |c: &InflightCap| {
+                        (c.cap(&settled), c.max_rate(), c.growing(), c.gain(), c.busy, c.recent_rate, c.round_start)
+                    };
+                    assert_eq!(what(&a), what(&b), "lead {lead}, busy rounds {busy_rounds}, step {step}");
+                }
+                // Bytes in flight at the last reading: no replay, and with no busy round ended
+                // yet no noting either (the reading is needed).
+                let mut c = new();
+                c.update(t, &Sample { acked, ..sample(RATE, 5_000) }, false);
+                assert!(!c.note_idle(t + MS, true), "not settled: read again");
+                // Something written since the settled reading: not replayed.
+                let mut d = new();
+                d.update(t, &settled, false);
+                assert!(!d.note_idle(t + MS, false), "written since: read again");
+            }
+        }
     }
 
     #[test]

@@ -221,6 +221,8 @@ impl Bounded {
             in_flight: in_flight as usize,
             notsent_bytes: 0,
             segment: 0,
+            // QUIC's bound is fed from ACKs, never read idle.
+            settled: false,
         };
         self.cap.update(now, &s, !app_limited);
         self.cap.set_guarded(self.link.guarded.load(Ordering::Relaxed));
