@@ -21,7 +21,7 @@ mod send;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use sluice_hpack as hpack;
 
 use crate::config::Config;
@@ -329,11 +329,38 @@ impl Connection {
     /// joined without a copy. Either way DATA payloads are slices of the buffer read from the
     /// socket: on a bulk upload every byte is copied once on its way from TLS to the handler.
     /// A driver that moves to a new read buffer starts it with [`Self::take_unparsed_input`].
-    pub fn handle_input_buf(&mut self, now: Instant, data: BytesMut) {
+    ///
+    /// A buffer that does not continue the held bytes (the TLS stream hands over each record's
+    /// plaintext where it was decrypted) is not copied onto them whole: only what completes the
+    /// frame header is, and then the payload of a DATA frame is handed on from the buffer as it
+    /// is, a part at a time (see `split_partial_data`); only other frames are completed by a
+    /// copy (they are small: control frames and header blocks).
+    pub fn handle_input_buf(&mut self, now: Instant, mut data: BytesMut) {
         if self.failed {
             return;
         }
         self.last_activity = now;
+        while !self.inbuf.is_empty() && !data.is_empty() && !continues(&self.inbuf, &data) {
+            if self.preface != Preface::Done {
+                break;
+            }
+            if self.take_data_part(now, &mut data) {
+                continue;
+            }
+            let have = self.inbuf.len();
+            let need = match frame::Head::parse(&self.inbuf) {
+                // The whole frame; one larger than announced is refused by `step` as it is.
+                Some(h) => frame::HEADER_LEN + (h.len.min(frame::MAX_FRAME_SIZE) as usize),
+                None => frame::HEADER_LEN,
+            };
+            let take = need.saturating_sub(have).clamp(1, data.len());
+            self.inbuf.extend_from_slice(&data[..take]);
+            data.advance(take);
+            self.parse_input(now);
+            if self.failed {
+                return;
+            }
+        }
         if self.inbuf.is_empty() {
             self.inbuf = data;
         } else {
@@ -668,3 +695,9 @@ fn stop_receiving(recv_windows: &mut u64, policy: &mut dyn WindowPolicy, s: &mut
 
 #[cfg(test)]
 mod tests;
+
+/// Whether `next` starts where `held` ends in memory (the same read buffer, read on into), so
+/// that `BytesMut::unsplit` joins them without a copy.
+fn continues(held: &BytesMut, next: &BytesMut) -> bool {
+    held.as_ptr().wrapping_add(held.len()) == next.as_ptr()
+}

@@ -92,6 +92,54 @@ impl Connection {
     /// A frame that would be refused is left whole, to be refused once, as any other. Padded
     /// frames are left whole too (the padding is at the end, its length at the start).
     pub(super) fn split_partial_data(&mut self, now: Instant) -> Option<BytesMut> {
+        let head = self.partial_data()?;
+        let have = self.inbuf.len() - frame::HEADER_LEN;
+        if have < SHARE_MIN {
+            return None;
+        }
+        self.inbuf.advance(frame::HEADER_LEN);
+        let part = std::mem::take(&mut self.inbuf).freeze();
+        self.data_part(now, head, part, false);
+        let mut rest = Vec::with_capacity(frame::HEADER_LEN);
+        Head { len: head.len - have as u32, ..head }.encode(&mut rest);
+        Some(BytesMut::from(&rest[..]))
+    }
+
+    /// When the input buffer holds the start of a DATA frame and `data` (a buffer that does not
+    /// continue it in memory) the rest or more of it: hand on what the input buffer holds of
+    /// its payload, then what `data` holds, as DATA frames of their own (END_STREAM on the
+    /// last), advancing `data`; the input buffer is left with a header for the rest, if any.
+    /// Under the conditions of `split_partial_data`; false (nothing done) when they do not hold.
+    pub(super) fn take_data_part(&mut self, now: Instant, data: &mut BytesMut) -> bool {
+        let Some(head) = self.partial_data() else { return false };
+        let have = self.inbuf.len() - frame::HEADER_LEN;
+        if have > 0 {
+            let held = self.inbuf.split_off(frame::HEADER_LEN).freeze();
+            self.data_part(now, head, held, false);
+            if self.failed {
+                return true;
+            }
+        }
+        let rest = head.len as usize - have;
+        let take = rest.min(data.len());
+        let last = take == rest;
+        let part = data.split_to(take).freeze();
+        self.inbuf.clear();
+        self.data_part(now, head, part, last);
+        if !last {
+            let mut header = Vec::with_capacity(frame::HEADER_LEN);
+            Head { len: (rest - take) as u32, ..head }.encode(&mut header);
+            self.inbuf = BytesMut::from(&header[..]);
+        }
+        true
+    }
+
+    /// The header of the DATA frame the input buffer holds the start of (header whole, payload
+    /// not), if a part of it can be handed on: not padded, on an open stream whose windows,
+    /// the connection's and its own, take the whole frame, and whose content-length, if any, its
+    /// payload does not pass. A frame that would be refused is left whole, to be refused once,
+    /// as any other.
+    fn partial_data(&self) -> Option<Head> {
         if self.failed || self.preface != Preface::Done || self.block.is_some() {
             return None;
         }
@@ -100,7 +148,6 @@ impl Connection {
         if head.kind != kind::DATA
             || head.has(frame::flag::PADDED)
             || head.len > frame::MAX_FRAME_SIZE
-            || have < SHARE_MIN
             || have >= head.len as usize
         {
             return None;
@@ -110,19 +157,18 @@ impl Connection {
             && s.recv.open() >= head.len
             && self.recv_window.open() >= head.len
             && s.content_length.is_none_or(|cl| s.received + u64::from(head.len) <= cl);
-        if !fits {
-            return None;
-        }
-        self.inbuf.advance(frame::HEADER_LEN);
-        let part = std::mem::take(&mut self.inbuf).freeze();
-        let first = Head { len: have as u32, flags: head.flags & !frame::flag::END_STREAM, ..head };
-        // An error is not expected (checked above); handled as `step` would.
-        if let Err(e) = self.on_frame(now, first, part).or_else(|e| self.reset_on_stream_error(now, e)) {
+        fits.then_some(head)
+    }
+
+    /// Hand on `part` of the DATA frame `head` as a frame of its own, with END_STREAM (if
+    /// `head` has it) only when it is the `last`.
+    fn data_part(&mut self, now: Instant, head: Head, part: Bytes, last: bool) {
+        let flags = if last { head.flags } else { head.flags & !frame::flag::END_STREAM };
+        let h = Head { len: part.len() as u32, flags, ..head };
+        // An error is not expected (checked by `partial_data`); handled as `step` would.
+        if let Err(e) = self.on_frame(now, h, part).or_else(|e| self.reset_on_stream_error(now, e)) {
             self.fail(e);
         }
-        let mut rest = Vec::with_capacity(frame::HEADER_LEN);
-        Head { len: head.len - have as u32, ..head }.encode(&mut rest);
-        Some(BytesMut::from(&rest[..]))
     }
 
     fn on_frame(&mut self, now: Instant, head: Head, payload: Bytes) -> Result<(), Error> {

@@ -14,7 +14,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use sluice_h2::frame::{Head, HEADER_LEN, MAX_FRAME_SIZE};
 use sluice_h2::{Connection, Event, Field, Reason, SendError, Transmit};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::app::http::Proto;
@@ -115,12 +115,14 @@ pub(crate) fn serve<S>(
     mut shutdown: watch::Receiver<bool>,
 ) -> impl std::future::Future<Output = ()> + Send
 where
-    S: AsyncRead + AsyncWrite + Send + 'static,
+    S: crate::io::split::ReadChunks + Send + 'static,
 {
     // Split before the future is made, not in it: an `async fn` keeps its arguments for its
     // whole life, and the stream (1,384 bytes over TLS) would stay in every connection's
     // future next to the halves it was moved into.
-    let (mut rd, wr) = tokio::io::split(io);
+    // Split here, not with `tokio::io::split`: the read half reads a TLS stream's records
+    // without a copy (`ReadChunks`).
+    let (mut rd, wr) = crate::io::split::split(io);
     // Shared before the future is made, for the same reason: captured by value, the 184-byte
     // `ConnInfo` kept its slot in the future after it had moved into the `Arc`.
     let info = Arc::new(info);
@@ -148,6 +150,8 @@ where
         let (done_tx, mut done_rx) = crate::io::mailbox::mailbox::<std::io::Result<Transmit>>();
         let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
         let mut rbuf = ReadBufs::new(IDLE_READ);
+        // A TLS 1.3 stream's decrypted records, read without a copy (see `ReadChunks`).
+        let mut chunks: Vec<BytesMut> = Vec::new();
         let mut idle_since: Option<tokio::time::Instant> = None;
         let mut spare: Option<Transmit> = Some(Transmit::with_capacity(IDLE_WRITE));
         let mut eof = false;
@@ -293,7 +297,7 @@ where
             .min();
             crate::io::arm(timer.as_mut(), &mut timer_at, next);
             tokio::select! {
-                r = rd.read_buf(&mut rbuf.cur), if !eof && conn.wants_read() => match r {
+                r = std::future::poll_fn(|cx| rd.poll_read_chunks(cx, &mut chunks, &mut rbuf.cur)), if !eof && conn.wants_read() => match r {
                     Ok(0) | Err(_) => {
                         eof = true;
                         conn.handle_eof();
@@ -307,7 +311,18 @@ where
                                 conn.handle_rtt(rtt);
                             }
                         }
-                        conn.handle_input_buf(now, rbuf.cur.split());
+                        if chunks.is_empty() {
+                            conn.handle_input_buf(now, rbuf.cur.split());
+                        } else {
+                            // What a move to a new read buffer carried over goes first (see
+                            // `ReadBufs::renew`), then each record's plaintext as it is.
+                            if !rbuf.cur.is_empty() {
+                                conn.handle_input_buf(now, rbuf.cur.split());
+                            }
+                            for chunk in chunks.drain(..) {
+                                conn.handle_input_buf(now, chunk);
+                            }
+                        }
                     }
                 },
                 done = done_rx.recv(), if spare.is_none() => match done {
@@ -490,8 +505,8 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
     Budget { urgent, other: budget, retry: (budget == 0).then(|| pace.retry_after(&s)) }
 }
 
-async fn write_loop<W: AsyncWrite>(
-    mut wr: tokio::io::WriteHalf<W>,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: crate::io::split::WriteHalf<W>,
     mut rx: crate::io::mailbox::Receiver<Transmit>,
     done: crate::io::mailbox::Sender<std::io::Result<Transmit>>,
 ) {

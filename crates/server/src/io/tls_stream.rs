@@ -278,11 +278,21 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             }
             return Poll::Ready(Ok(()));
         }
-        // Continue in the heap buffer: a busy connection reads what completes the record it
-        // holds and four more of the largest size (records that size, as bulk senders send
-        // them, then end where a read does: nothing cut, and the buffer's room is taken back
-        // without copying; else the part of a record the last read cut moves to the front).
-        // Another connection reads what completes the records it holds.
+        std::task::ready!(self.poll_fill(cx))?;
+        if !self.eof {
+            self.process_held(sink);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Read once from the transport into the heap buffer `inb` (after what it holds); sets
+    /// `eof` at the end of the stream.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // A busy connection reads what completes the record it holds and four more of the
+        // largest size (records that size, as bulk senders send them, then end where a read
+        // does: nothing cut, and the buffer's room is taken back without copying; else the
+        // part of a record the last read cut moves to the front). Another connection reads
+        // what completes the records it holds.
         let was_busy = self.busy;
         let limit = if was_busy {
             let first = if self.inb.is_empty() { 0 } else { to_complete(&self.inb) };
@@ -308,8 +318,91 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             return Poll::Ready(Ok(()));
         }
         self.busy = was_busy && n == limit;
-        self.process_held(sink);
         Poll::Ready(Ok(()))
+    }
+
+    /// Read decrypted bytes without copying them where it can: on a busy TLS 1.3 connection,
+    /// each record's plaintext as it lies in the receive buffer, where it was opened, handed
+    /// over as a `BytesMut` of its own into `chunks` (sharing the buffer's memory, which the
+    /// next read then leaves to them and moves on from). Otherwise (TLS 1.2; the first read
+    /// after a pause, which goes to the stack; bytes rustls decrypted during the handshake)
+    /// a read into `buf`, as `AsyncRead` does. `Ready(Ok(0))` at the end of the stream.
+    ///
+    /// Why: the HTTP/2 driver hands DATA payloads to handlers as slices of what it read, so
+    /// with chunks a body byte is not copied at all on its way from the socket buffer to the
+    /// handler, where a read into `buf` copied every one (see `io::h2`).
+    pub(crate) fn poll_read_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        chunks: &mut Vec<BytesMut>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        let chunked = matches!(self.engine, Engine::Records(_))
+            && self.plain_at == self.plain.len()
+            && (self.busy || !self.inb.is_empty());
+        if !chunked {
+            let read = tokio::io::AsyncReadExt::read_buf(self, buf);
+            return std::future::Future::poll(std::pin::pin!(read), cx);
+        }
+        loop {
+            let before = chunks.len();
+            let n = self.open_chunks(chunks);
+            if chunks.len() > before {
+                return Poll::Ready(Ok(n));
+            }
+            if let Some(e) = &self.failed {
+                return Poll::Ready(Err(tls_error(e)));
+            }
+            if self.peer_closed {
+                return Poll::Ready(Ok(0));
+            }
+            if self.eof {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the connection without sending TLS close_notify",
+                )));
+            }
+            std::task::ready!(self.poll_fill(cx))?;
+        }
+    }
+
+    /// Open every whole record `inb` starts with, in place, and split each one's plaintext off
+    /// into `chunks` (none for a record without any): how many bytes they hold. `inb` keeps
+    /// the part of a record that follows.
+    fn open_chunks(&mut self, chunks: &mut Vec<BytesMut>) -> usize {
+        self.ready = false;
+        let mut total = 0;
+        while self.failed.is_none() && !self.peer_closed {
+            let Engine::Records(records) = &mut self.engine else { break };
+            let base = self.inb.as_ptr() as usize;
+            let (used, plain) = match records.open(&mut self.inb[..]) {
+                Ok(None) => break,
+                Ok(Some((n, opened))) => match opened {
+                    Opened::Data(p) => (n, Some((p.as_ptr() as usize - base, p.len()))),
+                    Opened::Closed => {
+                        self.peer_closed = true;
+                        (n, None)
+                    }
+                    Opened::Nothing => (n, None),
+                },
+                Err(fatal) => {
+                    self.fatal(fatal);
+                    break;
+                }
+            };
+            let mut record = self.inb.split_to(used);
+            if let Some((at, len)) = plain.filter(|&(_, len)| len > 0) {
+                record.advance(at);
+                record.truncate(len);
+                total += len;
+                chunks.push(record);
+            }
+        }
+        // As `process_held` keeps it: a connection that is not busy holds no room.
+        if self.inb.is_empty() && !self.busy {
+            self.inb = BytesMut::new();
+        }
+        total
     }
 
     /// Process the whole records a full reader left in `inb` (`ready`).
@@ -466,17 +559,21 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                         Opened::Nothing => {}
                     }
                 }
-                Err(fatal) => {
-                    if let Some(alert) = fatal.alert.filter(|_| !self.closing) {
-                        if let Ok(n) = records.seal_alert(alert, self.out.space(2 + tls_records::OVERHEAD)) {
-                            self.out.commit(n);
-                        }
-                    }
-                    self.failed = Some(fatal.error);
-                }
+                Err(fatal) => self.fatal(fatal),
             }
         }
         used
+    }
+
+    /// A fatal error of the record layer: its alert queued for the peer (none after our own
+    /// close_notify), and the stream failed.
+    fn fatal(&mut self, fatal: tls_records::Fatal) {
+        if let (Some(alert), Engine::Records(records)) = (fatal.alert.filter(|_| !self.closing), &mut self.engine) {
+            if let Ok(n) = records.seal_alert(alert, self.out.space(2 + tls_records::OVERHEAD)) {
+                self.out.commit(n);
+            }
+        }
+        self.failed = Some(fatal.error);
     }
 
     /// After a fatal error, the alert rustls queued for the peer, into `out`. `incoming` is

@@ -1240,3 +1240,73 @@ fn a_transmit_carries_the_same_frames_with_payloads_shared() {
     assert_eq!(sliced, copied, "the same frames either way");
     assert!(shared >= 4, "large payloads handed on as slices: {shared}");
 }
+
+/// An upload whose bytes come in buffers that do not continue one another in memory (as the
+/// TLS stream hands over each record's plaintext where it decrypted it), cut at every kind of
+/// place: in frame headers, in DATA payloads, in a PING and a padded DATA frame. The body
+/// arrives whole and in order with END_STREAM once, the PING is answered, nothing is reset,
+/// and the large parts of payloads are slices of the buffers given, not copies.
+#[test]
+fn input_in_buffers_of_their_own_is_cut_anywhere_and_copied_only_where_small() {
+    for (piece, frame_len) in [(16_384, 16_384), (16_384, 65_536), (5_000, 16_384), (7, 20_000), (40_000, 65_536)] {
+        let mut c = uploading(None);
+        let body: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let mut wire = Vec::new();
+        let mut sent = 0;
+        let mut k = 0;
+        while sent < body.len() {
+            let n = frame_len.min(body.len() - sent);
+            let end = sent + n == body.len();
+            if k == 3 {
+                frame(&mut wire, kind::PING, 0, 0, &[7; 8]);
+                // A padded frame: its payload is one byte of pad length, the data, the padding.
+                let n = 1_000;
+                let mut p = vec![4u8];
+                p.extend_from_slice(&body[sent..sent + n]);
+                p.extend_from_slice(&[0; 4]);
+                frame(&mut wire, kind::DATA, flag::PADDED, 1, &p);
+                sent += n;
+                k += 1;
+                continue;
+            }
+            frame(&mut wire, kind::DATA, if end { flag::END_STREAM } else { 0 }, 1, &body[sent..sent + n]);
+            sent += n;
+            k += 1;
+        }
+        let mut got = Vec::new();
+        let mut ends = 0;
+        let mut shared = 0;
+        let mut out = Vec::new();
+        // Where the buffers given lie (each is kept alive by what the engine holds of it).
+        let mut given = Vec::new();
+        let mut kept = Vec::new();
+        for chunk in wire.chunks(piece) {
+            // A buffer of its own, with room around it: never adjacent to the last one.
+            let mut b = bytes::BytesMut::with_capacity(chunk.len() + 64);
+            b.extend_from_slice(chunk);
+            given.push((b.as_ptr() as usize, b.as_ptr() as usize + b.len()));
+            c.conn.handle_input_buf(c.now, b);
+            for e in c.events() {
+                if let Event::Data { stream: 1, data, end_stream } = e {
+                    let at = data.as_ptr() as usize;
+                    let inside = given.iter().any(|&(start, stop)| at >= start && at + data.len() <= stop);
+                    shared += usize::from(inside && data.len() >= 8 * 1024);
+                    got.extend_from_slice(&data);
+                    ends += usize::from(end_stream);
+                    // Consumed at once, so that the windows stay open; kept, so that no later
+                    // copy lands where a buffer given was.
+                    c.conn.release(c.now, 1, data.len());
+                    kept.push(data);
+                }
+            }
+            out.extend(c.output());
+        }
+        assert!(got == body, "piece {piece}, frames of {frame_len}: {} of {} bytes, in order", got.len(), body.len());
+        assert_eq!(ends, 1, "END_STREAM once");
+        assert!(out.contains(&F::Ping(true)), "the PING answered: {out:?}");
+        assert!(!out.iter().any(|f| matches!(f, F::Rst(..) | F::GoAway(..))), "no error: {out:?}");
+        if piece >= 16_384 {
+            assert!(shared >= 10, "piece {piece}, frames of {frame_len}: large parts shared ({shared})");
+        }
+    }
+}

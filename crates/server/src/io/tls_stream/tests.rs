@@ -504,6 +504,53 @@ async fn a_vectored_write_fills_its_records_across_the_slices() {
     assert!(got == want, "the client reads the slices in order");
 }
 
+/// Reading in chunks: a bulk upload comes out whole and in order, partly as buffers of their
+/// own (each record's plaintext where it was opened), partly (the first read, after a pause)
+/// into the caller's buffer; once the chunks are dropped and a read finds nothing waiting, the
+/// stream holds no buffer; close_notify ends it with 0.
+#[tokio::test]
+async fn reading_in_chunks_hands_over_the_records_as_they_are() {
+    let (server, client) = configs();
+    let (mut s, mut c) = connect(&server, &client, 512 * 1024).await;
+    let up = pattern(300_001);
+    let writer = async {
+        for part in up.chunks(50_000) {
+            c.write_all(part).await.unwrap();
+        }
+        c.flush().await.unwrap();
+    };
+    let mut chunks = Vec::new();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let reader = async {
+        let mut got = Vec::new();
+        let mut chunked = 0;
+        while got.len() < up.len() {
+            let n = std::future::poll_fn(|cx| s.poll_read_chunks(cx, &mut chunks, &mut buf)).await.unwrap();
+            assert!(n > 0, "no end before the data");
+            assert!(chunks.is_empty() || buf.is_empty(), "one way or the other per read");
+            chunked += chunks.len();
+            got.extend_from_slice(&buf.split());
+            for ch in chunks.drain(..) {
+                assert!(ch.len() <= MAX_FRAGMENT);
+                got.extend_from_slice(&ch);
+            }
+            buf.reserve(64 * 1024);
+        }
+        (got, chunked)
+    };
+    let ((got, chunked), ()) = tokio::join!(reader, writer);
+    assert!(got == up, "{} of {} bytes, in order", got.len(), up.len());
+    assert!(chunked >= 10, "most records handed over as they are: {chunked}");
+    // Nothing waits: the read is pending, and the stream lets its room go.
+    let waker = std::task::Waker::noop();
+    let pending = s.poll_read_chunks(&mut Context::from_waker(waker), &mut chunks, &mut buf);
+    assert!(pending.is_pending());
+    assert!(!holds_room(&mut s), "nothing held once the chunks are gone and nothing waits");
+    c.shutdown().await.unwrap();
+    let n = std::future::poll_fn(|cx| s.poll_read_chunks(cx, &mut chunks, &mut buf)).await.unwrap();
+    assert_eq!((n, chunks.len(), buf.len()), (0, 0, 0), "close_notify: the end");
+}
+
 #[test]
 fn what_completes_the_held_records() {
     let whole = RECORD_HEADER + MAX_FRAGMENT + 256;
