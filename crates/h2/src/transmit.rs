@@ -83,6 +83,12 @@ impl Transmit {
         self.bytes.capacity() + self.slices.capacity() * std::mem::size_of::<(usize, Bytes)>()
     }
 
+    /// The whole content when it holds no slice (all of it copied: small responses), for a
+    /// plain write.
+    pub fn flat(&self) -> Option<&[u8]> {
+        self.slices.is_empty().then_some(&self.bytes[..])
+    }
+
     /// How many payloads it holds as slices.
     pub fn slices(&self) -> usize {
         self.slices.len()
@@ -245,6 +251,7 @@ mod tests {
     fn large_payloads_are_shared_small_ones_copied() {
         let (t, want, big) = sample();
         assert_eq!(t.slices(), 3, "the three payloads of 1 KiB or more");
+        assert!(t.flat().is_none());
         assert_eq!(FrameSink::len(&t), want.len());
         assert_eq!(t.to_vec(), want);
         // Shared, not copied: the slice points into the handler's memory.
@@ -281,6 +288,9 @@ mod tests {
         let (mut t, _, big) = sample();
         let cap = t.capacity();
         assert!(cap >= 3 * std::mem::size_of::<(usize, Bytes)>(), "the list of slices counts");
+        t.clear();
+        t.bytes().extend_from_slice(b"flat");
+        assert_eq!(t.flat(), Some(&b"flat"[..]));
         t.clear();
         assert_eq!(FrameSink::len(&t), 0);
         assert_eq!(t.capacity(), cap);

@@ -512,8 +512,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 ) {
     while let Some(mut buf) = rx.recv().await {
         let r = async {
-            // Vectored: the DATA payloads are slices of the handlers' chunks (see `Transmit`).
-            wr.write_all_buf(&mut buf.reader()).await?;
+            // Vectored where the DATA payloads are slices of the handlers' chunks (see
+            // `Transmit`); a plain write where all was copied (small responses: a vectored
+            // write's list of slices costs more than it saves there).
+            match buf.flat() {
+                Some(bytes) => wr.write_all(bytes).await?,
+                None => wr.write_all_buf(&mut buf.reader()).await?,
+            }
             wr.flush().await
         }
         .await;
