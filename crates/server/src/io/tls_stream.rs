@@ -56,6 +56,20 @@ const HEAP_READ: usize = 4 * FULL_RECORD;
 /// Plaintext encrypted per write: the rest waits for the next call (the socket takes this much
 /// before more is encrypted, so a large write does not turn into one large buffer).
 const MAX_ENCRYPT: usize = 64 * 1024;
+/// A rest of at most this much goes with the write before it instead of in one of its own: an
+/// HTTP/2 write seldom ends where a multiple of [`MAX_ENCRYPT`] does, and its last few hundred
+/// bytes were a record, a system call and a packet of their own (376 of 2,133 writes during
+/// a 100 MB download).
+const SMALL_REST: usize = 16 * 1024;
+
+/// How much of `total` bytes offered to write one call takes (see [`SMALL_REST`]).
+fn take_now(total: usize) -> usize {
+    if total <= MAX_ENCRYPT + SMALL_REST {
+        total
+    } else {
+        MAX_ENCRYPT
+    }
+}
 /// Small slices of a vectored write are gathered up to this many bytes and sent as one record
 /// (a response head and a small body in one, as rustls's buffered writer does).
 const GATHER: usize = 16 * 1024;
@@ -626,7 +640,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         r
     }
 
-    /// Seal the first `total` bytes of `bufs` (at most [`MAX_ENCRYPT`]) into `out` as records
+    /// Seal the first `total` bytes of `bufs` (at most [`take_now`] takes) into `out` as records
     /// of application data, each filled to [`MAX_FRAGMENT`] across the slices' ends (the last
     /// one takes what is left): an HTTP/2 write of frame headers and the payloads between them
     /// goes out in as few records as one slice of the same bytes would.
@@ -641,7 +655,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         if self.closing {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        debug_assert!(total <= MAX_ENCRYPT && total <= bufs.iter().map(|b| b.len()).sum::<usize>());
+        debug_assert!(total <= MAX_ENCRYPT + SMALL_REST && total <= bufs.iter().map(|b| b.len()).sum::<usize>());
         // Room for every record at once (and key updates'), so `out` grows once.
         let count = total.div_ceil(MAX_FRAGMENT);
         let per_record = tls_records::OVERHEAD + tls_records::KEY_UPDATE_RECORD;
@@ -972,7 +986,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let n = data.len().min(MAX_ENCRYPT);
+        let n = take_now(data.len());
         this.encrypt(&data[..n])?;
         this.poll_accepted(cx, n)
     }
@@ -985,7 +999,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         let this = &mut *self;
         std::task::ready!(this.poll_send(cx))?;
         if matches!(this.engine, Engine::Records(_)) {
-            let taken = bufs.iter().map(|b| b.len()).sum::<usize>().min(MAX_ENCRYPT);
+            let taken = take_now(bufs.iter().map(|b| b.len()).sum::<usize>());
             if taken == 0 {
                 return Poll::Ready(Ok(0));
             }
