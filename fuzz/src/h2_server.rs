@@ -106,7 +106,8 @@ pub enum Action {
 #[derive(Arbitrary, Clone, Debug, PartialEq, Eq)]
 pub struct Input {
     /// Small limits (bit 0 streams, 1 header list, 2 glitches and floods, 3 windows, 4
-    /// auto-tuned windows, 5 a small HPACK table, 6 an ORIGIN frame).
+    /// auto-tuned windows, 5 a small HPACK table, 6 an ORIGIN frame); bit 7: the peer's bytes
+    /// come in buffers of their own, as a TLS stream hands its records over.
     pub knobs: u8,
     /// The preface's SETTINGS: (id, value) pairs.
     pub settings: Vec<(u16, u32)>,
@@ -308,7 +309,16 @@ pub fn run(input: &Input) {
         // A driver stops reading while the engine does not want input.
         if !peer.is_empty() && conn.wants_read() {
             fed += peer.len();
-            conn.handle_input(now, &peer);
+            if input.knobs & 128 != 0 {
+                // Buffers that do not continue one another in memory, cut anywhere (in frame
+                // headers, DATA payloads, control frames): `handle_input_buf`'s own path.
+                let cut = 1 + (i * 7_919 + peer.len()) % 17_000;
+                for part in peer.chunks(cut) {
+                    conn.handle_input_buf(now, bytes::BytesMut::from(part));
+                }
+            } else {
+                conn.handle_input(now, &peer);
+            }
             windows.peer(&peer);
         }
         let mut seen = HashSet::new();
