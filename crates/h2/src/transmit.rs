@@ -12,7 +12,8 @@ use std::io::IoSlice;
 use bytes::{Buf, Bytes};
 
 /// Payloads shorter than this are copied into the bytes: a slice costs an entry here and one in
-/// the writer's list of slices, and the TLS layer gathers small slices with a copy anyway.
+/// the writer's list of slices, more than copying a small payload does (and a write of no
+/// slices goes out without a list at all).
 pub const SLICE_MIN: usize = 1024;
 
 /// Where a frame goes: a `Vec<u8>` (every payload copied) or a [`Transmit`].
