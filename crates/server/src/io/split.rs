@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::io::progress::WriteProgress;
@@ -26,9 +26,19 @@ pub(crate) trait ReadChunks: AsyncRead + AsyncWrite + Unpin {
         buf: &mut BytesMut,
     ) -> Poll<io::Result<usize>> {
         let _ = chunks;
-        let read = tokio::io::AsyncReadExt::read_buf(self, buf);
-        std::future::Future::poll(std::pin::pin!(read), cx)
+        poll_read_buf(self, cx, buf)
     }
+}
+
+/// One read from `r` into the room after `buf`'s bytes (not zeroed first): how many bytes, 0 at
+/// the end of the stream (or when `buf` has no room).
+pub(crate) fn poll_read_buf<R: AsyncRead + Unpin + ?Sized, B: BufMut>(
+    r: &mut R,
+    cx: &mut Context<'_>,
+    buf: &mut B,
+) -> Poll<io::Result<usize>> {
+    let read = tokio::io::AsyncReadExt::read_buf(r, buf);
+    std::future::Future::poll(std::pin::pin!(read), cx)
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> ReadChunks for TlsStream<IO> {

@@ -355,8 +355,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             && self.plain_at == self.plain.len()
             && (self.busy || !self.inb.is_empty());
         if !chunked {
-            let read = tokio::io::AsyncReadExt::read_buf(self, buf);
-            return std::future::Future::poll(std::pin::pin!(read), cx);
+            return crate::io::split::poll_read_buf(self, cx, buf);
         }
         loop {
             let before = chunks.len();
@@ -371,10 +370,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
                 return Poll::Ready(Ok(0));
             }
             if self.eof {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the peer closed the connection without sending TLS close_notify",
-                )));
+                return Poll::Ready(Err(truncated()));
             }
             std::task::ready!(self.poll_fill(cx))?;
         }
@@ -923,9 +919,12 @@ fn poll_read_into<IO: AsyncRead + Unpin>(
     limit: usize,
 ) -> Poll<io::Result<usize>> {
     debug_assert!(limit > 0 && buf.capacity() - buf.len() >= limit);
-    let mut room = buf.limit(limit);
-    let read = tokio::io::AsyncReadExt::read_buf(io, &mut room);
-    std::future::Future::poll(std::pin::pin!(read), cx)
+    crate::io::split::poll_read_buf(io, cx, &mut buf.limit(limit))
+}
+
+/// The end of the stream without close_notify (RFC 8446 §6.1): the data may have been cut short.
+fn truncated() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the connection without sending TLS close_notify")
 }
 
 fn tls_error(e: &rustls::Error) -> io::Error {
@@ -964,11 +963,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
                 return Poll::Ready(Ok(()));
             }
             if this.eof {
-                // No close_notify (RFC 8446 §6.1): the data may have been cut short.
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the peer closed the connection without sending TLS close_notify",
-                )));
+                return Poll::Ready(Err(truncated()));
             }
             std::task::ready!(this.poll_receive(cx, &mut Sink::Caller(buf, before)))?;
             if buf.filled().len() > before {

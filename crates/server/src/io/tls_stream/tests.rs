@@ -276,6 +276,13 @@ async fn a_key_update_in_the_flight_that_ends_the_handshake_is_answered() {
     c.flush().await.unwrap();
     let mut s = accept.await.unwrap().unwrap();
     assert!(matches!(s.engine, Engine::Records(_)), "records not taken over");
+    read_then_reply(&mut s, &mut c).await;
+}
+
+/// The server reads "after the update" (sent after the client's KeyUpdate) and replies; the
+/// reply is encrypted with the server's new keys, so the client reads it only if the server's
+/// own KeyUpdate went out first.
+async fn read_then_reply(s: &mut TlsStream<DuplexStream>, c: &mut Client) {
     let mut buf = [0u8; 64];
     let n = s.read(&mut buf).await.unwrap();
     assert_eq!(&buf[..n], b"after the update");
@@ -459,15 +466,7 @@ async fn a_key_update_from_the_client_is_answered_before_our_data() {
     c.get_mut().1.refresh_traffic_keys().unwrap();
     c.write_all(b"after the update").await.unwrap();
     c.flush().await.unwrap();
-    let mut buf = [0u8; 64];
-    let n = s.read(&mut buf).await.unwrap();
-    assert_eq!(&buf[..n], b"after the update");
-    // Our reply is encrypted with our new keys, so the client reads it only if our own
-    // KeyUpdate went out first.
-    s.write_all(b"reply").await.unwrap();
-    s.flush().await.unwrap();
-    let n = c.read(&mut buf).await.unwrap();
-    assert_eq!(&buf[..n], b"reply");
+    read_then_reply(&mut s, &mut c).await;
 }
 
 /// A vectored write of HTTP/2-like frames (9-byte headers between large payloads, a small
@@ -477,7 +476,7 @@ async fn a_key_update_from_the_client_is_answered_before_our_data() {
 async fn a_vectored_write_fills_its_records_across_the_slices() {
     let (server, client) = configs();
     let (mut s, mut c) = connect(&server, &client, 256 * 1024).await;
-    // One exchange first: the hand-over to the record layer happens at the first read.
+    // One exchange first: the client's handshake is over and its first data read.
     c.write_all(b"hello").await.unwrap();
     c.flush().await.unwrap();
     let mut buf = [0u8; 16];
