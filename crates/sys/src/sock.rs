@@ -13,6 +13,13 @@ pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
     setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes as libc::c_int)
 }
 
+/// Set SO_RCVLOWAT: the socket reports readable only once `bytes` are queued (or at the end
+/// of the stream, or an error); a read still returns what is there. Linux checks at once
+/// whether what is queued already meets a lowered mark and wakes the reader if so.
+pub fn set_rcvlowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, bytes.clamp(1, i32::MAX as u32) as libc::c_int)
+}
+
 /// Set the congestion control of one socket (TCP_CONGESTION), e.g. "bbr" or "cubic".
 pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
     // SAFETY: `fd` is an open socket owned by the caller; the option value is `name`'s bytes,

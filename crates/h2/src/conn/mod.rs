@@ -520,6 +520,26 @@ impl Connection {
         self.streams.get(&stream).map(|s| s.recv.target())
     }
 
+    /// Bytes the peer is bound to send without anything more from us: over the streams still
+    /// receiving a body of declared length (`content-length`, which the body must match, RFC
+    /// 9113 §8.1.1), what remains of it within the stream's window, all within the
+    /// connection's window, less the input held here and not yet parsed (a frame cut by a
+    /// read). A body of undeclared length counts for nothing: it may end at any frame. A
+    /// driver may let that many bytes gather in the socket before it reads (the server's
+    /// `io/recv_mark.rs`); anything else the peer sends only comes on top.
+    pub fn declared_input(&self) -> u64 {
+        if self.failed {
+            return 0;
+        }
+        let mut sum = 0u64;
+        for (_, s) in self.streams.iter() {
+            if let Some(cl) = s.content_length.filter(|_| s.recv_open) {
+                sum += cl.saturating_sub(s.received).min(u64::from(s.recv.open()));
+            }
+        }
+        sum.min(u64::from(self.recv_window.open())).saturating_sub(self.inbuf.len() as u64)
+    }
+
     /// Take back a request head (`Event::Request`) the application has done with (what it
     /// still holds is dropped now): a later request's head goes in it, and in its field list
     /// (each was an allocation and a free per request). A field list longer than a browser's

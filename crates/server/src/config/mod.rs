@@ -110,12 +110,16 @@ pub(crate) struct Tcp {
     /// HTTP/2: bound bytes in flight near the measured bandwidth-delay product (`pace.rs`), so
     /// priorities act within about a round trip; false fills the congestion window.
     pub(crate) limit_inflight: bool,
+    /// HTTP/2: while the peer streams request bodies of declared length fast, let up to about
+    /// a millisecond of its input (64 KiB at most) gather in the socket before a read
+    /// (SO_RCVLOWAT, `io/recv_mark.rs`): a wake-up per batch instead of per DATA frame.
+    pub(crate) batch_reads: bool,
 }
 
 impl Default for Tcp {
     /// BBR, and 16 KiB of unsent data at most in the kernel: late scheduling (DESIGN.md).
     fn default() -> Self {
-        Self { congestion: Some("bbr".into()), notsent_lowat: 16 * 1024, limit_inflight: true }
+        Self { congestion: Some("bbr".into()), notsent_lowat: 16 * 1024, limit_inflight: true, batch_reads: true }
     }
 }
 
@@ -488,7 +492,12 @@ fn tcp(src: &Source<'_>, raw: &RawTcp) -> Result<Tcp, ConfigError> {
         }
     };
     let notsent_lowat = bounded(src, &raw.notsent_lowat, "notsent_lowat", 0, 1 << 30, d.notsent_lowat)?;
-    Ok(Tcp { congestion, notsent_lowat, limit_inflight: raw.limit_inflight.unwrap_or(d.limit_inflight) })
+    Ok(Tcp {
+        congestion,
+        notsent_lowat,
+        limit_inflight: raw.limit_inflight.unwrap_or(d.limit_inflight),
+        batch_reads: raw.batch_reads.unwrap_or(d.batch_reads),
+    })
 }
 
 fn flow(src: &Source<'_>, raw: &RawFlow) -> Result<Flow, ConfigError> {

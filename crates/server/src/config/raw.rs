@@ -47,6 +47,7 @@ pub(super) struct RawTcp {
     pub(super) congestion: Option<Spanned<String>>,
     pub(super) notsent_lowat: Option<Spanned<u32>>,
     pub(super) limit_inflight: Option<bool>,
+    pub(super) batch_reads: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -322,6 +322,7 @@ fn tcp_section() {
     let dir = tempfile::tempdir().unwrap();
     let d = parse_in(dir.path(), "").unwrap().tcp;
     assert!(d.limit_inflight && d.notsent_lowat == 16_384 && d.congestion.as_deref() == Some("bbr"));
+    assert!(d.batch_reads);
     let q = parse_in(dir.path(), "").unwrap().quic;
     assert!(q.enabled && q.congestion == QuicCongestion::Bbr && q.stream_window == 16 << 20);
     assert!(q.limit_inflight);
@@ -338,8 +339,13 @@ fn tcp_section() {
     assert!(e.message().contains("`vegas`"), "{e}");
     let e = parse_in(dir.path(), "[quic]\nstream_window = 100\n").unwrap_err();
     assert!(e.message().contains("stream_window"), "{e}");
-    let t = parse_in(dir.path(), "[tcp]\ncongestion = \"\"\nnotsent_lowat = 0\nlimit_inflight = false\n").unwrap().tcp;
-    assert!(!t.limit_inflight && t.notsent_lowat == 0 && t.congestion.is_none());
+    let t = parse_in(
+        dir.path(),
+        "[tcp]\ncongestion = \"\"\nnotsent_lowat = 0\nlimit_inflight = false\nbatch_reads = false\n",
+    )
+    .unwrap()
+    .tcp;
+    assert!(!t.limit_inflight && t.notsent_lowat == 0 && t.congestion.is_none() && !t.batch_reads);
     let e = parse_in(dir.path(), "[tcp]\nlimit_inflight = \"yes\"\n").unwrap_err();
     assert_eq!(e.position().map(|p| p.0), Some(2), "{e}");
     let e = parse_in(dir.path(), "[tcp]\ncongestion = \"no such\"\n").unwrap_err();

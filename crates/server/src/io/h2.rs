@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
 use crate::io::pace::{InflightCap, URGENT};
+use crate::io::recv_mark::RecvMark;
+use crate::io::split::{ReadChunks, ReadHalf};
 use crate::io::stream::{BodyVerdict, Cmd, Engine, Refused, Streams};
 use crate::state::State;
 
@@ -165,6 +167,8 @@ where
         let mut idle_reading = Instant::now();
         // Whether a write went out after the last TCP_INFO reading (see `InflightCap::note_idle`).
         let mut wrote_since_reading = false;
+        // The receive low-water mark while the peer streams bodies fast (`io/recv_mark.rs`).
+        let mut mark = state.cfg.tcp.batch_reads.then(|| RecvMark::new(Instant::now()));
         // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
         let mut stuck = false;
         // When the engine last framed response bytes, or had none waiting: a peer that keeps
@@ -291,6 +295,7 @@ where
                 retry_at.filter(|_| spare.is_some()),
                 shrink_at,
                 drain_deadline,
+                mark.as_ref().and_then(RecvMark::deadline).map(tokio::time::Instant::from_std),
             ]
             .into_iter()
             .flatten()
@@ -302,7 +307,7 @@ where
                         eof = true;
                         conn.handle_eof();
                     }
-                    Ok(_) => {
+                    Ok(n) => {
                         let now = Instant::now();
                         // Window tuning measures per RTT: refresh it now and then from TCP_INFO.
                         if now.saturating_duration_since(rtt_sampled) >= RTT_SAMPLE_EVERY {
@@ -321,6 +326,12 @@ where
                             }
                             for chunk in chunks.drain(..) {
                                 conn.handle_input_buf(now, chunk);
+                            }
+                        }
+                        if let Some(m) = mark.as_mut() {
+                            m.on_read(now, n);
+                            if let Some(v) = m.update(now, || conn.declared_input()) {
+                                set_mark(fd, &rd, &mut mark, v);
                             }
                         }
                     }
@@ -371,6 +382,9 @@ where
                     if retry_at.is_some_and(|d| d <= now) {
                         retry_at = None;
                     }
+                    if let Some(v) = mark.as_mut().and_then(|m| m.update(now.into_std(), || conn.declared_input())) {
+                        set_mark(fd, &rd, &mut mark, v);
+                    }
                     // A due `shrink_at`: the next turn of the loop shrinks the buffers.
                 }
                 _ = &mut shutdown_changed, if drain_deadline.is_none() => {
@@ -390,6 +404,19 @@ where
         drop(wq_tx);
         close(writer, rd, stuck, eof, state.cfg.timeouts.drain).await;
     }
+}
+
+/// Set the socket's receive low-water mark to `v` (0: none), and tell the reader whether to
+/// expect batches; if the system refuses, stop batching reads on this connection.
+fn set_mark<S: ReadChunks>(fd: RawFd, rd: &ReadHalf<S>, mark: &mut Option<RecvMark>, v: u32) {
+    if let Err(e) = sluice_sys::sock::set_rcvlowat(fd, v.max(1)) {
+        tracing::debug!(error = %e, "SO_RCVLOWAT refused: reads are not batched on this connection");
+        let _ = sluice_sys::sock::set_rcvlowat(fd, 1);
+        *mark = None;
+        rd.set_bulk(false);
+        return;
+    }
+    rd.set_bulk(v > 0);
 }
 
 /// The connection's read buffers: reads go into what follows the last one, and the engine

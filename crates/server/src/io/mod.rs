@@ -11,6 +11,7 @@ pub(crate) mod mailbox;
 pub(crate) mod pace;
 pub(crate) mod progress;
 pub(crate) mod quic_pace;
+pub(crate) mod recv_mark;
 pub(crate) mod split;
 pub(crate) mod stream;
 pub(crate) mod tls;

@@ -28,6 +28,12 @@ pub(crate) trait ReadChunks: AsyncRead + AsyncWrite + Unpin {
         let _ = chunks;
         poll_read_buf(self, cx, buf)
     }
+
+    /// Every read should expect a batch of input (see [`TlsStream::set_bulk`]); by default
+    /// nothing changes.
+    fn set_bulk(&mut self, on: bool) {
+        let _ = on;
+    }
 }
 
 /// One read from `r` into the room after `buf`'s bytes (not zeroed first): how many bytes, 0 at
@@ -49,6 +55,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> ReadChunks for TlsStream<IO> {
         buf: &mut BytesMut,
     ) -> Poll<io::Result<usize>> {
         Self::poll_read_chunks(self, cx, chunks, buf)
+    }
+
+    fn set_bulk(&mut self, on: bool) {
+        Self::set_bulk(self, on);
     }
 }
 
@@ -86,6 +96,11 @@ impl<S: ReadChunks> ReadHalf<S> {
         buf: &mut BytesMut,
     ) -> Poll<io::Result<usize>> {
         lock(&self.0).poll_read_chunks(cx, chunks, buf)
+    }
+
+    /// See [`ReadChunks::set_bulk`].
+    pub(crate) fn set_bulk(&self, on: bool) {
+        lock(&self.0).set_bulk(on);
     }
 }
 

@@ -53,6 +53,9 @@ const STACK_READ: usize = 17 * 1024;
 /// What a busy connection reads at a time into its heap buffer, after the rest of a record it
 /// holds: four whole records of the largest size (64 KiB of plaintext).
 const HEAP_READ: usize = 4 * FULL_RECORD;
+/// What a connection reads at a time while it expects batches (`bulk`): a batch of the
+/// largest receive mark (64 KiB) and what came on top of it, in one read.
+const BULK_READ: usize = 8 * FULL_RECORD;
 /// Plaintext encrypted per write: the rest waits for the next call (the socket takes this much
 /// before more is encrypted, so a large write does not turn into one large buffer).
 const MAX_ENCRYPT: usize = 64 * 1024;
@@ -113,6 +116,10 @@ pub(crate) struct TlsStream<IO> {
     /// The last read filled all the room it had: more is probably waiting, so `inb` keeps its
     /// memory between reads.
     busy: bool,
+    /// The reader expects a batch at every read (its receive low-water mark is set, see
+    /// `io/recv_mark.rs`): `busy` stays on through pauses, so reads go straight into `inb`,
+    /// not first into the stack.
+    bulk: bool,
     /// close_notify is queued (or sent).
     closing: bool,
     /// A fatal TLS error: reads and writes fail with it from then on.
@@ -158,6 +165,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             peer_closed: false,
             eof: false,
             busy: false,
+            bulk: false,
             closing: false,
             failed: None,
             sni: None,
@@ -310,7 +318,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         let was_busy = self.busy;
         let limit = if was_busy {
             let first = if self.inb.is_empty() { 0 } else { to_complete(&self.inb) };
-            first + HEAP_READ
+            first + if self.bulk { BULK_READ } else { HEAP_READ }
         } else {
             to_complete(&self.inb)
         };
@@ -320,7 +328,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             Poll::Pending => {
                 // Nothing waits after all: a connection that may now stay idle holds no room
                 // (the next read goes to the stack, as after any pause).
-                if self.inb.is_empty() {
+                if self.inb.is_empty() && !self.bulk {
                     self.inb = BytesMut::new();
                     self.busy = false;
                 }
@@ -331,8 +339,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             self.eof = true;
             return Poll::Ready(Ok(()));
         }
-        self.busy = was_busy && n == limit;
+        self.busy = self.bulk || was_busy && n == limit;
         Poll::Ready(Ok(()))
+    }
+
+    /// Whether every read should expect a batch (see `bulk`); off, the room goes at the next
+    /// pause, as after any read that did not fill it.
+    pub(crate) fn set_bulk(&mut self, on: bool) {
+        self.bulk = on;
+        self.busy |= on;
     }
 
     /// Read decrypted bytes without copying them where it can: on a busy TLS 1.3 connection,

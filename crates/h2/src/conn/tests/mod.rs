@@ -1310,3 +1310,46 @@ fn input_in_buffers_of_their_own_is_cut_anywhere_and_copied_only_where_small() {
         }
     }
 }
+
+#[test]
+fn declared_input_is_what_declared_bodies_still_owe_within_the_windows() {
+    let mut c = uploading(Some("100000"));
+    assert_eq!(c.conn.declared_input(), 100_000);
+    c.send(kind::DATA, 0, 1, &[0; 16_000]);
+    let _ = c.events();
+    assert_eq!(c.conn.declared_input(), 84_000);
+    // A body of undeclared length may end at any frame: it owes nothing.
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":authority", "x"), (":path", "/up2")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 3, &b);
+    c.send(kind::DATA, 0, 3, &[0; 10_000]);
+    let _ = c.events();
+    assert_eq!(c.conn.declared_input(), 84_000);
+    // What a read cut and the engine holds has left the socket already.
+    c.conn.handle_input_buf(c.now, cut_data(0, 16_000, 5_000));
+    assert_eq!(c.conn.declared_input(), 84_000 - 9 - 5_000);
+    let mut rest = c.conn.take_unparsed_input(c.now).to_vec();
+    rest.extend([0; 11_000]);
+    c.input(&rest);
+    let _ = c.events();
+    assert_eq!(c.conn.declared_input(), 68_000);
+    for _ in 0..3 {
+        c.send(kind::DATA, 0, 3, &[0; 16_384]);
+    }
+    assert_eq!(c.conn.declared_input(), 68_000);
+    for _ in 0..4 {
+        c.send(kind::DATA, 0, 1, &[0; 16_384]);
+    }
+    assert_eq!(c.conn.declared_input(), 68_000 - 4 * 16_384);
+    c.send(kind::DATA, flag::END_STREAM, 1, &[0; 68_000 - 4 * 16_384]);
+    let ev = c.events();
+    assert!(matches!(ev.last(), Some(Event::Data { stream: 1, end_stream: true, .. })), "{ev:?}");
+    assert_eq!(c.conn.declared_input(), 0, "the body is whole");
+    // Bounded by the connection's window: a body longer than it owes only what fits.
+    let mut c = uploading(Some("5000000"));
+    assert_eq!(c.conn.declared_input(), 1 << 20);
+    c.send(kind::DATA, 0, 1, &[0; 16_384]);
+    assert_eq!(c.conn.declared_input(), (1 << 20) - 16_384);
+    // A failed connection owes nothing.
+    c.send(kind::DATA, 0, 7, b"x");
+    assert_eq!(c.conn.declared_input(), 0);
+}
