@@ -188,9 +188,12 @@ where
         let mut timer = std::pin::pin!(tokio::time::sleep_until(tokio::time::Instant::now()));
         let mut timer_at: Option<tokio::time::Instant> = None;
         loop {
+            // One clock reading per turn, for what the turn decides before it waits (the handlers
+            // run in between take microseconds).
+            let now = Instant::now();
             // Streams answered inline have no handler state: the engine holds what they wait for.
             if !streams.queued() && !conn.has_unframed() {
-                progress_at = tokio::time::Instant::now();
+                progress_at = tokio::time::Instant::from_std(now);
             }
             handle_events(&mut conn, &mut streams, &info, &mut resets);
             while let Some(cmd) = cmd_rx.try_recv() {
@@ -206,7 +209,6 @@ where
             // With nothing to frame there is nothing to budget: the in-flight bound needs a reading
             // now and then to see the connection application-limited, not one per turn of the loop
             // (a bulk upload turns it once per DATA frame consumed: 48,000 TCP_INFO calls per GB).
-            let now = Instant::now();
             let mut budget_due = conn.wants_write()
                 || pace.is_some() && now.saturating_duration_since(idle_reading) >= IDLE_READING_EVERY;
             // An idle moment the bound can note without a reading (see `InflightCap::note_idle`).
