@@ -6,7 +6,7 @@ use sluice_http::Priority;
 use sluice_http::{Field, RequestHead};
 use sluice_qpack::{Decoded, FieldLine};
 
-use super::{Connection, Event, Transmit};
+use super::{Connection, Event, Transmit, SHARE_MIN};
 use crate::error::{Code, Error, Initiator, Scope};
 use crate::frame::{kind, FrameReader, Read};
 use crate::stream::Phase;
@@ -22,7 +22,8 @@ pub(super) enum Step {
 }
 
 impl Connection {
-    pub(super) fn on_request_data(&mut self, id: u64, data: &[u8], fin: bool) {
+    /// `src`, if given, holds `data`: body pieces may be slices of it.
+    pub(super) fn on_request_data(&mut self, id: u64, data: &[u8], src: Option<&Bytes>, fin: bool) {
         if !self.open_request(id) {
             return;
         }
@@ -36,7 +37,7 @@ impl Connection {
         }
         let mut reader = std::mem::take(&mut s.recv.reader);
         let mut input = data;
-        let step = self.read_request(id, &mut reader, &mut input);
+        let step = self.read_request(id, &mut reader, &mut input, src);
         let Some(s) = self.streams.get_mut(&id) else { return };
         s.recv.reader = reader;
         match step {
@@ -112,12 +113,18 @@ impl Connection {
         }
     }
 
-    fn read_request(&mut self, id: u64, reader: &mut FrameReader, input: &mut &[u8]) -> Result<Step, Error> {
+    fn read_request(
+        &mut self,
+        id: u64,
+        reader: &mut FrameReader,
+        input: &mut &[u8],
+        src: Option<&Bytes>,
+    ) -> Result<Step, Error> {
         while let Some(item) = reader.read(input) {
             let step = match item {
                 Read::Start { ty, len } => self.request_frame_start(id, reader, ty, len)?,
                 Read::Frame { payload, .. } => self.request_section(id, &payload)?,
-                Read::Chunk { data, .. } => self.request_body(id, data)?,
+                Read::Chunk { data, .. } => self.request_body(id, data, src)?,
             };
             if step != Step::Continue {
                 return Ok(step);
@@ -267,8 +274,8 @@ impl Connection {
         Ok(Step::Continue)
     }
 
-    /// A piece of a DATA frame's payload.
-    fn request_body(&mut self, id: u64, data: &[u8]) -> Result<Step, Error> {
+    /// A piece of a DATA frame's payload (a slice of `src` where that holds it).
+    fn request_body(&mut self, id: u64, data: &[u8], src: Option<&Bytes>) -> Result<Step, Error> {
         if data.is_empty() {
             return Ok(Step::Continue);
         }
@@ -278,7 +285,11 @@ impl Connection {
             // §4.1.2: malformed; no need to wait for the end.
             return Err(Error::stream(id, Code::H3_MESSAGE_ERROR, "more DATA than content-length"));
         }
-        self.events.push_back(Event::Data { stream: id, data: Bytes::copy_from_slice(data), end_stream: false });
+        let data = match src {
+            Some(src) if data.len() >= SHARE_MIN && contains(src, data) => src.slice_ref(data),
+            _ => Bytes::copy_from_slice(data),
+        };
+        self.events.push_back(Event::Data { stream: id, data, end_stream: false });
         Ok(Step::Continue)
     }
 
@@ -354,7 +365,7 @@ impl Connection {
                 let Some(s) = self.streams.get_mut(&id) else { return };
                 let held = std::mem::take(&mut s.recv.held);
                 let fin = std::mem::take(&mut s.recv.held_fin);
-                self.on_request_data(id, &held, fin);
+                self.on_request_data(id, &held, None, fin);
             }
             Ok(_) => {}
             Err(e) => self.on_error(e),
@@ -381,4 +392,10 @@ fn check_h3_head(head: &RequestHead) -> Result<(), &'static str> {
         }
     }
     Ok(())
+}
+
+/// Whether `part` lies within `whole`'s bytes.
+fn contains(whole: &[u8], part: &[u8]) -> bool {
+    let (w, p) = (whole.as_ptr() as usize, part.as_ptr() as usize);
+    p >= w && p + part.len() <= w + whole.len()
 }

@@ -519,3 +519,41 @@ fn held_input_behind_a_blocked_section_is_bounded() {
     assert_eq!(c.events(), [], "never delivered, so no reset event");
     assert_eq!(c.close, None);
 }
+
+/// Body bytes given in a buffer the engine may keep come out as slices of it where they are
+/// long enough, copied where short; the body is the same however the input is cut.
+#[test]
+fn body_pieces_are_slices_of_the_buffers_they_came_in() {
+    let payload: Vec<u8> = (0..40_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for cut in [1usize, 700, 1_500, 16_384, 100_000] {
+        let mut c = Client::new(Config::default());
+        let post = [(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/up")];
+        c.request(0, &post, false);
+        let _ = c.events();
+        let mut wire = frame(DATA, &payload[..30_000]);
+        wire.extend(frame(DATA, &payload[30_000..]));
+        let bufs: Vec<Bytes> = wire.chunks(cut).map(Bytes::copy_from_slice).collect();
+        for (i, b) in bufs.iter().enumerate() {
+            let now = c.now;
+            c.conn.on_stream_bytes(now, 0, b, i + 1 == bufs.len());
+        }
+        let ev = c.events();
+        assert_eq!(body(&ev, 0), payload, "cut {cut}");
+        let within = |d: &Bytes| {
+            bufs.iter().any(|b| {
+                let (s, p) = (b.as_ptr() as usize, d.as_ptr() as usize);
+                p >= s && p + d.len() <= s + b.len()
+            })
+        };
+        let mut shared = 0;
+        for e in &ev {
+            if let Event::Data { data, .. } = e {
+                assert_eq!(within(data), data.len() >= sluice_h3::SHARE_MIN, "cut {cut}: {} bytes", data.len());
+                shared += usize::from(within(data)) * data.len();
+            }
+        }
+        if cut >= 1_500 {
+            assert!(shared >= payload.len() / 2, "cut {cut}: only {shared} bytes shared");
+        }
+    }
+}
