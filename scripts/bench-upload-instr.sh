@@ -17,6 +17,9 @@
 #
 # Usage: scripts/bench-upload-instr.sh [--download] [--bytes B] [--repeat R] [--no-build] [--keep]
 #   --download    count a download instead of an upload
+#   --protos L    protocols, comma-separated, from http1.1, http2, http3 (default http1.1,http2;
+#                 HTTP/3 runs with [quic] enabled; under callgrind the slowed server may drop
+#                 datagrams, and the retransmissions count too)
 #   --bytes B     bytes counted (default 200000000; B0 = 20000000)
 #   --repeat R    measure each protocol R times (default 1); the table gives the median and range
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
@@ -33,6 +36,7 @@ REPEAT=1
 BUILD=1
 KEEP=0
 DOWNLOAD=0
+PROTOS=http1.1,http2
 
 log() { printf 'bench-upload-instr: %s\n' "$*" >&2; }
 die() { printf 'bench-upload-instr: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -44,12 +48,20 @@ while [ $# -gt 0 ]; do
     --no-build) BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
     --download) DOWNLOAD=1; shift ;;
+    --protos) PROTOS=${2:?--protos needs a list}; shift 2 ;;
     -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
 [[ "$B" =~ ^[1-9][0-9]*$ ]] || die "--bytes must be a positive integer"
 [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive integer"
+IFS=, read -r -a PROTO_LIST <<<"$PROTOS"
+for proto in "${PROTO_LIST[@]}"; do
+  case "$proto" in
+    http1.1 | http2 | http3) ;;
+    *) die "unknown protocol in --protos: $proto (http1.1, http2, http3)" ;;
+  esac
+done
 command -v valgrind >/dev/null 2>&1 || die "valgrind not found (run scripts/setup.sh)"
 
 SLUICE=${SLUICE_BIN:-$REPO/target/release/sluice}
@@ -83,6 +95,8 @@ count() {
   port=$(free_port)
   mkdir -p "$out"
   logf=$out/server.log
+  local quic=false
+  [ "$proto" = http3 ] && quic=true
   cat >"$out/sluice.toml" <<EOF
 data_dir = '$out/data'
 access_log = false
@@ -90,7 +104,7 @@ access_log = false
 addr = "127.0.0.1:$port"
 tls = true
 [quic]
-enabled = false
+enabled = $quic
 EOF
   # --trace-children: on glibc Sluice runs itself again at start with its malloc tunables set
   # (crates/sys/src/tunables.rs); without it the server proper would run outside valgrind.
@@ -126,7 +140,7 @@ EOF
 }
 
 declare -A PER_MB
-for proto in http1.1 http2; do
+for proto in "${PROTO_LIST[@]}"; do
   for r in $(seq "$REPEAT"); do
     log "$proto run $r: $B0 bytes under callgrind"
     small=$(count "$proto" "$TMP/small.bin" "$TMP/$proto-small-$r")
@@ -145,11 +159,18 @@ else
 fi
 printf '(callgrind, (Ir(%d B) - Ir(%d B)) / %d MB; %d run(s) each)\n\n' "$((B0 + B))" "$B0" "$((B / 1000000))" "$REPEAT"
 printf '| protocol | instructions per MB, median | range |\n|---|---|---|\n'
-python3 - "${PER_MB[http1.1]}" "${PER_MB[http2]}" <<'EOF'
+ARGS=()
+for proto in "${PROTO_LIST[@]}"; do ARGS+=("$proto" "${PER_MB[$proto]}"); done
+python3 - "${ARGS[@]}" <<'EOF'
 import statistics, sys
-h1 = [int(x) for x in sys.argv[1].split()]
-h2 = [int(x) for x in sys.argv[2].split()]
-for name, v in (("HTTP/1.1", h1), ("HTTP/2", h2)):
-    print(f"| {name} | {statistics.median(v):,.0f} | {min(v):,}–{max(v):,} |")
-print(f"\nHTTP/2 / HTTP/1.1 (medians): {statistics.median(h2) / statistics.median(h1):.3f}")
+names = {"http1.1": "HTTP/1.1", "http2": "HTTP/2", "http3": "HTTP/3"}
+runs = {sys.argv[i]: [int(x) for x in sys.argv[i + 1].split()] for i in range(1, len(sys.argv), 2)}
+for proto, v in runs.items():
+    print(f"| {names[proto]} | {statistics.median(v):,.0f} | {min(v):,}–{max(v):,} |")
+base = runs.get("http1.1")
+for proto, v in runs.items():
+    if base and proto != "http1.1":
+        print(f"\n{names[proto]} / HTTP/1.1 (medians): {statistics.median(v) / statistics.median(base):.3f}")
+if "http2" in runs and "http3" in runs:
+    print(f"\nHTTP/3 / HTTP/2 (medians): {statistics.median(runs['http3']) / statistics.median(runs['http2']):.3f}")
 EOF

@@ -334,13 +334,7 @@ pub fn run(input: &Input) {
         }
         if let Some((id, bytes, fin)) = input_on {
             fed += bytes.len();
-            // Half the request streams take their input in buffers the engine may keep
-            // (body pieces handed on as slices of them).
-            if id % 8 == 0 {
-                conn.on_stream_bytes(now, id, &bytes::Bytes::from(bytes), fin);
-            } else {
-                conn.on_stream_data(now, id, &bytes, fin);
-            }
+            conn.on_stream_data(now, id, &bytes, fin);
         }
         // Keep the request encoder in step with the server's acknowledgments (the stream type
         // byte first); a desynchronised encoder only makes later requests fail to decode.

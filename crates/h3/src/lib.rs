@@ -30,6 +30,6 @@ mod varint;
 pub mod wire;
 
 pub use config::Config;
-pub use conn::{Connection, Event, SendError, Transmit, SHARE_MIN};
+pub use conn::{Connection, Event, SendError, Transmit};
 pub use error::{Code, Error, Initiator, Scope};
 pub use sluice_http::{Field, Priority, RequestHead};

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sluice_http::Priority;
 
 use crate::frame::FrameReader;
@@ -39,6 +39,8 @@ pub(crate) struct Recv {
     /// Input that arrived while the header section was blocked.
     pub(crate) held: Vec<u8>,
     pub(crate) held_fin: bool,
+    /// The block the next body pieces are copied into and cut from (see `request_body`).
+    pub(crate) block: BytesMut,
 }
 
 /// The final response head.
@@ -110,6 +112,7 @@ impl Stream {
                 done: false,
                 held: Vec::new(),
                 held_fin: false,
+                block: BytesMut::new(),
             },
             send: Send {
                 heads: Vec::new(),

@@ -51,11 +51,6 @@ use crate::ids::{Kind, Retired};
 use crate::stream::Stream;
 use crate::varint;
 
-/// Request body pieces at least this long are handed on as slices of the buffer they arrived
-/// in ([`Connection::on_stream_bytes`]); shorter ones are copied (a reference to a packet's
-/// buffer costs more than copying a few hundred bytes, and would keep the whole packet).
-pub const SHARE_MIN: usize = 1024;
-
 /// Something the application must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -345,23 +340,12 @@ impl Connection {
     /// Bytes read from stream `id` at `now`, in order; `fin` when the stream ended cleanly after
     /// them.
     pub fn on_stream_data(&mut self, now: Instant, id: u64, data: &[u8], fin: bool) {
-        self.stream_input(now, id, data, None, fin);
-    }
-
-    /// As [`on_stream_data`](Self::on_stream_data), with the bytes in a buffer the engine may
-    /// keep: request body pieces of [`SHARE_MIN`] bytes or more are handed on as slices of it
-    /// (`Event::Data`), not copied.
-    pub fn on_stream_bytes(&mut self, now: Instant, id: u64, data: &Bytes, fin: bool) {
-        self.stream_input(now, id, data, Some(data), fin);
-    }
-
-    fn stream_input(&mut self, now: Instant, id: u64, data: &[u8], src: Option<&Bytes>, fin: bool) {
         if self.failed {
             return;
         }
         self.now = Some(now);
         match Kind::of(id) {
-            Kind::Request => self.on_request_data(id, data, src, fin),
+            Kind::Request => self.on_request_data(id, data, fin),
             Kind::ClientUni => self.on_uni_data(id, data, fin),
             // The client cannot send on streams we open, and HTTP/3 uses no server-initiated
             // bidirectional streams (RFC 9114 §6.1): a driver bug, nothing to read.

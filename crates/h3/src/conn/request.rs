@@ -1,15 +1,19 @@
 //! Request streams, receive side (RFC 9114 §4.1): HEADERS, DATA*, trailing HEADERS, with QPACK
 //! decoding (which may block on the encoder stream) and message validation (§4.1.2, §4.2, §4.3).
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sluice_http::Priority;
 use sluice_http::{Field, RequestHead};
 use sluice_qpack::{Decoded, FieldLine};
 
-use super::{Connection, Event, Transmit, SHARE_MIN};
+use super::{Connection, Event, Transmit};
 use crate::error::{Code, Error, Initiator, Scope};
 use crate::frame::{kind, FrameReader, Read};
 use crate::stream::Phase;
+
+/// The size of the blocks a request stream's body pieces are copied into (less when the
+/// declared length leaves less to come).
+const BODY_BLOCK: usize = 16 * 1024;
 
 /// How reading a stream's input went on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,8 +26,7 @@ pub(super) enum Step {
 }
 
 impl Connection {
-    /// `src`, if given, holds `data`: body pieces may be slices of it.
-    pub(super) fn on_request_data(&mut self, id: u64, data: &[u8], src: Option<&Bytes>, fin: bool) {
+    pub(super) fn on_request_data(&mut self, id: u64, data: &[u8], fin: bool) {
         if !self.open_request(id) {
             return;
         }
@@ -37,7 +40,7 @@ impl Connection {
         }
         let mut reader = std::mem::take(&mut s.recv.reader);
         let mut input = data;
-        let step = self.read_request(id, &mut reader, &mut input, src);
+        let step = self.read_request(id, &mut reader, &mut input);
         let Some(s) = self.streams.get_mut(&id) else { return };
         s.recv.reader = reader;
         match step {
@@ -113,18 +116,12 @@ impl Connection {
         }
     }
 
-    fn read_request(
-        &mut self,
-        id: u64,
-        reader: &mut FrameReader,
-        input: &mut &[u8],
-        src: Option<&Bytes>,
-    ) -> Result<Step, Error> {
+    fn read_request(&mut self, id: u64, reader: &mut FrameReader, input: &mut &[u8]) -> Result<Step, Error> {
         while let Some(item) = reader.read(input) {
             let step = match item {
                 Read::Start { ty, len } => self.request_frame_start(id, reader, ty, len)?,
                 Read::Frame { payload, .. } => self.request_section(id, &payload)?,
-                Read::Chunk { data, .. } => self.request_body(id, data, src)?,
+                Read::Chunk { data, .. } => self.request_body(id, data)?,
             };
             if step != Step::Continue {
                 return Ok(step);
@@ -274,8 +271,8 @@ impl Connection {
         Ok(Step::Continue)
     }
 
-    /// A piece of a DATA frame's payload (a slice of `src` where that holds it).
-    fn request_body(&mut self, id: u64, data: &[u8], src: Option<&Bytes>) -> Result<Step, Error> {
+    /// A piece of a DATA frame's payload.
+    fn request_body(&mut self, id: u64, data: &[u8]) -> Result<Step, Error> {
         if data.is_empty() {
             return Ok(Step::Continue);
         }
@@ -285,10 +282,20 @@ impl Connection {
             // §4.1.2: malformed; no need to wait for the end.
             return Err(Error::stream(id, Code::H3_MESSAGE_ERROR, "more DATA than content-length"));
         }
-        let data = match src {
-            Some(src) if data.len() >= SHARE_MIN && contains(src, data) => src.slice_ref(data),
-            _ => Bytes::copy_from_slice(data),
-        };
+        // A piece is a packet's worth (about 1.2 kB): copied into a block of the stream's own
+        // and cut from it, one allocation per block rather than per piece. Not a slice of the
+        // packet: quinn receives a batch of datagrams (GRO, up to 64 KiB) into one buffer, and
+        // a handler that holds a piece would keep the whole batch, the other streams' bytes
+        // too. A stream's pieces are consumed in order, so what a handler holds keeps at most
+        // one block more than itself.
+        let r = &mut s.recv;
+        if r.block.capacity() - r.block.len() < data.len() {
+            let rest = r.content_length.map_or(u64::MAX, |cl| cl - r.received + data.len() as u64);
+            let size = (BODY_BLOCK as u64).min(rest) as usize;
+            r.block = BytesMut::with_capacity(size.max(data.len()));
+        }
+        r.block.extend_from_slice(data);
+        let data = r.block.split().freeze();
         self.events.push_back(Event::Data { stream: id, data, end_stream: false });
         Ok(Step::Continue)
     }
@@ -365,7 +372,7 @@ impl Connection {
                 let Some(s) = self.streams.get_mut(&id) else { return };
                 let held = std::mem::take(&mut s.recv.held);
                 let fin = std::mem::take(&mut s.recv.held_fin);
-                self.on_request_data(id, &held, None, fin);
+                self.on_request_data(id, &held, fin);
             }
             Ok(_) => {}
             Err(e) => self.on_error(e),
@@ -392,10 +399,4 @@ fn check_h3_head(head: &RequestHead) -> Result<(), &'static str> {
         }
     }
     Ok(())
-}
-
-/// Whether `part` lies within `whole`'s bytes.
-fn contains(whole: &[u8], part: &[u8]) -> bool {
-    let (w, p) = (whole.as_ptr() as usize, part.as_ptr() as usize);
-    p >= w && p + part.len() <= w + whole.len()
 }

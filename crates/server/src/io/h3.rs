@@ -769,7 +769,7 @@ impl Driver {
                     // Request streams: what the receive-window tuner measures.
                     self.tune.received += data.len() as u64;
                 }
-                self.engine.on_stream_bytes(Instant::now(), id, &data, fin);
+                self.engine.on_stream_data(Instant::now(), id, &data, fin);
                 if fin {
                     self.stops.remove(&id);
                 }
