@@ -53,9 +53,6 @@ const STACK_READ: usize = 17 * 1024;
 /// What a busy connection reads at a time into its heap buffer, after the rest of a record it
 /// holds: four whole records of the largest size (64 KiB of plaintext).
 const HEAP_READ: usize = 4 * FULL_RECORD;
-/// What a connection reads at a time while it expects batches (`bulk`): a batch of the
-/// largest receive mark (64 KiB) and what came on top of it, in one read.
-const BULK_READ: usize = 8 * FULL_RECORD;
 /// Plaintext encrypted per write: the rest waits for the next call (the socket takes this much
 /// before more is encrypted, so a large write does not turn into one large buffer).
 const MAX_ENCRYPT: usize = 64 * 1024;
@@ -318,7 +315,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         let was_busy = self.busy;
         let limit = if was_busy {
             let first = if self.inb.is_empty() { 0 } else { to_complete(&self.inb) };
-            first + if self.bulk { BULK_READ } else { HEAP_READ }
+            first + HEAP_READ
         } else {
             to_complete(&self.inb)
         };
