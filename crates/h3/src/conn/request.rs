@@ -349,6 +349,8 @@ impl Connection {
         if let Some(s) = self.streams.get_mut(&id) {
             s.recv.done = true;
             s.recv.fin = true;
+            // What is left of the last block: the pieces cut from it keep their part.
+            s.recv.block = BytesMut::new();
         }
         self.maybe_close(id);
     }

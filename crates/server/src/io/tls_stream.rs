@@ -324,7 +324,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             Poll::Ready(r) => r?,
             Poll::Pending => {
                 // Nothing waits after all: a connection that may now stay idle holds no room
-                // (the next read goes to the stack, as after any pause).
+                // (the next read goes to the stack, as after any pause), unless its reader
+                // expects a batch at the next wake-up (`bulk`).
                 if self.inb.is_empty() && !self.bulk {
                     self.inb = BytesMut::new();
                     self.busy = false;
