@@ -12,13 +12,12 @@ use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::io::progress::WriteProgress;
-use crate::io::tls_stream::TlsStream;
 
 /// Reads that may hand over buffers of their own instead of copying into the caller's.
 pub(crate) trait ReadChunks: AsyncRead + AsyncWrite + Unpin {
     /// Decrypted bytes as buffers of their own into `chunks` where the stream can (see
-    /// [`TlsStream::poll_read_chunks`]), else a read into `buf` (the default); how many bytes,
-    /// 0 at the end of the stream.
+    /// `TlsStream`'s implementation in `io::tls_stream`), else a read into `buf` (the
+    /// default); how many bytes, 0 at the end of the stream.
     fn poll_read_chunks(
         &mut self,
         cx: &mut Context<'_>,
@@ -29,8 +28,8 @@ pub(crate) trait ReadChunks: AsyncRead + AsyncWrite + Unpin {
         poll_read_buf(self, cx, buf)
     }
 
-    /// Every read should expect a batch of input (see [`TlsStream::set_bulk`]); by default
-    /// nothing changes.
+    /// Every read should expect a batch of input (see `TlsStream`'s implementation); by
+    /// default nothing changes.
     fn set_bulk(&mut self, on: bool) {
         let _ = on;
     }
@@ -45,21 +44,6 @@ pub(crate) fn poll_read_buf<R: AsyncRead + Unpin + ?Sized, B: BufMut>(
 ) -> Poll<io::Result<usize>> {
     let read = tokio::io::AsyncReadExt::read_buf(r, buf);
     std::future::Future::poll(std::pin::pin!(read), cx)
-}
-
-impl<IO: AsyncRead + AsyncWrite + Unpin> ReadChunks for TlsStream<IO> {
-    fn poll_read_chunks(
-        &mut self,
-        cx: &mut Context<'_>,
-        chunks: &mut Vec<BytesMut>,
-        buf: &mut BytesMut,
-    ) -> Poll<io::Result<usize>> {
-        Self::poll_read_chunks(self, cx, chunks, buf)
-    }
-
-    fn set_bulk(&mut self, on: bool) {
-        Self::set_bulk(self, on);
-    }
 }
 
 /// Cleartext: reads copy into the caller's buffer.

@@ -44,6 +44,7 @@ use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::io::split::ReadChunks;
 use crate::io::tls_records::{self, Opened, Records, APPLICATION_DATA, HEADER as RECORD_HEADER, MAX_FRAGMENT};
 
 /// Bytes read at a time into the stack buffer: a whole record of the largest size (16 KiB of
@@ -339,54 +340,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         }
         self.busy = self.bulk || was_busy && n == limit;
         Poll::Ready(Ok(()))
-    }
-
-    /// Whether every read should expect a batch (see `bulk`); off, the room goes at the next
-    /// pause, as after any read that did not fill it.
-    pub(crate) fn set_bulk(&mut self, on: bool) {
-        self.bulk = on;
-        self.busy |= on;
-    }
-
-    /// Read decrypted bytes without copying them where it can: on a busy TLS 1.3 connection,
-    /// each record's plaintext as it lies in the receive buffer, where it was opened, handed
-    /// over as a `BytesMut` of its own into `chunks` (sharing the buffer's memory, which the
-    /// next read then leaves to them and moves on from). Otherwise (TLS 1.2; the first read
-    /// after a pause, which goes to the stack; bytes rustls decrypted during the handshake)
-    /// a read into `buf`, as `AsyncRead` does. `Ready(Ok(0))` at the end of the stream.
-    ///
-    /// Why: the HTTP/2 driver hands DATA payloads to handlers as slices of what it read, so
-    /// with chunks a body byte is not copied at all on its way from the socket buffer to the
-    /// handler, where a read into `buf` copied every one (see `io::h2`).
-    pub(crate) fn poll_read_chunks(
-        &mut self,
-        cx: &mut Context<'_>,
-        chunks: &mut Vec<BytesMut>,
-        buf: &mut BytesMut,
-    ) -> Poll<io::Result<usize>> {
-        let chunked = matches!(self.engine, Engine::Records(_))
-            && self.plain_at == self.plain.len()
-            && (self.busy || !self.inb.is_empty());
-        if !chunked {
-            return crate::io::split::poll_read_buf(self, cx, buf);
-        }
-        loop {
-            let before = chunks.len();
-            let n = self.open_chunks(chunks);
-            if chunks.len() > before {
-                return Poll::Ready(Ok(n));
-            }
-            if let Some(e) = &self.failed {
-                return Poll::Ready(Err(tls_error(e)));
-            }
-            if self.peer_closed {
-                return Poll::Ready(Ok(0));
-            }
-            if self.eof {
-                return Poll::Ready(Err(truncated()));
-            }
-            std::task::ready!(self.poll_fill(cx))?;
-        }
     }
 
     /// Open every whole record `inb` starts with, in place, and split each one's plaintext off
@@ -942,6 +895,57 @@ fn truncated() -> io::Error {
 
 fn tls_error(e: &rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.clone())
+}
+
+/// What the HTTP/2 driver's read half asks of the stream (`io::split`).
+impl<IO: AsyncRead + AsyncWrite + Unpin> ReadChunks for TlsStream<IO> {
+    /// Whether every read should expect a batch (see `bulk`); off, the room goes at the next
+    /// pause, as after any read that did not fill it.
+    fn set_bulk(&mut self, on: bool) {
+        self.bulk = on;
+        self.busy |= on;
+    }
+
+    /// Read decrypted bytes without copying them where it can: on a busy TLS 1.3 connection,
+    /// each record's plaintext as it lies in the receive buffer, where it was opened, handed
+    /// over as a `BytesMut` of its own into `chunks` (sharing the buffer's memory, which the
+    /// next read then leaves to them and moves on from). Otherwise (TLS 1.2; the first read
+    /// after a pause, which goes to the stack; bytes rustls decrypted during the handshake)
+    /// a read into `buf`, as `AsyncRead` does. `Ready(Ok(0))` at the end of the stream.
+    ///
+    /// Why: the HTTP/2 driver hands DATA payloads to handlers as slices of what it read, so
+    /// with chunks a body byte is not copied at all on its way from the socket buffer to the
+    /// handler, where a read into `buf` copied every one (see `io::h2`).
+    fn poll_read_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        chunks: &mut Vec<BytesMut>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        let chunked = matches!(self.engine, Engine::Records(_))
+            && self.plain_at == self.plain.len()
+            && (self.busy || !self.inb.is_empty());
+        if !chunked {
+            return crate::io::split::poll_read_buf(self, cx, buf);
+        }
+        loop {
+            let before = chunks.len();
+            let n = self.open_chunks(chunks);
+            if chunks.len() > before {
+                return Poll::Ready(Ok(n));
+            }
+            if let Some(e) = &self.failed {
+                return Poll::Ready(Err(tls_error(e)));
+            }
+            if self.peer_closed {
+                return Poll::Ready(Ok(0));
+            }
+            if self.eof {
+                return Poll::Ready(Err(truncated()));
+            }
+            std::task::ready!(self.poll_fill(cx))?;
+        }
+    }
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
