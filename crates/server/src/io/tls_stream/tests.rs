@@ -482,6 +482,8 @@ async fn a_vectored_write_fills_its_records_across_the_slices() {
     let mut buf = [0u8; 16];
     let n = s.read(&mut buf).await.unwrap();
     assert_eq!(&buf[..n], b"hello");
+    // Past the connection's first bytes, which go in smaller records.
+    s.early = 0;
     let seq = |s: &TlsStream<DuplexStream>| match &s.engine {
         Engine::Records(r) => r.next_seal_seq(),
         _ => panic!("TLS 1.3 runs on the record layer"),
@@ -566,4 +568,49 @@ fn what_completes_the_held_records() {
     assert_eq!(to_complete(&held), whole - 2);
     // A header claiming more than any record may hold gets room for the most one may.
     assert_eq!(to_complete(&[23, 3, 3, 0xff, 0xff]), MAX_CIPHERTEXT);
+}
+
+/// The sizes of the TLS records in `wire`, their headers' length fields.
+fn record_lengths(mut wire: &[u8]) -> Vec<usize> {
+    let mut lengths = Vec::new();
+    while wire.len() >= 5 {
+        let n = usize::from(u16::from_be_bytes([wire[3], wire[4]]));
+        lengths.push(n);
+        wire = &wire[(5 + n).min(wire.len())..];
+    }
+    lengths
+}
+
+#[tokio::test]
+async fn a_connection_sends_its_first_bytes_in_records_of_about_a_segment() {
+    let (server, client) = configs();
+    let (mut s, mut c) = connect(&server, &client, 1 << 20).await;
+    // Writes of 20,000 bytes, as a download's first writes are: the records each one makes.
+    let data = pattern(EARLY_BYTES + 60_000);
+    let mut records = Vec::new();
+    for part in data.chunks(20_000) {
+        s.encrypt(part).unwrap();
+        records.push(record_lengths(s.out.pending()));
+        s.flush().await.unwrap();
+    }
+    s.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).await.unwrap();
+    assert!(got == data, "the client read {} bytes, not the server's {}", got.len(), data.len());
+    // A record holds its plaintext, the content type and the 16-byte tag (RFC 8446 §5.2).
+    let plain: Vec<Vec<usize>> = records.iter().map(|r| r.iter().map(|n| n - 17).collect()).collect();
+    let mut sent = 0;
+    for (i, write) in plain.iter().enumerate() {
+        assert_eq!(write.iter().sum::<usize>(), 20_000.min(data.len() - i * 20_000), "write {i}: {write:?}");
+        for &n in write {
+            if sent < EARLY_BYTES {
+                assert!(n <= EARLY_FRAGMENT, "a record of {n} bytes after {sent} bytes sent");
+            }
+            sent += n;
+        }
+    }
+    // After the early bytes, records of the largest size (each write's last takes the rest).
+    let after = &plain[EARLY_BYTES.div_ceil(20_000)];
+    assert_eq!(after[0], MAX_FRAGMENT, "{after:?}");
+    assert_eq!(plain[0].len(), 20_000usize.div_ceil(EARLY_FRAGMENT), "{:?}", plain[0]);
 }
