@@ -22,9 +22,9 @@
 //! the threshold of BBR's full-pipe rule), else [`CRUISE_GAIN`]: room for the congestion
 //! controller's bandwidth probing, and for the rate to show growth again if the path gets
 //! faster. Unlike BBR, one flat round is enough to leave the startup gain: bytes queued in
-//! those rounds are what an urgent response waits behind (the HTTP/2 driver's bound leads on
-//! paths with a larger BDP: its first ramp starts from a sliding one-RTT rate and ends after
-//! two flat rounds; see [`InflightCap::leading`]). A connection that has carried
+//! those rounds are what an urgent response waits behind (the HTTP/2 driver's bound leads: while
+//! the rate grows it starts from a sliding one-RTT rate, and on paths with a larger BDP its first
+//! ramp ends after two flat rounds; see [`InflightCap::leading`]). A connection that has carried
 //! responses of several urgencies (a page load) keeps the cruise gain throughout: there a
 //! critical request can come during startup too. The driver does not hold back urgencies 0
 //! and 1 at all (h2conn.rs). The slack time covers the retry timer's granularity (about a
@@ -71,11 +71,11 @@ pub(crate) const WINDOW_ROUNDS: u64 = 10;
 /// room above the BDP for it).
 pub(crate) const MIN_SEND: usize = 4 * 1024;
 pub(crate) const MIN_SEND_TIME: Duration = Duration::from_millis(1);
-/// The estimated BDP from which a leading bound reaches ahead (see [`InflightCap::leading`]):
-/// twice the smallest bound. Below it the ramp is a round or two either way, and the second
-/// flat round's startup gain there only queued data in front of a critical response (the
-/// lab's priority experiment at 5 Mbit/s × 40 ms, a 25 kB BDP: the stylesheet's busy/idle
-/// 0.95-0.99 became 1.12-1.28 without this threshold, and stayed 0.95-1.00 with it).
+/// The estimated BDP from which a leading bound's first ramp ends after two flat rounds instead
+/// of one (see [`InflightCap::leading`]): twice the smallest bound. Below it the second flat
+/// round's startup gain only queued data in front of a critical response (the lab's priority
+/// experiment at 5 Mbit/s × 40 ms, a 25 kB BDP: the stylesheet's busy/idle 0.95-0.99 became
+/// 1.12-1.28 without this threshold, and stayed 0.95-1.00 with it).
 pub(crate) const LEAD_FROM: usize = 32 * 1024;
 
 /// A round's length: the minimum RTT, at least 1 ms (the retry timer's granularity).
@@ -380,18 +380,30 @@ impl InflightCap {
 
     /// While the rate grows, the bound starts from what the last RTT delivered (acknowledged bytes
     /// over a window of one minimum RTT that slides with every reading) when that is more than the
-    /// estimate, and one flat round does not end the first ramp's startup gain, two do. A round's
-    /// rate is what its ACKs delivered, which is what the round before sent, and the bound it gives
-    /// holds the round after: the estimate trails what is sent by two rounds. With it alone the
-    /// bound doubled every second round, every other round looked flat, and the gain alternated
-    /// between startup and cruise (traced over TCP at 200 Mbit/s × 40 ms: the estimate went 4, 6,
-    /// 12, 23, 45, 91, 183 Mbit/s in steps of 82 ms, about twice as long as BBR's own ramp, which
-    /// cost 2 % of a 200 MB download). The sliding rate trails by one RTT, so the startup gain
-    /// doubles the bound once per round, as BBR's window grows, and since it is what was delivered,
-    /// the bound at the ramp's end is at most twice what the path carries per RTT, as before. Not
-    /// on paths whose BDP is small ([`LEAD_FROM`]), nor on a guarded connection. The HTTP/2
-    /// driver's bound leads; the one over QUIC does not (in the same lab run HTTP/3 downloads
-    /// reached 183.5 Mbit/s where HTTP/2 reached 179.9).
+    /// estimate, and where the estimated BDP is [`LEAD_FROM`] or more, one flat round does not end
+    /// the first ramp's startup gain, two do. A round's rate is what its ACKs delivered, which is
+    /// what the round before sent, and the bound it gives holds the round after: the estimate
+    /// trails what is sent by two rounds. With it alone the bound doubled every second round,
+    /// every other round looked flat, and the gain alternated between startup and cruise (traced
+    /// over TCP at 200 Mbit/s × 40 ms: the estimate went 4, 6, 12, 23, 45, 91, 183 Mbit/s in steps
+    /// of 82 ms, about twice as long as BBR's own ramp, which cost 2 % of a 200 MB download). The
+    /// sliding rate trails by one RTT, so the startup gain doubles the bound once per round, as
+    /// BBR's window grows, and since it is what was delivered, the bound at the ramp's end is at
+    /// most twice what the path carries per RTT, as before.
+    ///
+    /// The sliding rate applies from the first reading, whatever the BDP: at first it applied only
+    /// from an estimated BDP of [`LEAD_FROM`], and every ramp starts below that (a 16 kB window),
+    /// so its first doublings still took two rounds each. Traced at 200 Mbit/s × 40 ms with 0.5 %
+    /// loss (the driver's `write budget` trace): the estimate went from 0.3 to 0.8 MB/s in 184 ms
+    /// and reached 22 MB/s (the link carries about 24) after 622 ms, where a client-side capture
+    /// had Caddy's BBR filling the link after about 460 ms; sliding from the start, 1.1 MB/s after
+    /// 180 ms and 21 MB/s after 444 ms. A faster ramp holds more in flight at any moment of it,
+    /// and the socket's unsent bytes grew with it (a stylesheet asked for during the ramp waited
+    /// behind 21–45 kB of them instead of 3–6), so the HTTP/2 driver now also keeps those within
+    /// what pacing sends in 2 ms (`UNSENT_AHEAD` in `io/h2.rs`). On a small-BDP path the sliding
+    /// rate changes only how soon the bound gets there: it is at most what was delivered, and one
+    /// flat round still ends the startup gain. Not on a guarded connection. The HTTP/2 driver's bound leads; the one over QUIC does not (in the same lab
+    /// run HTTP/3 downloads reached 183.5 Mbit/s where HTTP/2 reached 179.9).
     pub(crate) fn leading(mut self) -> Self {
         self.lead = true;
         self
@@ -433,7 +445,7 @@ impl InflightCap {
     pub(crate) fn update(&mut self, now: Instant, s: &Sample, busy: bool) {
         self.settled = s.settled.then_some(*s);
         self.min_rtt = s.min_rtt;
-        if self.growing && self.leads(s.min_rtt) {
+        if self.growing && self.slides() {
             self.track_recent(now, s);
         } else {
             self.forget_recent();
@@ -517,7 +529,7 @@ impl InflightCap {
             self.update(now, &s, false);
             return true;
         }
-        if self.rounds.is_empty() || self.growing && self.leads(self.min_rtt) {
+        if self.rounds.is_empty() || self.growing && self.slides() {
             return false;
         }
         let Some((start, acked)) = self.round_start else { return false };
@@ -549,15 +561,16 @@ impl InflightCap {
         self.guarded = on;
     }
 
-    /// Whether the bound reaches ahead on this path now: leading, not guarded, and with an
-    /// estimated BDP of [`LEAD_FROM`] or more.
-    fn leads(&self, min_rtt: Duration) -> bool {
-        self.leads_at(self.max_rate(), min_rtt)
+    /// Whether the bound starts from what the last RTT delivered while the rate grows: leading
+    /// and not guarded.
+    fn slides(&self) -> bool {
+        self.lead && !self.guarded
     }
 
-    /// [`leads`](Self::leads) with the maximum rate already at hand.
+    /// Whether a first ramp on this path ends after two flat rounds: the bound slides, and the
+    /// estimated BDP (at `max_rate`) is [`LEAD_FROM`] or more.
     fn leads_at(&self, max_rate: u64, min_rtt: Duration) -> bool {
-        self.lead && !self.guarded && max_rate as f64 * min_rtt.as_secs_f64() >= LEAD_FROM as f64
+        self.slides() && max_rate as f64 * min_rtt.as_secs_f64() >= LEAD_FROM as f64
     }
 
     /// The gain on the estimated BDP now.
@@ -576,7 +589,7 @@ impl InflightCap {
             return None;
         }
         // See `leading`: while the rate grows, what the last RTT delivered, if more.
-        let rate = if self.growing && self.leads_at(rate, s.min_rtt) { rate.max(self.recent_rate) } else { rate };
+        let rate = if self.growing && self.slides() { rate.max(self.recent_rate) } else { rate };
         let time = s.min_rtt.as_secs_f64() * self.gain() + SLACK_TIME.as_secs_f64();
         Some(((rate as f64 * time) as usize).max(MIN_BASE).max(MIN_SEGMENTS * s.segment) + HEADROOM)
     }
@@ -761,11 +774,37 @@ mod tests {
         let mut c = InflightCap::new().leading();
         let mut p = Path::new(&mut c);
         p.round(&mut c, RATE, RATE, true);
-        assert!(!c.leads(40 * MS), "5 Mbit/s × 40 ms is a 25 kB BDP");
+        let two_flat_rounds = |c: &InflightCap| c.leads_at(c.max_rate(), 40 * MS);
+        assert!(c.slides() && !two_flat_rounds(&c), "5 Mbit/s × 40 ms is a 25 kB BDP");
         p.round(&mut c, 25_000_000, 25_000_000, true);
-        assert!(c.leads(40 * MS));
+        assert!(two_flat_rounds(&c));
         c.set_guarded(true);
-        assert!(!c.leads(40 * MS));
+        assert!(!c.slides() && !two_flat_rounds(&c));
+    }
+
+    /// The first doublings of a ramp, from the initial window up to an estimated BDP of
+    /// [`LEAD_FROM`], take a round each too: the sliding rate applies from the first reading.
+    #[test]
+    fn a_leading_bound_slides_from_the_initial_window() {
+        // A first round at 200 kB/s (an 8 kB BDP at 40 ms), then half a round at 800 kB/s:
+        // the last RTT delivered 24 kB in 60 ms, 400 kB/s.
+        let cap_after = |mut c: InflightCap| {
+            let mut p = Path::new(&mut c);
+            p.round(&mut c, 200_000, 200_000, true);
+            let s = Sample { acked: p.acked + 16_000, ..sample(200_000, 0) };
+            c.update(p.t + 20 * MS, &s, true);
+            assert!(c.growing());
+            c.cap(&s)
+        };
+        let slack = 2.0 * 0.040 + SLACK_TIME.as_secs_f64();
+        let sliding = (400_000.0 * slack) as usize + HEADROOM;
+        let estimate = ((200_000.0 * slack) as usize).max(MIN_BASE) + HEADROOM;
+        assert_eq!(cap_after(InflightCap::new().leading()), Some(sliding));
+        assert_eq!(cap_after(InflightCap::new()), Some(estimate));
+        let mut guarded = InflightCap::new().leading();
+        guarded.set_guarded(true);
+        let guarded_cap = ((200_000.0 * (CRUISE_GAIN * 0.040 + SLACK_TIME.as_secs_f64())) as usize).max(MIN_BASE);
+        assert_eq!(cap_after(guarded), Some(guarded_cap + HEADROOM));
     }
 
     #[test]
