@@ -402,8 +402,9 @@ impl InflightCap {
     /// behind 21–45 kB of them instead of 3–6), so the HTTP/2 driver now also keeps those within
     /// what pacing sends in 2 ms (`UNSENT_AHEAD` in `io/h2.rs`). On a small-BDP path the sliding
     /// rate changes only how soon the bound gets there: it is at most what was delivered, and one
-    /// flat round still ends the startup gain. Not on a guarded connection. The HTTP/2 driver's bound leads; the one over QUIC does not (in the same lab
-    /// run HTTP/3 downloads reached 183.5 Mbit/s where HTTP/2 reached 179.9).
+    /// flat round still ends the startup gain. Not on a guarded connection. The HTTP/2 driver's
+    /// bound leads; the one over QUIC does not (in the same lab run HTTP/3 downloads reached
+    /// 183.5 Mbit/s where HTTP/2 reached 179.9).
     pub(crate) fn leading(mut self) -> Self {
         self.lead = true;
         self
