@@ -78,6 +78,13 @@ pub(crate) const MIN_SEND_TIME: Duration = Duration::from_millis(1);
 /// 1.12-1.28 without this threshold, and stayed 0.95-1.00 with it).
 pub(crate) const LEAD_FROM: usize = 32 * 1024;
 
+/// The smallest minimum RTT on which a leading bound slides (see [`InflightCap::leading`]): the
+/// shortest round. Below it the cap's [`SLACK_TIME`] dwarfs what a round adds, and keeping the
+/// readings of the last RTT cost about 120 instructions per small response on loopback
+/// (`scripts/bench-callgrind.sh`: 7,825 against 7,700 without), a connection there being
+/// in its ramp for most of its life (its rounds are seldom busy, so few end it).
+pub(crate) const SLIDE_FROM_RTT: Duration = Duration::from_millis(1);
+
 /// A round's length: the minimum RTT, at least 1 ms (the retry timer's granularity).
 fn round_len(min_rtt: Duration) -> Duration {
     min_rtt.max(Duration::from_millis(1))
@@ -391,7 +398,8 @@ impl InflightCap {
     /// BBR's window grows, and since it is what was delivered, the bound at the ramp's end is at
     /// most twice what the path carries per RTT, as before.
     ///
-    /// The sliding rate applies from the first reading, whatever the BDP: at first it applied only
+    /// The sliding rate applies from the first reading, whatever the BDP (on paths whose minimum
+    /// RTT is [`SLIDE_FROM_RTT`] or more): at first it applied only
     /// from an estimated BDP of [`LEAD_FROM`], and every ramp starts below that (a 16 kB window),
     /// so its first doublings still took two rounds each. Traced at 200 Mbit/s × 40 ms with 0.5 %
     /// loss (the driver's `write budget` trace): the estimate went from 0.3 to 0.8 MB/s in 184 ms
@@ -562,10 +570,10 @@ impl InflightCap {
         self.guarded = on;
     }
 
-    /// Whether the bound starts from what the last RTT delivered while the rate grows: leading
-    /// and not guarded.
+    /// Whether the bound starts from what the last RTT delivered while the rate grows: leading,
+    /// not guarded, and on a path whose minimum RTT is [`SLIDE_FROM_RTT`] or more.
     fn slides(&self) -> bool {
-        self.lead && !self.guarded
+        self.lead && !self.guarded && self.min_rtt >= SLIDE_FROM_RTT
     }
 
     /// Whether a first ramp on this path ends after two flat rounds: the bound slides, and the
@@ -806,6 +814,12 @@ mod tests {
         guarded.set_guarded(true);
         let guarded_cap = ((200_000.0 * (CRUISE_GAIN * 0.040 + SLACK_TIME.as_secs_f64())) as usize).max(MIN_BASE);
         assert_eq!(cap_after(guarded), Some(guarded_cap + HEADROOM));
+        // Not on a path shorter than a round (loopback, a LAN).
+        let mut short = InflightCap::new().leading();
+        short.update(Instant::now(), &Sample { min_rtt: MS / 2, ..sample(0, 0) }, true);
+        assert!(!short.slides());
+        short.update(Instant::now(), &sample(0, 0), true);
+        assert!(short.slides());
     }
 
     #[test]
