@@ -62,19 +62,17 @@ const MAX_WRITE: usize = 1024 * 1024;
 const UNSENT_AHEAD: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Of `budget`, what keeps the socket's unsent bytes within [`UNSENT_AHEAD`] of its pacing
-/// (`pacing_rate` bytes per second, 0 where the kernel does not pace: no limit); 0 when less
-/// than [`MIN_SEND`](crate::io::pace::MIN_SEND) is left.
+/// (`pacing_rate` bytes per second, 0 where the kernel does not pace: no limit), but never less
+/// than [`MIN_SEND`](crate::io::pace::MIN_SEND) of a budget that has it: that write then waits
+/// for the socket to take it (TCP_NOTSENT_LOWAT's wake-up), where a budget of 0 would set the
+/// retry timer, which under a peer that stopped reading (a zero window: pacing sends nothing)
+/// would fire every millisecond until the write timeout.
 fn within_unsent(budget: usize, pacing_rate: u64, notsent: usize) -> usize {
     if pacing_rate == 0 {
         return budget;
     }
     let ahead = ((pacing_rate as f64 * UNSENT_AHEAD.as_secs_f64()) as usize).max(MIN_WRITE);
-    let room = ahead.saturating_sub(notsent);
-    if room < crate::io::pace::MIN_SEND {
-        0
-    } else {
-        budget.min(room)
-    }
+    budget.min(ahead.saturating_sub(notsent).max(crate::io::pace::MIN_SEND))
 }
 
 fn refused(e: SendError) -> Refused {
@@ -694,8 +692,11 @@ mod tests {
         assert_eq!(within_unsent(200_000, rate, 0), 50_000);
         assert_eq!(within_unsent(200_000, rate, 30_000), 20_000);
         assert_eq!(within_unsent(10_000, rate, 30_000), 10_000, "the bound's budget, when smaller");
-        // Less than the smallest write left: wait.
-        assert_eq!(within_unsent(200_000, rate, 47_000), 0);
+        // Less than the smallest write left: the smallest write (it waits for the socket, not
+        // for a timer); none where the bound allows none.
+        assert_eq!(within_unsent(200_000, rate, 47_000), crate::io::pace::MIN_SEND);
+        assert_eq!(within_unsent(200_000, rate, 1 << 20), crate::io::pace::MIN_SEND);
+        assert_eq!(within_unsent(0, rate, 0), 0);
         // A slow pace still allows the smallest fill of a write; no pacing, no limit.
         assert_eq!(within_unsent(200_000, 100_000, 0), MIN_WRITE);
         assert_eq!(within_unsent(200_000, 0, 1 << 20), 200_000);
