@@ -641,7 +641,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         debug_assert!(total <= MAX_ENCRYPT + SMALL_REST && total <= bufs.iter().map(|b| b.len()).sum::<usize>());
         // Room for every record at once (and key updates'), so `out` grows once.
         let early = total.min(self.early);
-        let count = early.div_ceil(EARLY_FRAGMENT) + (total - early).div_ceil(MAX_FRAGMENT) + 1;
+        let count = early.div_ceil(EARLY_FRAGMENT) + (total - early).div_ceil(MAX_FRAGMENT);
         let per_record = tls_records::OVERHEAD + tls_records::KEY_UPDATE_RECORD;
         let room = self.out.space(total + count * per_record);
         let mut at = 0;
@@ -652,7 +652,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         let mut early_left = self.early;
         while left > 0 {
             let len = left.min(if early_left > 0 { EARLY_FRAGMENT.min(early_left) } else { MAX_FRAGMENT });
-            early_left -= len.min(early_left);
+            early_left = early_left.saturating_sub(len);
             let fill = |dst: &mut [u8]| {
                 let mut put = 0;
                 while put < dst.len() {
