@@ -191,6 +191,9 @@ where
         let mut idle_reading = Instant::now();
         // Whether a write went out after the last TCP_INFO reading (see `InflightCap::note_idle`).
         let mut wrote_since_reading = false;
+        // Whether the connection has had more than one stream open at once (see
+        // `InflightCap::set_lone`).
+        let mut crowded = false;
         // The receive low-water mark while the peer streams bodies fast (`io/recv_mark.rs`).
         let mut mark = state.cfg.tcp.batch_reads.then(|| RecvMark::new(Instant::now()));
         // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
@@ -253,7 +256,9 @@ where
                     idle_reading = now;
                 }
                 if let Some(p) = pace.as_mut() {
+                    crowded |= conn.open_streams() > 1;
                     p.set_guarded(conn.mixed_urgencies());
+                    p.set_lone(!crowded);
                 }
                 let b = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
                 wrote_since_reading = false;
@@ -551,6 +556,7 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
         cwnd = p.cwnd,
         room,
         cap = pace.cap(&s).unwrap_or(0),
+        gain = pace.gain(),
         urgent,
         budget,
         "write budget"

@@ -158,6 +158,32 @@ fn a_leading_bound_ramps_up_one_doubling_per_round() {
     assert!(!c.slides() && !two_flat_rounds(&c));
 }
 
+/// A connection with one stream (a single download) ramps at BBR's startup gain: the link is
+/// full sooner than at the gain of 2, and the queue at the ramp's end stays below what BBR's
+/// own startup window (2.89 × BDP in flight) could put there. A guarded connection keeps the
+/// cruise gain whether lone or not.
+#[test]
+fn a_lone_download_ramps_at_bbrs_startup_gain() {
+    let bdp = 25e6 * 0.040;
+    let mut lone = InflightCap::new().leading();
+    lone.set_lone(true);
+    let (lone_full, lone_peak, lone_acked) = ramp(lone, 25e6);
+    let (full, _, acked) = ramp(InflightCap::new().leading(), 25e6);
+    assert!(lone_full < full, "lone: the link first full in round {lone_full}, else {full}");
+    assert!(lone_acked > acked, "{lone_acked} against {acked} bytes in 1.5 s");
+    assert!(lone_peak < LONE_STARTUP_GAIN * bdp, "peak queue {lone_peak}");
+    let mut c = InflightCap::new();
+    c.update(Instant::now(), &sample(RATE, 0), true);
+    assert!(c.growing());
+    c.set_lone(true);
+    assert_eq!(c.gain(), LONE_STARTUP_GAIN);
+    c.set_guarded(true);
+    assert_eq!(c.gain(), CRUISE_GAIN);
+    c.set_guarded(false);
+    c.set_lone(false);
+    assert_eq!(c.gain(), STARTUP_GAIN);
+}
+
 /// The first doublings of a ramp, from the initial window up to an estimated BDP of
 /// [`LEAD_FROM`], take a round each too: the sliding rate applies from the first reading.
 #[test]
