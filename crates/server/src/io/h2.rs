@@ -191,8 +191,9 @@ where
         let mut idle_reading = Instant::now();
         // Whether a write went out after the last TCP_INFO reading (see `InflightCap::note_idle`).
         let mut wrote_since_reading = false;
-        // Whether the connection has had more than one stream open at once (see
-        // `InflightCap::set_lone`).
+        // Whether the connection has had more than one stream open at once, or a response at
+        // urgency 0 or 1 (a browser's document or stylesheet: urgent requests follow it), so that
+        // its ramp keeps the startup gain of 2 (see `InflightCap::set_lone`).
         let mut crowded = false;
         // The receive low-water mark while the peer streams bodies fast (`io/recv_mark.rs`).
         let mut mark = state.cfg.tcp.batch_reads.then(|| RecvMark::new(Instant::now()));
@@ -256,7 +257,7 @@ where
                     idle_reading = now;
                 }
                 if let Some(p) = pace.as_mut() {
-                    crowded |= conn.open_streams() > 1;
+                    crowded |= conn.open_streams() > 1 || conn.next_urgency().is_some_and(|u| u <= URGENT);
                     p.set_guarded(conn.mixed_urgencies());
                     p.set_lone(!crowded);
                 }

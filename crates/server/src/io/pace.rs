@@ -582,9 +582,10 @@ impl InflightCap {
     }
 
     /// Grow as BBR's startup does ([`LONE_STARTUP_GAIN`]) while the rate grows: the HTTP/2
-    /// driver sets it while its connection has never had more than one stream open (a single
-    /// download, where no other response is there to wait behind the queue it builds). Off by
-    /// default.
+    /// driver sets it while its connection has never had more than one stream open, nor a
+    /// response at urgency 0 or 1 (a single download, where no other response is there to wait
+    /// behind the queue it builds; a browser's document is urgent, and urgent requests follow
+    /// it). Off by default.
     pub(crate) fn set_lone(&mut self, on: bool) {
         self.lone = on;
     }
