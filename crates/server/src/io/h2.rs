@@ -75,6 +75,14 @@ fn within_unsent(budget: usize, pacing_rate: u64, notsent: usize) -> usize {
     budget.min(ahead.saturating_sub(notsent).max(crate::io::pace::MIN_SEND))
 }
 
+/// Whether a connection with `open` streams, the most urgent of them with data ready at
+/// `urgency`, is more than a single download: then its in-flight bound keeps the startup gain
+/// of 2 (see `InflightCap::set_lone`). Several streams at once, or an urgent one (a browser's
+/// document, whose stylesheets follow on the same connection).
+fn crowds(open: usize, urgency: Option<u8>) -> bool {
+    open > 1 || urgency.is_some_and(|u| u <= URGENT)
+}
+
 fn refused(e: SendError) -> Refused {
     match e {
         SendError::UnknownStream => Refused::Gone,
@@ -257,7 +265,7 @@ where
                     idle_reading = now;
                 }
                 if let Some(p) = pace.as_mut() {
-                    crowded |= conn.open_streams() > 1 || conn.next_urgency().is_some_and(|u| u <= URGENT);
+                    crowded |= crowds(conn.open_streams(), conn.next_urgency());
                     p.set_guarded(conn.mixed_urgencies());
                     p.set_lone(!crowded);
                 }
@@ -690,6 +698,15 @@ mod tests {
         conn.handle_input(now, &input[..PREFACE.len() + HEADER_LEN]);
         rbuf.renew(&mut conn, IDLE_READ, false);
         assert_eq!((rbuf.cur.len(), rbuf.cur.capacity()), (0, IDLE_READ));
+    }
+
+    #[test]
+    fn only_a_single_download_that_is_not_urgent_ramps_alone() {
+        // curl or `sluice get`: one stream at the default urgency 3, or none ready yet.
+        assert!(!crowds(1, Some(3)) && !crowds(1, None) && !crowds(0, None));
+        // A page: several streams, or a document or stylesheet (urgency 0 or 1) even alone.
+        assert!(crowds(2, Some(5)) && crowds(10, None));
+        assert!(crowds(1, Some(0)) && crowds(1, Some(URGENT)));
     }
 
     #[test]
