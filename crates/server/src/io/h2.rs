@@ -194,15 +194,12 @@ where
         // window) cannot hold the connection longer than the idle timeout.
         let mut write_deadline: Option<tokio::time::Instant> = None;
         let mut drain_deadline: Option<tokio::time::Instant> = None;
-        let mut pace = state.cfg.tcp.limit_inflight.then(|| InflightCap::new().leading());
+        // A new connection ramps as a single download until it crowds (see `crowds`).
+        let mut pace = state.cfg.tcp.limit_inflight.then(|| InflightCap::new().leading().lone());
         let mut retry_at: Option<tokio::time::Instant> = None;
         let mut idle_reading = Instant::now();
         // Whether a write went out after the last TCP_INFO reading (see `InflightCap::note_idle`).
         let mut wrote_since_reading = false;
-        // Whether the connection has had more than one stream open at once, or a response at
-        // urgency 0 or 1 (a browser's document or stylesheet: urgent requests follow it), so that
-        // its ramp keeps the startup gain of 2 (see `InflightCap::set_lone`).
-        let mut crowded = false;
         // The receive low-water mark while the peer streams bodies fast (`io/recv_mark.rs`).
         let mut mark = state.cfg.tcp.batch_reads.then(|| RecvMark::new(Instant::now()));
         // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
@@ -264,12 +261,14 @@ where
                 if !conn.wants_write() {
                     idle_reading = now;
                 }
+                let urgency = conn.next_urgency();
                 if let Some(p) = pace.as_mut() {
-                    crowded |= crowds(conn.open_streams(), conn.next_urgency());
                     p.set_guarded(conn.mixed_urgencies());
-                    p.set_lone(!crowded);
+                    if crowds(conn.open_streams(), urgency) {
+                        p.set_lone(false);
+                    }
                 }
-                let b = write_budget(fd, pace.as_mut(), conn.wants_write(), conn.next_urgency(), now);
+                let b = write_budget(fd, pace.as_mut(), conn.wants_write(), urgency, now);
                 wrote_since_reading = false;
                 // Held back by the in-flight bound with data waiting: look again shortly.
                 retry_at = b.retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);

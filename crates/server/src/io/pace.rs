@@ -582,12 +582,18 @@ impl InflightCap {
     }
 
     /// Grow as BBR's startup does ([`LONE_STARTUP_GAIN`]) while the rate grows: the HTTP/2
-    /// driver sets it while its connection has never had more than one stream open, nor a
-    /// response at urgency 0 or 1 (a single download, where no other response is there to wait
-    /// behind the queue it builds; a browser's document is urgent, and urgent requests follow
-    /// it). Off by default.
+    /// driver starts each connection so ([`lone`](Self::lone)) and turns it off for good once
+    /// the connection has had more than one stream open, or a response at urgency 0 or 1 (a
+    /// single download has no other response to wait behind the queue it builds; a browser's
+    /// document is urgent, and urgent requests follow it). Off by default.
     pub(crate) fn set_lone(&mut self, on: bool) {
         self.lone = on;
+    }
+
+    /// The same as [`set_lone`](Self::set_lone)`(true)`, for a new connection's bound.
+    pub(crate) fn lone(mut self) -> Self {
+        self.lone = true;
+        self
     }
 
     /// Whether the bound starts from what the last RTT delivered while the rate grows: leading,
