@@ -120,8 +120,8 @@ pub fn links(v: Variant) -> Vec<String> {
 /// The cases: 20 Mbit/s × 40 ms and 5 Mbit/s × 80 ms (queues 1.5 × BDP); `quick` keeps the first.
 pub fn cases(quick: bool) -> Vec<Case> {
     let mut v = vec![
-        Case { name: "20mbit-40ms".into(), rate_mbit: 20.0, rtt_ms: 40.0, queue_bytes: None },
-        Case { name: "5mbit-80ms".into(), rate_mbit: 5.0, rtt_ms: 80.0, queue_bytes: None },
+        Case { name: "20mbit-40ms".into(), rate_mbit: 20.0, rtt_ms: 40.0, queue_bytes: None, lone: None },
+        Case { name: "5mbit-80ms".into(), rate_mbit: 5.0, rtt_ms: 80.0, queue_bytes: None, lone: None },
     ];
     if quick {
         v.truncate(1);

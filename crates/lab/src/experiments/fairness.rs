@@ -54,8 +54,8 @@ pub const COMPETITOR: ServerKind = ServerKind::SluiceFlow(Flow::TcpCubic);
 /// The cases; `quick` keeps the first.
 pub fn cases(quick: bool) -> Vec<Case> {
     let mut v = vec![
-        Case { name: "20mbit-40ms".into(), rate_mbit: 20.0, rtt_ms: 40.0, queue_bytes: Some(1_000_000) },
-        Case { name: "100mbit-13ms".into(), rate_mbit: 100.0, rtt_ms: 13.0, queue_bytes: None },
+        Case { name: "20mbit-40ms".into(), rate_mbit: 20.0, rtt_ms: 40.0, queue_bytes: Some(1_000_000), lone: None },
+        Case { name: "100mbit-13ms".into(), rate_mbit: 100.0, rtt_ms: 13.0, queue_bytes: None, lone: None },
     ];
     if quick {
         v.truncate(1);

@@ -20,6 +20,12 @@
 //! The idle figure is the same stylesheet alone on a fresh connection, requested once the TLS
 //! handshake and the SETTINGS exchange (the server's SETTINGS and the ACK of ours) are done.
 //!
+//! The lone variant ([`measure`] with a trigger) keeps a connection busy with one download
+//! instead: a GET of [`LONE_BYTES`] with no priority signal at all (the default urgency, 3, as
+//! from curl or a video player), and the stylesheet once the given number of its bytes have
+//! arrived. It is the case of a connection that carried a single stream until the urgent
+//! request came.
+//!
 //! Every wait has a timeout ([`READ_TIMEOUT`]) and a whole measurement is bounded by
 //! [`RUN_LIMIT`]; nothing the server sends can make it panic.
 
@@ -39,6 +45,9 @@ pub const IMAGE_BYTES: u64 = 1_000_000;
 pub const CSS_BYTES: u64 = 50_000;
 /// Image data received before the stylesheet is requested.
 pub const TRIGGER_BYTES: u64 = 100_000;
+/// The lone download's path and size.
+pub const LONE_PATH: &str = "/big.bin";
+pub const LONE_BYTES: u64 = 10_000_000;
 /// SETTINGS_INITIAL_WINDOW_SIZE we announce.
 const INITIAL_WINDOW: u32 = 16 << 20;
 /// The connection window we open (WINDOW_UPDATE on stream 0 after the preface).
@@ -68,7 +77,7 @@ pub struct Outcome {
     pub css_idle_ms: f64,
     /// busy / idle.
     pub ratio: f64,
-    /// Image requests sent → last image's END_STREAM, ms.
+    /// Image requests sent → last image's END_STREAM (the lone download's), ms.
     pub images_done_ms: f64,
 }
 
@@ -146,14 +155,24 @@ impl Conn {
         let fields = request_fields(prio.0);
         let req = Request { method: "GET", scheme: "https", authority: &self.authority, path, fields: &fields };
         let stream = self.h2.request(&req).map_err(|e| e.to_string())?;
-        Ok(Queued { stream, fields: prio.1 })
+        Ok(Queued { stream, fields: Some(prio.1) })
+    }
+
+    /// Queues a GET of `path` with no priority signal, ready for [`Conn::send`].
+    fn request_plain(&mut self, path: &str) -> Result<Queued, String> {
+        let fields = [("user-agent", "sluice-lab-priority"), ("accept", "*/*")];
+        let req = Request { method: "GET", scheme: "https", authority: &self.authority, path, fields: &fields };
+        let stream = self.h2.request(&req).map_err(|e| e.to_string())?;
+        Ok(Queued { stream, fields: None })
     }
 
     /// Writes everything queued, the HEADERS frames of `requests` given their RFC 7540 fields.
     async fn send(&mut self, requests: &[Queued]) -> Result<(), String> {
         let mut out = self.h2.take_transmit();
         for q in requests {
-            add_priority_fields(&mut out, q.stream, q.fields)?;
+            if let Some(fields) = q.fields {
+                add_priority_fields(&mut out, q.stream, fields)?;
+            }
         }
         self.bounded("writing to the server", async |h2| h2.write(&out).await).await
     }
@@ -167,7 +186,8 @@ impl Conn {
 /// A request queued in the engine, not yet written.
 struct Queued {
     stream: u32,
-    fields: PriorityFields,
+    /// The RFC 7540 priority fields its HEADERS frame gets, if any.
+    fields: Option<PriorityFields>,
 }
 
 /// The measurement's connector: ALPN h2, any certificate (the lab's is self-signed). Both
@@ -197,6 +217,8 @@ async fn within<T>(deadline: Instant, f: impl Future<Output = Result<T, sluice_c
 fn expected_size(path: &str) -> u64 {
     if path.ends_with(".css") {
         CSS_BYTES
+    } else if path == LONE_PATH {
+        LONE_BYTES
     } else {
         IMAGE_BYTES
     }
@@ -251,17 +273,31 @@ fn apply(streams: &mut [Progress], ev: &ClientEvent, now: Instant) -> Result<(),
     Ok(())
 }
 
-/// The busy connection: (CSS ms, images done ms).
-async fn busy(tls: &H2Connector, addr: Ipv4Addr, port: u16, deadline: Instant) -> Result<(f64, f64), String> {
+/// The busy connection: (CSS ms, images done ms). With `lone`, one download instead of the
+/// images, the stylesheet requested after that many of its bytes.
+async fn busy(
+    tls: &H2Connector,
+    addr: Ipv4Addr,
+    port: u16,
+    deadline: Instant,
+    lone: Option<u64>,
+) -> Result<(f64, f64), String> {
     let mut c = connect(tls, addr, port, deadline).await?;
     let mut streams: Vec<Progress> = Vec::new();
     let mut queued = Vec::new();
-    for i in 0..IMAGES {
-        let path = format!("/img{i}.jpg");
-        let q = c.request(&path, IMAGE_PRIORITY)?;
-        streams.push(Progress { stream: q.stream, path, bytes: 0, done: None });
+    if lone.is_some() {
+        let q = c.request_plain(LONE_PATH)?;
+        streams.push(Progress { stream: q.stream, path: LONE_PATH.into(), bytes: 0, done: None });
         queued.push(q);
+    } else {
+        for i in 0..IMAGES {
+            let path = format!("/img{i}.jpg");
+            let q = c.request(&path, IMAGE_PRIORITY)?;
+            streams.push(Progress { stream: q.stream, path, bytes: 0, done: None });
+            queued.push(q);
+        }
     }
+    let trigger = lone.unwrap_or(TRIGGER_BYTES);
     // The preface, SETTINGS and WINDOW_UPDATE go out with the requests, in one write.
     let images_sent = Instant::now();
     c.send(&queued).await?;
@@ -272,7 +308,7 @@ async fn busy(tls: &H2Connector, addr: Ipv4Addr, port: u16, deadline: Instant) -
         apply(&mut streams, &ev, Instant::now())?;
         if css.is_none() {
             let image_bytes: u64 = streams.iter().map(|p| p.bytes).sum();
-            if image_bytes >= TRIGGER_BYTES {
+            if image_bytes >= trigger {
                 let q = c.request("/style.css", CSS_PRIORITY)?;
                 css = Some((q.stream, Instant::now()));
                 streams.push(Progress { stream: q.stream, path: "/style.css".into(), bytes: 0, done: None });
@@ -314,9 +350,10 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// One measurement against `addr:port`: the idle connection, then the busy one. Runs its own
-/// single-threaded runtime; call it from a thread inside the client namespace.
-pub fn measure(addr: Ipv4Addr, port: u16) -> Result<Outcome, String> {
+/// One measurement against `addr:port`: the idle connection, then the busy one (`lone`: the
+/// lone variant with that trigger). Runs its own single-threaded runtime; call it from a thread
+/// inside the client namespace.
+pub fn measure(addr: Ipv4Addr, port: u16, lone: Option<u64>) -> Result<Outcome, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -326,7 +363,7 @@ pub fn measure(addr: Ipv4Addr, port: u16) -> Result<Outcome, String> {
         let deadline = Instant::now() + RUN_LIMIT;
         let run = async {
             let css_idle_ms = idle(&tls, addr, port, deadline).await?;
-            let (css_busy_ms, images_done_ms) = busy(&tls, addr, port, deadline).await?;
+            let (css_busy_ms, images_done_ms) = busy(&tls, addr, port, deadline, lone).await?;
             let ratio = if css_idle_ms > 0.0 { css_busy_ms / css_idle_ms } else { f64::NAN };
             Ok::<_, String>(Outcome { css_busy_ms, css_idle_ms, ratio, images_done_ms })
         };
@@ -445,6 +482,22 @@ mod tests {
         let mut short = Vec::new();
         Head { len: 1 << 20, kind: kind::DATA, flags: 0, stream: 1 }.encode(&mut short);
         assert!(add_priority_fields(&mut short, 1, CSS_PRIORITY.1).is_err());
+    }
+
+    #[test]
+    fn the_lone_download_is_held_to_its_size() {
+        let now = Instant::now();
+        let head = ClientEvent::Response { stream: 1, status: 200, fields: Vec::new(), end_stream: false };
+        let fresh = || vec![Progress { stream: 1, path: LONE_PATH.into(), bytes: 0, done: None }];
+        let body = |n: u64, end_stream| ClientEvent::Data { stream: 1, data: vec![0; n as usize].into(), end_stream };
+        // An image's size is not the download's.
+        let mut s = fresh();
+        apply(&mut s, &head, now).unwrap();
+        assert!(apply(&mut s, &body(IMAGE_BYTES, true), now).unwrap_err().contains("bytes"));
+        let mut s = fresh();
+        apply(&mut s, &head, now).unwrap();
+        apply(&mut s, &body(LONE_BYTES, true), now).unwrap();
+        assert_eq!(s[0].done, Some(now));
     }
 
     #[test]

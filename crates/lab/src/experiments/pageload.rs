@@ -72,8 +72,8 @@ const MARK: &str = "SLUICE-TIMINGS:";
 /// The cases: the write-up's 5 Mbit/s link with a 1 MB queue, and 20 Mbit/s × 40 ms.
 pub fn cases(quick: bool) -> Vec<Case> {
     let mut v = vec![
-        Case { name: "5mbit-40ms-q1MB".into(), rate_mbit: 5.0, rtt_ms: 40.0, queue_bytes: Some(1_000_000) },
-        Case { name: "20mbit-40ms".into(), rate_mbit: 20.0, rtt_ms: 40.0, queue_bytes: None },
+        Case { name: "5mbit-40ms-q1MB".into(), rate_mbit: 5.0, rtt_ms: 40.0, queue_bytes: Some(1_000_000), lone: None },
+        Case { name: "20mbit-40ms".into(), rate_mbit: 20.0, rtt_ms: 40.0, queue_bytes: None, lone: None },
     ];
     if quick {
         v.truncate(1);
@@ -593,7 +593,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         let p = digest::spki_pin(&pem)?;
         Ok(pinned.get_or_init(|| p).clone())
     };
-    let measure = |kind: ServerKind, stage: &Stage| measure(&chromium, kind, stage, &scratch, &pin);
+    let measure = |kind: ServerKind, stage: &Stage, _: &Case| measure(&chromium, kind, stage, &scratch, &pin);
     // The global default list gains the HTTP/3 servers here.
     let plan = &Plan {
         servers: if plan.servers == servers::DEFAULT {

@@ -10,6 +10,13 @@
 //! namespace. Cases: 5 Mbit/s × 40 ms RTT with a 1 MB drop-tail queue (bufferbloat), and
 //! 50 Mbit/s × 20 ms with the default queue (1.5 × BDP).
 //!
+//! The `-lone` case asks the same of a connection that carries one download: a 10 MB GET with
+//! no priority signal (`big.bin`), the stylesheet requested once [`LONE_TRIGGER`] bytes of it
+//! have arrived, about where a lone download's ramp fills the 50 Mbit/s × 20 ms link and its
+//! queue. A single stream ramps faster than a page's several (Sluice's in-flight bound lets it
+//! grow at BBR's startup gain until a second stream or an urgent response comes), and this is
+//! what that costs the urgent response that follows it.
+//!
 //! The `-tuned` peers run with the write-up's tuning in the server namespace
 //! (`net.ipv4.tcp_notsent_lowat = 16384`, `net.ipv4.tcp_congestion_control = bbr`). These
 //! sysctls are per network namespace, not per server, so the tuned servers run in a second
@@ -22,7 +29,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::chart::{self, Axis};
-use super::h2client::{self, Outcome, CSS_BYTES, IMAGES, IMAGE_BYTES};
+use super::h2client::{self, Outcome, CSS_BYTES, IMAGES, IMAGE_BYTES, LONE_BYTES, LONE_PATH};
 use super::report::{self, Stat, Summary};
 use super::servers::ServerKind;
 use super::stage;
@@ -38,6 +45,10 @@ pub const TUNING: [(&str, &str); 2] =
 pub const BAR: f64 = 1.2;
 /// Pause between measurements, so queues drain.
 const PAUSE: Duration = Duration::from_millis(500);
+/// The `-lone` case: bytes of the download received before the stylesheet is requested. At
+/// 50 Mbit/s × 20 ms (a BDP of 125 kB, a queue of 1.5 × BDP) a ramp from ten segments has
+/// delivered about this much when what it sends first exceeds the link and its queue.
+pub const LONE_TRIGGER: u64 = 500_000;
 
 /// One link setting.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +61,9 @@ pub struct Case {
     pub rtt_ms: f64,
     /// Drop-tail queue in bytes (`None`: the lab's default 1.5 × BDP).
     pub queue_bytes: Option<usize>,
+    /// `priority` only: `Some(n)`, the busy connection carries one download instead of the
+    /// images, and the stylesheet is requested once `n` bytes of it have arrived.
+    pub lone: Option<u64>,
 }
 
 impl Case {
@@ -63,19 +77,26 @@ impl Case {
         spec
     }
 
-    /// Rough seconds per measurement: the images at the link rate, plus handshakes.
+    /// Rough seconds per measurement: the images (or the download) at the link rate, plus
+    /// handshakes.
     fn seconds(&self) -> f64 {
-        (IMAGES as f64 * IMAGE_BYTES as f64 + 2.0 * CSS_BYTES as f64) * 8.0 / (self.rate_mbit * 1e6)
-            + 10.0 * self.rtt_ms / 1e3
-            + PAUSE.as_secs_f64()
+        let busy = if self.lone.is_some() { LONE_BYTES as f64 } else { IMAGES as f64 * IMAGE_BYTES as f64 };
+        (busy + 2.0 * CSS_BYTES as f64) * 8.0 / (self.rate_mbit * 1e6) + 10.0 * self.rtt_ms / 1e3 + PAUSE.as_secs_f64()
     }
 }
 
 /// The cases; `quick` keeps the first.
 pub fn cases(quick: bool) -> Vec<Case> {
     let mut v = vec![
-        Case { name: "5mbit-40ms-q1MB".into(), rate_mbit: 5.0, rtt_ms: 40.0, queue_bytes: Some(1_000_000) },
-        Case { name: "50mbit-20ms".into(), rate_mbit: 50.0, rtt_ms: 20.0, queue_bytes: None },
+        Case { name: "5mbit-40ms-q1MB".into(), rate_mbit: 5.0, rtt_ms: 40.0, queue_bytes: Some(1_000_000), lone: None },
+        Case { name: "50mbit-20ms".into(), rate_mbit: 50.0, rtt_ms: 20.0, queue_bytes: None, lone: None },
+        Case {
+            name: "50mbit-20ms-lone".into(),
+            rate_mbit: 50.0,
+            rtt_ms: 20.0,
+            queue_bytes: None,
+            lone: Some(LONE_TRIGGER),
+        },
     ];
     if quick {
         v.truncate(1);
@@ -216,13 +237,15 @@ pub fn write_outputs(dir: &Path, rows: &[PRow], notes: &[String]) -> Result<(), 
     chart::write_charts_axis(dir, "priority", &summary, &title(), axis)
 }
 
-/// The docroot: `img0.jpg`..`img9.jpg` (1 MB of random bytes each) and `style.css` (50 KB).
+/// The docroot: `img0.jpg`..`img9.jpg` (1 MB of random bytes each), `style.css` (50 KB) and
+/// `big.bin` (10 MB of random bytes, the `-lone` case's download).
 pub fn write_docroot(dir: &Path) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
     for i in 0..IMAGES {
         super::write_random(&dir.join(format!("img{i}.jpg")), IMAGE_BYTES, i as u64 + 1)?;
     }
+    super::write_random(&dir.join(LONE_PATH.trim_start_matches('/')), LONE_BYTES, IMAGES as u64 + 1)?;
     let rule = ".c{color:#123456;margin:0 auto;padding:1px 2px}\n";
     let css: String = rule.repeat(CSS_BYTES as usize / rule.len() + 1).chars().take(CSS_BYTES as usize).collect();
     let p = dir.join("style.css");
@@ -234,8 +257,9 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(plan.quick), |c| &c.name)?;
-    let measure =
-        |kind: ServerKind, _: &stage::Stage| net::in_netns(CLIENT_NS, || h2client::measure(SERVER_ADDR, kind.port()))?;
+    let measure = |kind: ServerKind, _: &stage::Stage, case: &Case| {
+        net::in_netns(CLIENT_NS, || h2client::measure(SERVER_ADDR, kind.port(), case.lone))?
+    };
     let spec = Spec {
         name: "priority",
         cases: &cases,
@@ -278,7 +302,15 @@ pub fn run(plan: &Plan) -> Result<(), String> {
 }
 
 fn notes(cases: &[Case], runs: u32) -> Vec<String> {
-    vec![
+    let lone = cases.iter().filter_map(|c| c.lone.map(|n| (c.name.as_str(), n))).map(|(name, n)| {
+        format!(
+            "`{name}`: the busy connection carries one GET of the {LONE_BYTES}-byte `{}` with no priority \
+             signal (the default urgency, 3) instead of the images, and the stylesheet is requested once {n} \
+             bytes of it have arrived; \"all images done\" is then the download's end.",
+            LONE_PATH.trim_start_matches('/')
+        )
+    });
+    let mut v = vec![
         format!(
             "Method: Sluice's HTTP/2 client engine (sluice-client's `H2Conn`, rustls): on one connection \
              {IMAGES} GETs of {IMAGE_BYTES}-byte images, each with `priority: u=5, i` and RFC 7540 priority fields \
@@ -302,7 +334,9 @@ fn notes(cases: &[Case], runs: u32) -> Vec<String> {
              counterpart on the lab's TUN link.",
             statics::tuning_note()
         ),
-    ]
+    ];
+    v.extend(lone);
+    v
 }
 
 #[cfg(test)]
@@ -324,7 +358,12 @@ mod tests {
     #[test]
     fn the_cases() {
         let c = cases(false);
-        assert_eq!(c.len(), 2);
+        assert_eq!(c.len(), 3);
+        assert_eq!((c[0].lone, c[1].lone), (None, None));
+        assert_eq!(c[2].lone, Some(LONE_TRIGGER));
+        assert_eq!(c[2].link(), c[1].link(), "the lone case runs on the page case's link");
+        // 10 MB at 50 Mbit/s is 1.6 s.
+        assert!((c[2].seconds() - 2.316).abs() < 0.01, "{}", c[2].seconds());
         assert_eq!(c[0].link().down.queue, Queue::Bytes(1_000_000));
         assert_eq!(c[0].link().up.delay, Duration::from_millis(20));
         assert_eq!(c[1].link(), stage::link_spec(50.0, 20.0));
@@ -375,6 +414,7 @@ mod tests {
         write_docroot(&root).unwrap();
         assert_eq!(fs::metadata(root.join("img9.jpg")).unwrap().len(), IMAGE_BYTES);
         assert_eq!(fs::metadata(root.join("style.css")).unwrap().len(), CSS_BYTES);
+        assert_eq!(fs::metadata(root.join("big.bin")).unwrap().len(), LONE_BYTES);
         assert_ne!(fs::read(root.join("img0.jpg")).unwrap(), fs::read(root.join("img1.jpg")).unwrap());
     }
 }

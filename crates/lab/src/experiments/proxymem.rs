@@ -57,7 +57,7 @@ pub const DEFAULT: [ServerKind; 5] =
 
 /// The link: 100 Mbit/s × 20 ms RTT, drop-tail queue 1.5 × BDP.
 pub fn cases() -> Vec<Case> {
-    vec![Case { name: "100mbit-20ms".into(), rate_mbit: 100.0, rtt_ms: 20.0, queue_bytes: None }]
+    vec![Case { name: "100mbit-20ms".into(), rate_mbit: 100.0, rtt_ms: 20.0, queue_bytes: None, lone: None }]
 }
 
 /// The process id in a `/proc/PID/stat` line's parent field (the 4th; the command name in

@@ -133,7 +133,7 @@ pub struct Spec<'a, O> {
     pub docroot: &'a dyn Fn(&Path) -> Result<(), String>,
     /// Measures the server (its TLS port is `kind.port()` on the server address) once, on the
     /// link of the current case (the stage, for the link's counters).
-    pub measure: &'a dyn Fn(ServerKind, &Stage) -> Result<O, String>,
+    pub measure: &'a dyn Fn(ServerKind, &Stage, &Case) -> Result<O, String>,
     /// Whether the experiment knows the `-h3` servers (served with HTTP/3 too, the client
     /// forced onto it); elsewhere they are skipped with the reason.
     pub h3: bool,
@@ -330,7 +330,7 @@ impl<O: Default> Phases<'_, O> {
                         outcome: O::default(),
                         error: String::new(),
                     };
-                    match stage.check_alive(kind.name()).and_then(|()| (self.spec.measure)(kind, stage)) {
+                    match stage.check_alive(kind.name()).and_then(|()| (self.spec.measure)(kind, stage, case)) {
                         Ok(o) => row.outcome = o,
                         Err(e) => row.error = e.lines().next().unwrap_or_default().to_string(),
                     }

@@ -223,6 +223,8 @@ impl Bounded {
             segment: 0,
             // QUIC's bound is fed from ACKs, never read idle.
             settled: false,
+            // Only the lone ramp reads it, and QUIC's bound is never lone.
+            srtt: Duration::ZERO,
         };
         self.cap.update(now, &s, !app_limited);
         self.cap.set_guarded(self.link.guarded.load(Ordering::Relaxed));

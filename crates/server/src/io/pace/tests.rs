@@ -14,6 +14,7 @@ fn sample(rate: u64, inflight: usize) -> Sample {
         notsent_bytes: 0,
         segment: 0,
         settled: false,
+        srtt: Duration::ZERO,
     }
 }
 
@@ -81,7 +82,12 @@ fn startup_then_cruise_then_growth_again() {
 /// a link of `rate` bytes per second × 40 ms, simulated in steps of 0.5 ms. Returns
 /// the round in which the link was first busy for a whole round (90 % of its rate
 /// delivered), the peak queue in bytes, and how many bytes were delivered in 1.5 s.
-fn ramp(mut c: InflightCap, rate: f64) -> (u32, f64, f64) {
+fn ramp(c: InflightCap, rate: f64) -> (u32, f64, f64) {
+    ramp_with(c, rate, true)
+}
+
+/// [`ramp`], the readings' smoothed RTT given (the queue's delay added to 40 ms) or not (zero).
+fn ramp_with(mut c: InflightCap, rate: f64, srtt_known: bool) -> (u32, f64, f64) {
     let (rtt, step) = (0.040, 0.0005);
     let start = Instant::now();
     let (mut sent, mut acked, mut queue, mut peak) = (0.0_f64, 0.0_f64, 0.0_f64, 0.0_f64);
@@ -113,6 +119,8 @@ fn ramp(mut c: InflightCap, rate: f64) -> (u32, f64, f64) {
             notsent_bytes: 0,
             segment: 0,
             settled: false,
+            // What the queue adds to the round trip (as a smoothed RTT would show it).
+            srtt: if srtt_known { 40 * MS + Duration::from_secs_f64(queue / rate) } else { Duration::ZERO },
         };
         c.update(start + Duration::from_secs_f64(t), &s, true);
         let cap = c.cap(&s).unwrap_or(MIN_BASE + HEADROOM) as f64;
@@ -158,20 +166,43 @@ fn a_leading_bound_ramps_up_one_doubling_per_round() {
     assert!(!c.slides() && !two_flat_rounds(&c));
 }
 
-/// A connection with one stream (a single download) ramps at BBR's startup gain: the link is
-/// full sooner than at the gain of 2, and the queue at the ramp's end stays below what BBR's
-/// own startup window (2.89 × BDP in flight) could put there. A guarded connection keeps the
-/// cruise gain whether lone or not.
+/// A connection with one stream (a single download) ramps at BBR's startup gain until the RTT
+/// shows a queue: the link is full sooner than at the gain of 2, and the queue at the ramp's
+/// end is no longer than at the gain of 2; without the RTT, the gain of 2.89 runs to the ramp's
+/// end and leaves a longer queue. A guarded connection keeps the cruise gain whether lone or not.
 #[test]
-fn a_lone_download_ramps_at_bbrs_startup_gain() {
+fn a_lone_download_ramps_at_bbrs_startup_gain_until_it_queues() {
     let bdp = 25e6 * 0.040;
-    let mut lone = InflightCap::new().leading();
-    lone.set_lone(true);
-    let (lone_full, lone_peak, lone_acked) = ramp(lone, 25e6);
-    let (full, _, acked) = ramp(InflightCap::new().leading(), 25e6);
+    let lone = || {
+        let mut c = InflightCap::new().leading();
+        c.set_lone(true);
+        c
+    };
+    let (lone_full, lone_peak, lone_acked) = ramp(lone(), 25e6);
+    let (full, peak, acked) = ramp(InflightCap::new().leading(), 25e6);
     assert!(lone_full < full, "lone: the link first full in round {lone_full}, else {full}");
     assert!(lone_acked > acked, "{lone_acked} against {acked} bytes in 1.5 s");
-    assert!(lone_peak < LONE_STARTUP_GAIN * bdp, "peak queue {lone_peak}");
+    assert!(lone_peak <= peak * 1.05, "peak queue {lone_peak} against {peak} at the gain of 2");
+    let (blind_full, blind_peak, _) = ramp_with(lone(), 25e6, false);
+    assert!(blind_full <= lone_full, "without the RTT the link is full in round {blind_full}");
+    assert!(blind_peak > peak * 1.2 && blind_peak < LONE_STARTUP_GAIN * bdp, "peak queue without the RTT {blind_peak}");
+    // Read once a measured round is in, the delay sticks; before, it is not read (the
+    // handshake's samples).
+    let mut c = lone();
+    let queued = Sample { srtt: 40 * MS + queue_delay(40 * MS), ..sample(RATE, 0) };
+    c.update(Instant::now(), &queued, true);
+    assert_eq!(c.gain(), LONE_STARTUP_GAIN, "no measured round yet");
+    let mut p = Path::new(&mut c);
+    p.round(&mut c, RATE, RATE, true);
+    p.round(&mut c, 2 * RATE, 2 * RATE, true);
+    assert_eq!(c.gain(), LONE_STARTUP_GAIN);
+    c.update(p.t + MS, &Sample { acked: p.acked, ..queued }, true);
+    assert!(c.growing());
+    assert_eq!(c.gain(), STARTUP_GAIN, "a queue: the ramp goes on at 2");
+    c.update(p.t + 2 * MS, &Sample { acked: p.acked, ..sample(RATE, 0) }, true);
+    assert_eq!(c.gain(), STARTUP_GAIN, "and stays there");
+    assert_eq!(queue_delay(MS), 4 * MS);
+    assert_eq!(queue_delay(400 * MS), 16 * MS);
     let mut c = InflightCap::new();
     c.update(Instant::now(), &sample(RATE, 0), true);
     assert!(c.growing());
@@ -360,6 +391,7 @@ fn noting_an_idle_moment_is_an_idle_reading() {
                 notsent_bytes: 0,
                 segment: 1_448,
                 settled: false,
+                srtt: Duration::ZERO,
             };
             a.update(t, &s, busy);
             if busy {
