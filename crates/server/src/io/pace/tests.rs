@@ -404,18 +404,18 @@ fn noting_an_idle_moment_is_an_idle_reading() {
             }
             let what = |c: &InflightCap| {
                 let round_started = c.round_start.map(|(t, _)| t);
-                (
-                    c.cap(&s),
-                    c.budget(&s, 1 << 20),
-                    c.max_rate(),
-                    c.growing(),
-                    c.gain(),
-                    c.busy,
-                    c.recent_rate,
-                    round_started,
-                )
+                (c.growing(), c.gain(), c.busy, c.recent_rate, round_started, c.rounds.clone())
             };
+            let estimate = |c: &InflightCap| (c.cap(&s), c.budget(&s, 1 << 20), c.max_rate());
             assert_eq!(what(&a), what(&b), "rtt {rtt:?}, lead {lead}, step {step}");
+            if a.rounds.is_empty() {
+                // Before a busy round has ended, the idle readings' kernel samples and floors
+                // are what noting forgoes: never a larger estimate.
+                assert!(b.max_rate() <= a.max_rate(), "rtt {rtt:?}, lead {lead}, step {step}");
+                assert!(b.cap(&s) <= a.cap(&s) && b.cap(&s).is_some() == a.cap(&s).is_some());
+            } else {
+                assert_eq!(estimate(&a), estimate(&b), "rtt {rtt:?}, lead {lead}, step {step}");
+            }
         }
     }
     assert!(noted > 1_000 && declined > 10, "noted {noted}, declined {declined}");
@@ -455,13 +455,18 @@ fn a_quiet_moment_after_a_settled_reading_is_that_reading_again() {
                 assert_eq!(what(&a), what(&b), "lead {lead}, busy rounds {busy_rounds}, step {step}");
             }
             // Bytes in flight at the last reading: no replay, and with no busy round ended
-            // yet no noting either (the reading is needed).
+            // and no rate sample from the kernel yet no noting either (the reading is needed).
             let mut c = new();
-            c.update(t, &Sample { acked, ..sample(RATE, 5_000) }, false);
-            assert!(!c.note_idle(t + MS, true), "not settled: read again");
-            // Something written since the settled reading: not replayed.
+            c.update(t, &Sample { acked, ..sample(0, 5_000) }, false);
+            assert!(!c.note_idle(t + MS, true), "not settled, no estimate: read again");
+            // With one, the moment is noted as idle (see `note_idle`), except in a leading
+            // ramp, which keeps the readings of the last RTT.
+            c.update(t + MS, &Sample { acked, ..sample(RATE, 5_000) }, false);
+            assert_eq!(c.note_idle(t + 2 * MS, true), !lead, "not settled, a kernel sample: noted");
+            // Something written since the settled reading: not replayed (and with no estimate
+            // yet, not noted either).
             let mut d = new();
-            d.update(t, &settled, false);
+            d.update(t, &Sample { delivery_rate: 0, ..settled }, false);
             assert!(!d.note_idle(t + MS, false), "written since: read again");
         }
     }
