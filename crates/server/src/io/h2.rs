@@ -49,6 +49,8 @@ const IDLE_READING_EVERY: std::time::Duration = std::time::Duration::from_micros
 
 /// Smallest and largest fill of one write.
 const MIN_WRITE: usize = 16 * 1024;
+/// How long a TCP_INFO reading's allowance serves later writes (see [`Allowance`]).
+const ALLOWANCE_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 const MAX_WRITE: usize = 1024 * 1024;
 
 /// With the in-flight bound, bytes not yet sent that the socket may hold: what its pacing sends
@@ -200,6 +202,8 @@ where
         let mut idle_reading = Instant::now();
         // Whether a write went out after the last TCP_INFO reading (see `InflightCap::note_idle`).
         let mut wrote_since_reading = false;
+        // What the last reading left for the writes that follow it (see `Allowance`).
+        let mut allowance: Option<Allowance> = None;
         // The receive low-water mark while the peer streams bodies fast (`io/recv_mark.rs`).
         let mut mark = state.cfg.tcp.batch_reads.then(|| RecvMark::new(Instant::now()));
         // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
@@ -268,8 +272,18 @@ where
                         p.set_lone(false);
                     }
                 }
-                let b = write_budget(fd, pace.as_mut(), conn.wants_write(), urgency, now);
-                wrote_since_reading = false;
+                let reuse = allowance
+                    .filter(|_| conn.wants_write() && !pace.as_ref().is_some_and(InflightCap::ramping))
+                    .and_then(|a| a.budget(now, urgency, conn.mixed_urgencies()));
+                let b = match reuse {
+                    Some(b) => b,
+                    None => {
+                        let b = write_budget(fd, pace.as_mut(), conn.wants_write(), urgency, now);
+                        wrote_since_reading = false;
+                        allowance = Some(Allowance::new(now, &b));
+                        b
+                    }
+                };
                 // Held back by the in-flight bound with data waiting: look again shortly.
                 retry_at = b.retry.filter(|_| conn.wants_write()).map(|d| tokio::time::Instant::now() + d);
                 // Urgent data first, in the room only it may use; then the rest, in what the bound
@@ -279,6 +293,9 @@ where
                 if conn.poll_transmit_into(now, &mut buf, rest, u8::MAX) || urgent {
                     write_deadline = Some(tokio::time::Instant::now() + state.cfg.timeouts.idle);
                     wrote_since_reading = true;
+                    if let Some(a) = allowance.as_mut() {
+                        a.spend(buf.len());
+                    }
                     if wq_tx.send(buf).is_err() {
                         break;
                     }
@@ -530,8 +547,9 @@ async fn close<R: AsyncRead + Unpin>(
 
 /// What the next write may carry.
 struct Budget {
-    /// Bytes of urgent data ([`URGENT`] or more urgent): what the congestion window can take
-    /// now, when such data waits; else 0.
+    /// What the congestion window can take now (at least [`MIN_WRITE`]).
+    room: usize,
+    /// Bytes of urgent data ([`URGENT`] or more urgent): `room`, when such data waits; else 0.
     urgent: usize,
     /// Bytes in all, urgent data included: with the in-flight bound, what it leaves.
     other: usize,
@@ -544,11 +562,11 @@ struct Budget {
 /// bound leaves, except for urgent data (`busy`: the engine has data waiting).
 fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: Option<u8>, now: Instant) -> Budget {
     let Ok(p) = sluice_sys::sock::path_info(fd) else {
-        return Budget { urgent: 0, other: MAX_WRITE, retry: None };
+        return Budget { room: MAX_WRITE, urgent: 0, other: MAX_WRITE, retry: None };
     };
     let room = if p.cwnd > 0 { p.cwnd_room().clamp(MIN_WRITE, MAX_WRITE) } else { MAX_WRITE };
     let urgent = if urgency.is_some_and(|u| u <= URGENT) { room } else { 0 };
-    let Some(pace) = pace else { return Budget { urgent, other: room, retry: None } };
+    let Some(pace) = pace else { return Budget { room, urgent, other: room, retry: None } };
     let s = crate::io::pace::Sample::from_path(&p);
     pace.update(now, &s, busy);
     let budget = within_unsent(pace.budget(&s, room), p.pacing_rate, s.notsent_bytes);
@@ -569,7 +587,44 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
         budget,
         "write budget"
     );
-    Budget { urgent, other: budget, retry: (budget == 0).then(|| pace.retry_after(&s)) }
+    Budget { room, urgent, other: budget, retry: (budget == 0).then(|| pace.retry_after(&s)) }
+}
+
+/// What is left of the last TCP_INFO reading's budget: writes that follow within
+/// [`ALLOWANCE_FOR`] and fit in it take no reading of their own. A connection that carries
+/// small responses wrote every few hundred microseconds, a few responses at a time, and read
+/// TCP_INFO before each write: a system call for every third proxied request. What is left only
+/// shrinks as writes spend it, while ACKs arriving since would only have made more room, so a
+/// write within it is one the reading allowed. Not on a connection that has carried several
+/// urgencies (a page load: the bound's every reading counts there), nor in a ramp of the bound
+/// that keeps the readings of the last RTT, nor once less than [`MIN_WRITE`] is left.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Allowance {
+    at: Instant,
+    room: usize,
+    other: usize,
+}
+
+impl Allowance {
+    fn new(at: Instant, b: &Budget) -> Self {
+        Self { at, room: b.room, other: b.other }
+    }
+
+    /// The budget of a write at `now` without a reading, if what is left covers one.
+    fn budget(&self, now: Instant, urgency: Option<u8>, guarded: bool) -> Option<Budget> {
+        let urgent = urgency.is_some_and(|u| u <= URGENT);
+        let fresh = now.saturating_duration_since(self.at) < ALLOWANCE_FOR;
+        if guarded || !fresh || self.other < MIN_WRITE || urgent && self.room < MIN_WRITE {
+            return None;
+        }
+        Some(Budget { room: self.room, urgent: if urgent { self.room } else { 0 }, other: self.other, retry: None })
+    }
+
+    /// `n` bytes written.
+    fn spend(&mut self, n: usize) {
+        self.room = self.room.saturating_sub(n);
+        self.other = self.other.saturating_sub(n);
+    }
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -697,6 +752,33 @@ mod tests {
         conn.handle_input(now, &input[..PREFACE.len() + HEADER_LEN]);
         rbuf.renew(&mut conn, IDLE_READ, false);
         assert_eq!((rbuf.cur.len(), rbuf.cur.capacity()), (0, IDLE_READ));
+    }
+
+    #[test]
+    fn writes_close_behind_a_reading_spend_what_it_allowed() {
+        let t = Instant::now();
+        let read = Budget { room: 100_000, urgent: 0, other: 60_000, retry: None };
+        let mut a = Allowance::new(t, &read);
+        let soon = t + ALLOWANCE_FOR / 2;
+        let b = a.budget(soon, Some(3), false).expect("within the allowance");
+        assert_eq!((b.room, b.urgent, b.other, b.retry), (100_000, 0, 60_000, None));
+        // Urgent data gets the congestion window's room, as from a reading.
+        assert_eq!(a.budget(soon, Some(0), false).map(|b| b.urgent), Some(100_000));
+        a.spend(50_000);
+        // 10 kB left: less than a write's worth, so the next write reads.
+        assert_eq!(a, Allowance { at: t, room: 50_000, other: 10_000 });
+        assert!(a.budget(soon, Some(3), false).is_none());
+        let a = Allowance::new(t, &read);
+        // Stale, or a page load's connection: a reading.
+        assert!(a.budget(t + ALLOWANCE_FOR, Some(3), false).is_none());
+        assert!(a.budget(soon, Some(3), true).is_none());
+        // The bound left room for other data but the window little for urgent data: a reading.
+        let tight = Allowance::new(t, &Budget { room: MIN_WRITE - 1, urgent: 0, other: 60_000, retry: None });
+        assert!(tight.budget(soon, Some(URGENT), false).is_none());
+        assert!(tight.budget(soon, Some(URGENT + 1), false).is_some());
+        // A reading that held writes back leaves nothing to spend.
+        let held = Allowance::new(t, &Budget { room: 100_000, urgent: 0, other: 0, retry: Some(ALLOWANCE_FOR) });
+        assert!(held.budget(soon, None, false).is_none());
     }
 
     #[test]
