@@ -70,7 +70,8 @@ pub fn run(data: &[u8]) {
         assert!(out.get_all("cookie").iter().count() <= 1);
     }
     // The HTTP/1.1 client's form of a response (fields, not a map) loses the same fields.
-    let mut fields = sluice_http::PackedFields::copied(response.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())));
+    let mut fields =
+        sluice_http::PackedFields::copied(response.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())));
     forward::response(&mut response, http::Version::HTTP_11);
     forward::response_fields(&mut fields, http::Version::HTTP_11);
     let mut as_map: Vec<(Vec<u8>, Vec<u8>)> =
