@@ -49,9 +49,9 @@ const IDLE_READING_EVERY: std::time::Duration = std::time::Duration::from_micros
 
 /// Smallest and largest fill of one write.
 const MIN_WRITE: usize = 16 * 1024;
+const MAX_WRITE: usize = 1024 * 1024;
 /// How long a TCP_INFO reading's allowance serves later writes (see [`Allowance`]).
 const ALLOWANCE_FOR: std::time::Duration = std::time::Duration::from_millis(1);
-const MAX_WRITE: usize = 1024 * 1024;
 
 /// With the in-flight bound, bytes not yet sent that the socket may hold: what its pacing sends
 /// in this long (at least [`MIN_WRITE`]). They wait in the socket, in front of anything written
