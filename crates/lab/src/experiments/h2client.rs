@@ -150,20 +150,15 @@ impl Conn {
         }
     }
 
-    /// Queues a GET of `path` with both priority signals, ready for [`Conn::send`].
-    fn request(&mut self, path: &str, prio: (&str, PriorityFields)) -> Result<Queued, String> {
-        let fields = request_fields(prio.0);
-        let req = Request { method: "GET", scheme: "https", authority: &self.authority, path, fields: &fields };
+    /// Queues a GET of `path` with both priority signals (`None`: with neither), ready for
+    /// [`Conn::send`].
+    fn request(&mut self, path: &str, prio: Option<(&str, PriorityFields)>) -> Result<Queued, String> {
+        let all = request_fields(prio.map_or("", |p| p.0));
+        // Without priority signals, the fields before the `priority` header.
+        let fields = if prio.is_some() { &all[..] } else { &all[..2] };
+        let req = Request { method: "GET", scheme: "https", authority: &self.authority, path, fields };
         let stream = self.h2.request(&req).map_err(|e| e.to_string())?;
-        Ok(Queued { stream, fields: Some(prio.1) })
-    }
-
-    /// Queues a GET of `path` with no priority signal, ready for [`Conn::send`].
-    fn request_plain(&mut self, path: &str) -> Result<Queued, String> {
-        let fields = [("user-agent", "sluice-lab-priority"), ("accept", "*/*")];
-        let req = Request { method: "GET", scheme: "https", authority: &self.authority, path, fields: &fields };
-        let stream = self.h2.request(&req).map_err(|e| e.to_string())?;
-        Ok(Queued { stream, fields: None })
+        Ok(Queued { stream, fields: prio.map(|p| p.1) })
     }
 
     /// Writes everything queued, the HEADERS frames of `requests` given their RFC 7540 fields.
@@ -286,13 +281,13 @@ async fn busy(
     let mut streams: Vec<Progress> = Vec::new();
     let mut queued = Vec::new();
     if lone.is_some() {
-        let q = c.request_plain(LONE_PATH)?;
+        let q = c.request(LONE_PATH, None)?;
         streams.push(Progress { stream: q.stream, path: LONE_PATH.into(), bytes: 0, done: None });
         queued.push(q);
     } else {
         for i in 0..IMAGES {
             let path = format!("/img{i}.jpg");
-            let q = c.request(&path, IMAGE_PRIORITY)?;
+            let q = c.request(&path, Some(IMAGE_PRIORITY))?;
             streams.push(Progress { stream: q.stream, path, bytes: 0, done: None });
             queued.push(q);
         }
@@ -309,7 +304,7 @@ async fn busy(
         if css.is_none() {
             let image_bytes: u64 = streams.iter().map(|p| p.bytes).sum();
             if image_bytes >= trigger {
-                let q = c.request("/style.css", CSS_PRIORITY)?;
+                let q = c.request("/style.css", Some(CSS_PRIORITY))?;
                 css = Some((q.stream, Instant::now()));
                 streams.push(Progress { stream: q.stream, path: "/style.css".into(), bytes: 0, done: None });
                 c.send(&[q]).await?;
@@ -333,7 +328,7 @@ async fn busy(
 async fn idle(tls: &H2Connector, addr: Ipv4Addr, port: u16, deadline: Instant) -> Result<f64, String> {
     let mut c = connect(tls, addr, port, deadline).await?;
     c.bounded("the SETTINGS exchange", async |h2| h2.exchange_settings().await).await?;
-    let q = c.request("/style.css", CSS_PRIORITY)?;
+    let q = c.request("/style.css", Some(CSS_PRIORITY))?;
     let mut streams = vec![Progress { stream: q.stream, path: "/style.css".into(), bytes: 0, done: None }];
     let sent = Instant::now();
     c.send(&[q]).await?;

@@ -82,7 +82,12 @@ fn within_unsent(budget: usize, pacing_rate: u64, notsent: usize) -> usize {
 /// of 2 (see `InflightCap::set_lone`). Several streams at once, or an urgent one (a browser's
 /// document, whose stylesheets follow on the same connection).
 fn crowds(open: usize, urgency: Option<u8>) -> bool {
-    open > 1 || urgency.is_some_and(|u| u <= URGENT)
+    open > 1 || is_urgent(urgency)
+}
+
+/// Whether data at `urgency` is urgent ([`URGENT`] or more urgent): what the bound keeps room for.
+fn is_urgent(urgency: Option<u8>) -> bool {
+    urgency.is_some_and(|u| u <= URGENT)
 }
 
 fn refused(e: SendError) -> Refused {
@@ -266,15 +271,16 @@ where
                     idle_reading = now;
                 }
                 let urgency = conn.next_urgency();
+                let guarded = conn.mixed_urgencies();
                 if let Some(p) = pace.as_mut() {
-                    p.set_guarded(conn.mixed_urgencies());
+                    p.set_guarded(guarded);
                     if crowds(conn.open_streams(), urgency) {
                         p.set_lone(false);
                     }
                 }
                 let reuse = allowance
                     .filter(|_| conn.wants_write() && !pace.as_ref().is_some_and(InflightCap::ramping))
-                    .and_then(|a| a.budget(now, urgency, conn.mixed_urgencies()));
+                    .and_then(|a| a.budget(now, urgency, guarded));
                 let b = match reuse {
                     Some(b) => b,
                     None => {
@@ -565,7 +571,7 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
         return Budget { room: MAX_WRITE, urgent: 0, other: MAX_WRITE, retry: None };
     };
     let room = if p.cwnd > 0 { p.cwnd_room().clamp(MIN_WRITE, MAX_WRITE) } else { MAX_WRITE };
-    let urgent = if urgency.is_some_and(|u| u <= URGENT) { room } else { 0 };
+    let urgent = if is_urgent(urgency) { room } else { 0 };
     let Some(pace) = pace else { return Budget { room, urgent, other: room, retry: None } };
     let s = crate::io::pace::Sample::from_path(&p);
     pace.update(now, &s, busy);
@@ -612,7 +618,7 @@ impl Allowance {
 
     /// The budget of a write at `now` without a reading, if what is left covers one.
     fn budget(&self, now: Instant, urgency: Option<u8>, guarded: bool) -> Option<Budget> {
-        let urgent = urgency.is_some_and(|u| u <= URGENT);
+        let urgent = is_urgent(urgency);
         let fresh = now.saturating_duration_since(self.at) < ALLOWANCE_FOR;
         if guarded || !fresh || self.other < MIN_WRITE || urgent && self.room < MIN_WRITE {
             return None;

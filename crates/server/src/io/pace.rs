@@ -675,7 +675,7 @@ impl InflightCap {
             return None;
         }
         // See `leading`: while the rate grows, what the last RTT delivered, if more.
-        let rate = if self.growing && self.slides() { rate.max(self.recent_rate) } else { rate };
+        let rate = if self.ramping() { rate.max(self.recent_rate) } else { rate };
         let time = s.min_rtt.as_secs_f64() * self.gain() + SLACK_TIME.as_secs_f64();
         Some(((rate as f64 * time) as usize).max(MIN_BASE).max(MIN_SEGMENTS * s.segment) + HEADROOM)
     }
