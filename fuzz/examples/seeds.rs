@@ -10,7 +10,7 @@ use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
 use sluice_fuzz::seed::Seed;
-use sluice_fuzz::{h2_client, h2_server, h3_server, hpack, qpack, Chunk, Field};
+use sluice_fuzz::{h2_client, h2_server, h3_server, hpack, qpack, tls_records, Chunk, Field};
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
@@ -537,7 +537,84 @@ fn h1_response_seeds() {
     }
 }
 
+fn tls_records_seeds() {
+    use tls_records::{Input, Op};
+    let big: Chunk = vec![7u8; 40_000].as_slice().into();
+    let seeds = [
+        // Data both ways in whole deliveries and in pieces, then close_notify.
+        (
+            "data-both-ways",
+            Input {
+                suite: 0,
+                ops: vec![
+                    Op::ClientData("GET / HTTP/1.1\r\n\r\n".into()),
+                    Op::Deliver(7),
+                    Op::Deliver(0),
+                    Op::ServerData("HTTP/1.1 200 OK\r\n\r\n".into()),
+                    Op::ClientData(big.clone()),
+                    Op::Deliver(1000),
+                    Op::Deliver(0),
+                    Op::ClientClose,
+                    Op::Deliver(0),
+                ],
+            },
+        ),
+        // Key updates each way between data, on ChaCha20-Poly1305.
+        (
+            "key-updates",
+            Input {
+                suite: 2,
+                ops: vec![
+                    Op::ClientData("a".into()),
+                    Op::ClientKeyUpdate,
+                    Op::ClientData("b".into()),
+                    Op::Deliver(0),
+                    Op::ServerKeyUpdate,
+                    Op::ServerData("c".into()),
+                    Op::ClientKeyUpdate,
+                    Op::ClientKeyUpdate,
+                    Op::Deliver(3),
+                    Op::Deliver(0),
+                    Op::ServerData("d".into()),
+                ],
+            },
+        ),
+        // A flipped bit in a record, then more data.
+        (
+            "flipped-bit",
+            Input {
+                suite: 1,
+                ops: vec![
+                    Op::ClientData("hello".into()),
+                    Op::Flip(9, 3),
+                    Op::ClientData("more".into()),
+                    Op::Deliver(0),
+                ],
+            },
+        ),
+        // A truncated record, an oversized header, an alert-looking raw record.
+        (
+            "truncated-oversized-raw",
+            Input {
+                suite: 0,
+                ops: vec![
+                    Op::ClientData(big),
+                    Op::Truncate(100),
+                    Op::Deliver(0),
+                    Op::Oversize(5),
+                    Op::Raw((&[21u8, 3, 3, 0, 2, 2, 40][..]).into()),
+                    Op::Deliver(0),
+                ],
+            },
+        ),
+    ];
+    for (name, input) in &seeds {
+        structured("tls_records", name, input);
+    }
+}
+
 fn main() {
+    tls_records_seeds();
     h1_response_seeds();
     proxy_fields_seeds();
     hpack_seeds();

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
 use bytes::Bytes;
-use sluice_h2::flow::{FixedWindows, WindowPolicy};
 use sluice_h2::frame::{flag, kind, Head, HEADER_LEN, MAX_FRAME_SIZE, PREFACE};
-use sluice_h2::tune::{AutoTune, Limits, MemoryBudget};
 use sluice_h2::{Config, Connection, Event, Reason};
 use sluice_hpack::Encoder;
+use sluice_tune::autotune::{AutoTune, Limits, MemoryBudget};
+use sluice_tune::window::{FixedWindows, WindowPolicy};
 
 use crate::flow::PeerWindows;
 use crate::seed::{variant, Seed};

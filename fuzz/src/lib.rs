@@ -15,6 +15,7 @@ pub mod hpack;
 pub mod priority;
 pub mod qpack;
 pub mod seed;
+pub mod tls_records;
 
 use arbitrary::{Arbitrary, Unstructured};
 

@@ -305,8 +305,8 @@ impl H2Conn {
 
 #[cfg(test)]
 mod tests {
-    use sluice_h2::flow::FixedWindows;
     use sluice_h2::{Config, Connection, Event};
+    use sluice_tune::window::FixedWindows;
     use tokio::net::TcpListener;
     use tokio_rustls::TlsAcceptor;
 

@@ -14,7 +14,6 @@ pub mod flow;
 pub mod frame;
 mod stream;
 pub mod transmit;
-pub mod tune;
 
 pub use config::Config;
 pub use conn::{Connection, Event, SendError};

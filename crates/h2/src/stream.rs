@@ -4,9 +4,10 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use crate::flow::{RecvWindow, SendWindow, TuneState};
+use crate::flow::{RecvWindow, SendWindow};
 use crate::priority::Priority;
 use sluice_http::{Field, HeadFields};
+use sluice_tune::window::TuneState;
 
 /// Where the final response head (status 200 or more) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

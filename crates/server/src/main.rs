@@ -160,11 +160,15 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         sluice_sys::limits::trim_heap();
     });
     let served = if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg)? } else { Vec::new() };
-    let certs: Vec<io::tls::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
+    let certs: Vec<sluice_tls::certs::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
     let served = Arc::new(served);
-    let tls_config = if certs.is_empty() { None } else { Some(io::tls::server_config(&certs, &[b"h2", b"http/1.1"])?) };
-    let quic_tls =
-        if certs.is_empty() || !cfg.quic.enabled { None } else { Some(io::tls::server_config(&certs, &[b"h3"])?) };
+    let tls_config =
+        if certs.is_empty() { None } else { Some(sluice_tls::certs::server_config(&certs, &[b"h2", b"http/1.1"])?) };
+    let quic_tls = if certs.is_empty() || !cfg.quic.enabled {
+        None
+    } else {
+        Some(sluice_tls::certs::server_config(&certs, &[b"h3"])?)
+    };
     let state = Arc::new(state::State::new(cfg));
     for up in &state.upstreams {
         up.start_health_checks();
@@ -215,13 +219,13 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
 
 /// Load every configured certificate (generating the self-signed default where needed) with
 /// the origin set it announces; prints each certificate's fingerprint.
-fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<io::tls::ServedCert>>, String> {
+fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<sluice_tls::certs::ServedCert>>, String> {
     let mut certs = Vec::new();
     for c in &cfg.certificates {
         let (cert, key) = match (&c.cert, &c.key) {
             (Some(cert), Some(key)) => (cert.clone(), key.clone()),
             _ => {
-                let (cert, key, created) = io::tls::ensure_self_signed(&cfg.data_dir).map_err(|e| {
+                let (cert, key, created) = sluice_tls::certs::ensure_self_signed(&cfg.data_dir).map_err(|e| {
                     format!("cannot create the self-signed certificate in {}: {e}", cfg.data_dir.display())
                 })?;
                 if created {
@@ -233,7 +237,7 @@ fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<io::tls::ServedCert
                 (cert, key)
             }
         };
-        let loaded = io::tls::load_cert(&cert, &key)?;
+        let loaded = sluice_tls::certs::load_cert(&cert, &key)?;
         println!(
             "sluice: certificate {} ({}) SHA-256 {}",
             cert.display(),
@@ -259,7 +263,7 @@ fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<io::tls::ServedCert
         // The generated certificate is for trying things out (clients skip verification): its
         // names are not enforced with 421s.
         let enforce = c.cert.is_some();
-        certs.push(Arc::new(io::tls::ServedCert { cert: loaded, origins, enforce }));
+        certs.push(Arc::new(sluice_tls::certs::ServedCert { cert: loaded, origins, enforce }));
     }
     Ok(certs)
 }

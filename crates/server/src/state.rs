@@ -12,7 +12,7 @@ pub(crate) struct State {
     /// The HTTP/3 engine configuration derived from it.
     pub(crate) h3: sluice_h3::Config,
     /// The memory every connection's receive windows may grow into.
-    pub(crate) window_budget: std::sync::Arc<sluice_h2::tune::MemoryBudget>,
+    pub(crate) window_budget: std::sync::Arc<sluice_tune::autotune::MemoryBudget>,
     /// Response bytes every stream of the process may hold waiting to be framed
     /// (`limits.send_buffer`; see `app::respond::SendRoom`).
     pub(crate) send_budget: std::sync::Arc<tokio::sync::Semaphore>,
@@ -43,7 +43,7 @@ impl State {
             idle_timeout: cfg.timeouts.idle,
             ..sluice_h2::Config::default()
         };
-        let window_budget = sluice_h2::tune::MemoryBudget::new(cfg.flow.budget);
+        let window_budget = sluice_tune::autotune::MemoryBudget::new(cfg.flow.budget);
         let congestion = cfg.tcp.congestion.clone().filter(|cc| match sluice_sys::sock::congestion_available(cc) {
             Ok(()) => true,
             Err(e) => {
@@ -79,9 +79,9 @@ impl State {
     }
 
     /// A receive-window policy for a new HTTP/2 connection.
-    pub(crate) fn window_policy(&self) -> Box<dyn sluice_h2::flow::WindowPolicy> {
+    pub(crate) fn window_policy(&self) -> Box<dyn sluice_tune::window::WindowPolicy> {
         use crate::config::FlowPolicy;
-        use sluice_h2::tune::{AutoTune, HyperBdp, Limits, QuicheRule, WriteupRule};
+        use sluice_tune::autotune::{AutoTune, HyperBdp, Limits, QuicheRule, WriteupRule};
         let f = &self.cfg.flow;
         let limits = Limits {
             initial_stream: f.initial_stream_window,
@@ -95,7 +95,7 @@ impl State {
             FlowPolicy::Writeup => Box::new(WriteupRule::new(limits)),
             FlowPolicy::Quiche => Box::new(QuicheRule::new(limits)),
             FlowPolicy::Hyper => Box::new(HyperBdp::new(limits)),
-            FlowPolicy::Fixed => Box::new(sluice_h2::flow::FixedWindows {
+            FlowPolicy::Fixed => Box::new(sluice_tune::window::FixedWindows {
                 stream: f.initial_stream_window,
                 connection: f.initial_connection_window,
             }),

@@ -8,9 +8,9 @@ use bytes::Bytes;
 use sluice_hpack as hpack;
 
 use super::*;
-use crate::flow::FixedWindows;
 use crate::frame::flag;
 use crate::{Config, Connection, Event, Field, SendError};
+use sluice_tune::window::FixedWindows;
 
 /// The virtual time of tests that do not move it: one instant, constructed once.
 fn now() -> Instant {

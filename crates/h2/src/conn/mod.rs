@@ -26,11 +26,12 @@ use sluice_hpack as hpack;
 
 use crate::config::Config;
 use crate::error::{Error, Initiator, Reason};
-use crate::flow::{RecvWindow, SendWindow, WindowPolicy, DEFAULT_WINDOW};
+use crate::flow::{RecvWindow, SendWindow, DEFAULT_WINDOW};
 use crate::frame::{self, GoAway, Origin, RstStream, Setting, Settings, WindowUpdate};
 use crate::sched::Scheduler;
 use crate::stream::{Stream, Streams};
 use sluice_http::{Budget, Field, RequestHead};
+use sluice_tune::window::WindowPolicy;
 
 /// Something the application must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -373,9 +373,9 @@ pub fn measure(addr: Ipv4Addr, port: u16, lone: Option<u64>) -> Result<Outcome, 
 mod tests {
     use super::*;
     use sluice_h2::client::Client;
-    use sluice_h2::flow::FixedWindows;
     use sluice_h2::frame::{Headers, Setting, Settings, WindowUpdate};
     use sluice_h2::{Config, Connection, Event};
+    use sluice_tune::window::FixedWindows;
 
     /// The frames of `b` (after the preface): header and payload.
     fn frames(mut b: &[u8]) -> Vec<(Head, Vec<u8>)> {

@@ -28,7 +28,7 @@ pub(crate) struct ConnInfo {
     /// The same as an engine's field (for answers made without a response map).
     alt_svc_field: Option<Field>,
     /// Over TLS: what the connection serves (421 for other authorities, the ORIGIN frame).
-    pub(crate) served: Option<crate::io::tls::Served>,
+    pub(crate) served: Option<sluice_tls::certs::Served>,
     /// The first authority a request on this connection named that was valid and served
     /// here: later requests naming it again (nearly all of them) skip both checks.
     pub(crate) checked: std::sync::OnceLock<Arc<str>>,
@@ -59,7 +59,7 @@ impl ConnInfo {
         peer: SocketAddr,
         tls: bool,
         alt_svc: Option<&AltSvc>,
-        served: Option<crate::io::tls::Served>,
+        served: Option<sluice_tls::certs::Served>,
     ) -> Self {
         Self {
             peer,

@@ -584,9 +584,9 @@ fn listeners(src: &Source<'_>, raw: Option<&Spanned<Vec<Spanned<RawListener>>>>)
 fn certificate(src: &Source<'_>, raw: &RawCertificate, listeners: &[Listener]) -> Result<Certificate, ConfigError> {
     let cert = src.path(raw.cert.get_ref());
     let key = src.path(raw.key.get_ref());
-    let chain = crate::io::tls::read_chain(&cert).map_err(|e| src.err(raw.cert.span(), e))?;
-    let key_der = crate::io::tls::read_key(&key).map_err(|e| src.err(raw.key.span(), e))?;
-    let loaded = crate::io::tls::certified(chain, key_der)
+    let chain = sluice_tls::certs::read_chain(&cert).map_err(|e| src.err(raw.cert.span(), e))?;
+    let key_der = sluice_tls::certs::read_key(&key).map_err(|e| src.err(raw.key.span(), e))?;
+    let loaded = sluice_tls::certs::certified(chain, key_der)
         .map_err(|e| src.err(raw.key.span(), format!("`{}` for `{}`: {e}", key.display(), cert.display())))?;
     let origins = match &raw.origins {
         None => None,

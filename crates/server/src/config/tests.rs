@@ -107,7 +107,7 @@ fn flow_section() {
 fn good_config() {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("www")).unwrap();
-    let (c, k) = crate::io::tls::generate_self_signed(&["example.com"]).unwrap();
+    let (c, k) = sluice_tls::certs::generate_self_signed(&["example.com"]).unwrap();
     fs::create_dir(dir.path().join("certs")).unwrap();
     fs::write(dir.path().join("certs/a.pem"), c).unwrap();
     fs::write(dir.path().join("certs/a.key"), k).unwrap();
@@ -258,7 +258,7 @@ fn semantic_errors_point_at_the_key() {
 #[test]
 fn certificate_origins_are_checked_against_names_and_listeners() {
     let dir = tempfile::tempdir().unwrap();
-    let (c, k) = crate::io::tls::generate_self_signed(&["a.test", "*.b.test"]).unwrap();
+    let (c, k) = sluice_tls::certs::generate_self_signed(&["a.test", "*.b.test"]).unwrap();
     fs::write(dir.path().join("c.pem"), c).unwrap();
     fs::write(dir.path().join("k.pem"), k).unwrap();
     let head =
@@ -290,8 +290,8 @@ fn certificate_origins_are_checked_against_names_and_listeners() {
 #[test]
 fn key_mismatch_points_at_key() {
     let dir = tempfile::tempdir().unwrap();
-    let (c, _) = crate::io::tls::generate_self_signed(&["a.test"]).unwrap();
-    let (_, k) = crate::io::tls::generate_self_signed(&["a.test"]).unwrap();
+    let (c, _) = sluice_tls::certs::generate_self_signed(&["a.test"]).unwrap();
+    let (_, k) = sluice_tls::certs::generate_self_signed(&["a.test"]).unwrap();
     fs::write(dir.path().join("c.pem"), c).unwrap();
     fs::write(dir.path().join("k.pem"), k).unwrap();
     fs::write(dir.path().join("junk.pem"), "nothing here").unwrap();

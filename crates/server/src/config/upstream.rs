@@ -400,10 +400,13 @@ fn upstream(src: &Source<'_>, r: &Spanned<RawUpstream>) -> Result<Upstream, Conf
     let tls_config = match &tls {
         None => None,
         Some(t) => Some(
-            crate::proxy::client_config(
+            sluice_tls::client_config(
                 t.ca.as_deref(),
                 t.client_cert.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
-                protocol,
+                match protocol {
+                    UpstreamProto::H2 => &[b"h2"],
+                    _ => &[b"http/1.1"],
+                },
             )
             .map_err(|e| src.err(raw.tls.as_ref().map_or(r.span(), Spanned::span), e))?,
         ),

@@ -9,7 +9,7 @@
 
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use sluice_h2::frame::{Head, HEADER_LEN, MAX_FRAME_SIZE};
@@ -19,11 +19,11 @@ use tokio::sync::watch;
 
 use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
-use crate::io::pace::{InflightCap, URGENT};
-use crate::io::recv_mark::RecvMark;
-use crate::io::split::{ReadChunks, ReadHalf};
 use crate::io::stream::{BodyVerdict, Cmd, Engine, Refused, Streams};
 use crate::state::State;
+use sluice_tls::split::{ReadChunks, ReadHalf};
+use sluice_tune::inflight::{InflightCap, URGENT};
+use sluice_tune::recv_mark::RecvMark;
 
 /// How often the driver reads the RTT from TCP_INFO while input arrives.
 const RTT_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
@@ -65,7 +65,7 @@ const UNSENT_AHEAD: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Of `budget`, what keeps the socket's unsent bytes within [`UNSENT_AHEAD`] of its pacing
 /// (`pacing_rate` bytes per second, 0 where the kernel does not pace: no limit), but never less
-/// than [`MIN_SEND`](crate::io::pace::MIN_SEND) of a budget that has it: that write then waits
+/// than [`MIN_SEND`](sluice_tune::inflight::MIN_SEND) of a budget that has it: that write then waits
 /// for the socket to take it (TCP_NOTSENT_LOWAT's wake-up), where a budget of 0 would set the
 /// retry timer, which under a peer that stopped reading (a zero window: pacing sends nothing)
 /// would fire every millisecond until the write timeout.
@@ -74,7 +74,7 @@ fn within_unsent(budget: usize, pacing_rate: u64, notsent: usize) -> usize {
         return budget;
     }
     let ahead = ((pacing_rate as f64 * UNSENT_AHEAD.as_secs_f64()) as usize).max(MIN_WRITE);
-    budget.min(ahead.saturating_sub(notsent).max(crate::io::pace::MIN_SEND))
+    budget.min(ahead.saturating_sub(notsent).max(sluice_tune::inflight::MIN_SEND))
 }
 
 /// Whether a connection with `open` streams, the most urgent of them with data ready at
@@ -156,14 +156,14 @@ pub(crate) fn serve<S>(
     mut shutdown: watch::Receiver<bool>,
 ) -> impl std::future::Future<Output = ()> + Send
 where
-    S: crate::io::split::ReadChunks + Send + 'static,
+    S: sluice_tls::split::ReadChunks + Send + 'static,
 {
     // Split before the future is made, not in it: an `async fn` keeps its arguments for its
     // whole life, and the stream (1,384 bytes over TLS) would stay in every connection's
     // future next to the halves it was moved into.
     // Split here, not with `tokio::io::split`: the read half reads a TLS stream's records
     // without a copy (`ReadChunks`).
-    let (mut rd, wr) = crate::io::split::split(io);
+    let (mut rd, wr) = sluice_tls::split::split(io);
     // Shared before the future is made, for the same reason: captured by value, the 184-byte
     // `ConnInfo` kept its slot in the future after it had moved into the `Arc`.
     let info = Arc::new(info);
@@ -174,7 +174,7 @@ where
         let mut conn = {
             let mut cfg = state.h2.clone();
             // RFC 8336: the origin set of the certificate this connection's SNI picked.
-            cfg.origins = info.served.as_ref().and_then(crate::io::tls::Served::origins);
+            cfg.origins = info.served.as_ref().and_then(sluice_tls::certs::Served::origins);
             let mut conn = Connection::new(cfg, state.window_policy(), Instant::now());
             // The stream layer learns from the engine when a stream is gone (Streams::sweep).
             conn.report_closed();
@@ -563,6 +563,20 @@ struct Budget {
     retry: Option<std::time::Duration>,
 }
 
+/// What the in-flight bound needs from one TCP_INFO reading.
+fn sample(p: &sluice_sys::sock::PathInfo) -> sluice_tune::inflight::Sample {
+    sluice_tune::inflight::Sample {
+        delivery_rate: p.delivery_rate,
+        acked: p.delivered_bytes(),
+        min_rtt: Duration::from_micros(u64::from(p.min_rtt_us)),
+        in_flight: p.in_flight_bytes(),
+        notsent_bytes: p.notsent_bytes as usize,
+        segment: p.mss.max(536) as usize,
+        settled: p.unacked == 0 && p.notsent_bytes == 0,
+        srtt: Duration::from_micros(u64::from(p.rtt_us)),
+    }
+}
+
 /// What the next write may carry: what the congestion window can take now (TCP_INFO), at
 /// least [`MIN_WRITE`] and at most [`MAX_WRITE`], and with `pace` no more than its in-flight
 /// bound leaves, except for urgent data (`busy`: the engine has data waiting).
@@ -573,7 +587,7 @@ fn write_budget(fd: RawFd, pace: Option<&mut InflightCap>, busy: bool, urgency: 
     let room = if p.cwnd > 0 { p.cwnd_room().clamp(MIN_WRITE, MAX_WRITE) } else { MAX_WRITE };
     let urgent = if is_urgent(urgency) { room } else { 0 };
     let Some(pace) = pace else { return Budget { room, urgent, other: room, retry: None } };
-    let s = crate::io::pace::Sample::from_path(&p);
+    let s = sample(&p);
     pace.update(now, &s, busy);
     let budget = within_unsent(pace.budget(&s, room), p.pacing_rate, s.notsent_bytes);
     tracing::trace!(
@@ -634,7 +648,7 @@ impl Allowance {
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
-    mut wr: crate::io::split::WriteHalf<W>,
+    mut wr: sluice_tls::split::WriteHalf<W>,
     mut rx: crate::io::mailbox::Receiver<Transmit>,
     done: crate::io::mailbox::Sender<std::io::Result<Transmit>>,
 ) {
@@ -741,7 +755,7 @@ mod tests {
     #[test]
     fn a_new_read_buffer_has_room_for_the_whole_frame_it_starts_with() {
         let now = Instant::now();
-        let windows = sluice_h2::flow::FixedWindows { stream: 65_535, connection: 65_535 };
+        let windows = sluice_tune::window::FixedWindows { stream: 65_535, connection: 65_535 };
         let mut conn = Connection::new(sluice_h2::Config::default(), Box::new(windows), now);
         let mut input = PREFACE.to_vec();
         Head { len: 0, kind: 0x4, flags: 0, stream: 0 }.encode(&mut input);
@@ -805,8 +819,8 @@ mod tests {
         assert_eq!(within_unsent(10_000, rate, 30_000), 10_000, "the bound's budget, when smaller");
         // Less than the smallest write left: the smallest write (it waits for the socket, not
         // for a timer); none where the bound allows none.
-        assert_eq!(within_unsent(200_000, rate, 47_000), crate::io::pace::MIN_SEND);
-        assert_eq!(within_unsent(200_000, rate, 1 << 20), crate::io::pace::MIN_SEND);
+        assert_eq!(within_unsent(200_000, rate, 47_000), sluice_tune::inflight::MIN_SEND);
+        assert_eq!(within_unsent(200_000, rate, 1 << 20), sluice_tune::inflight::MIN_SEND);
         assert_eq!(within_unsent(0, rate, 0), 0);
         // A slow pace still allows the smallest fill of a write; no pacing, no limit.
         assert_eq!(within_unsent(200_000, 100_000, 0), MIN_WRITE);

@@ -36,18 +36,18 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use quinn::{RecvStream, SendStream, VarInt};
 use rustc_hash::FxHashMap;
-use sluice_h2::flow::{TuneState, WindowPolicy};
 use sluice_h3::{Code, Connection, Event, Field, SendError, Transmit};
+use sluice_tune::window::{TuneState, WindowPolicy};
 use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
 
 use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
 use crate::config::{Config, QuicCongestion};
-use crate::io::pace::URGENT;
 use crate::io::quic_pace::{BoundedFactory, PaceLink};
 use crate::io::stream::{BodyVerdict, Engine, Refused, Streams};
-use crate::io::tls::{Served, ServedCert};
 use crate::state::State;
+use sluice_tls::certs::{Served, ServedCert};
+use sluice_tune::inflight::URGENT;
 
 /// Request body bytes delivered to a handler and not yet consumed before the stream's reader
 /// stops reading (the QUIC stream window then holds the client back).
@@ -438,7 +438,7 @@ struct Driver {
     /// quinn can hold (unacknowledged plus unsent), which an urgent stream's raise goes past.
     send_window_high: (u64, Instant),
     /// Receive-window tuning of the whole connection (one "stream" for the tuner).
-    tuner: sluice_h2::tune::AutoTune,
+    tuner: sluice_tune::autotune::AutoTune,
     tune: TuneState,
     window: u32,
     closed: bool,
@@ -497,7 +497,7 @@ async fn serve(
     let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
     let (streams, mut cmd_rx) = Streams::new(state.clone(), info, Proto::Http3);
     let f = &state.cfg.flow;
-    let limits = sluice_h2::tune::Limits {
+    let limits = sluice_tune::autotune::Limits {
         initial_stream: f.initial_connection_window,
         initial_connection: f.initial_connection_window,
         max_stream: f.max_connection_window,
@@ -522,7 +522,7 @@ async fn serve(
         prune_at: PRUNE_FIRST,
         send_window: 0,
         send_window_high: (0, Instant::now()),
-        tuner: sluice_h2::tune::AutoTune::new(limits),
+        tuner: sluice_tune::autotune::AutoTune::new(limits),
         tune: TuneState { window: f.initial_connection_window, ..TuneState::default() },
         window: f.initial_connection_window,
         closed: false,

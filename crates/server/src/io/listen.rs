@@ -15,9 +15,9 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::app::respond::ConnInfo;
 use crate::io::progress::WriteProgress;
-use crate::io::tls::{Served, ServedCert};
-use crate::io::tls_stream::TlsStream;
 use crate::state::State;
+use sluice_tls::certs::{Served, ServedCert};
+use sluice_tls::TlsStream;
 
 /// What a TLS listener needs per connection: the TLS configuration, the certificates (for the
 /// one SNI picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises.

@@ -1,6 +1,7 @@
-//! The transport side: listeners, TLS, the HTTP/1.1, HTTP/2 and HTTP/3 drivers (the only code
+//! The transport side: listeners, the HTTP/1.1, HTTP/2 and HTTP/3 drivers (the only code
 //! that touches sockets, spawns per-connection tasks or reads the clock for the engines), the
-//! stream layer the HTTP/2 and HTTP/3 drivers share, and the in-flight bound.
+//! stream layer the HTTP/2 and HTTP/3 drivers share, and the glue that applies the transport
+//! policy of `sluice_tune` (TCP_INFO readings, quinn's congestion controller).
 
 pub(crate) mod h1;
 pub(crate) mod h2;
@@ -8,15 +9,9 @@ pub(crate) mod h3;
 pub(crate) mod linger;
 pub(crate) mod listen;
 pub(crate) mod mailbox;
-pub(crate) mod pace;
 pub(crate) mod progress;
 pub(crate) mod quic_pace;
-pub(crate) mod recv_mark;
-pub(crate) mod split;
 pub(crate) mod stream;
-pub(crate) mod tls;
-pub(crate) mod tls_records;
-pub(crate) mod tls_stream;
 
 /// Set a connection loop's one timer for `next`, the earliest of the loop's deadlines, unless
 /// it is set for an earlier instant already (`set_for`): then it fires early, finds nothing

@@ -167,6 +167,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteProgress<S> {
     }
 }
 
+/// Cleartext: reads copy into the caller's buffer (the default of [`ReadChunks`]).
+impl<S: AsyncRead + AsyncWrite + Unpin> sluice_tls::ReadChunks for WriteProgress<S> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,80 +1,21 @@
-//! The in-flight bound over QUIC: quinn's congestion controller (CUBIC, BBR or NewReno),
-//! wrapped so that its window never exceeds the bound of [`pace`](super::pace), the policy the
-//! HTTP/2 driver applies to TCP.
-//!
-//! Why a wrapper: quinn lets through whatever its controller's `window()` says is allowed, and
-//! paces at 1.25 × window / smoothed RTT (its `connection/pacing.rs`), not at the rate a
-//! controller computes. So every controller fills the bottleneck's queue: CUBIC by design on a
-//! drop-tail buffer; quinn's BBR because its window is 2 × its bandwidth estimate × min RTT
-//! plus the ACK-aggregation allowance, none of it paced at BBR's own rate, and because in
-//! startup it grows the window by every acknowledged byte until the pipe is deemed full (its
-//! `calculate_cwnd` compares the gain, not the window, with the target), so three rounds of
-//! doubling past the bandwidth-delay product land in the queue at once. The lab measured up to
-//! ~370 packets queued and, with BBR, about half of all packets dropped. In-flight is the one
-//! quantity quinn enforces, so that is where the bound goes: `window()` returns the smaller of
-//! the controller's window and the bound, and quinn's pacer then paces from that.
-//!
-//! The bound's inputs come from the ACKs quinn reports: bytes acknowledged (the counter rounds
-//! are measured on), the RTT of each acknowledged packet (the newest packet of an ACK gives
-//! the smallest), and whether the connection had run out of data (quinn's `app_limited`, the
-//! "busy" of [`InflightCap::update`]). The minimum RTT is windowed ([`MinRtt`]): quinn's
-//! estimator keeps the connection's lifetime minimum, which a standing queue from another
-//! flow would turn into a bound below a fair share.
-//!
-//! A standing queue that the bound's own bytes cannot explain is another flow's: against a
-//! loss-based flow that keeps a drop-tail buffer full, a bound near the BDP would starve (the
-//! lab measured 0.8 Mbit/s against CUBIC's 19 on a 20 Mbit/s link). While such a queue stands
-//! ([`Contention`], with its periodic probe) the bound steps aside and the congestion
-//! controller competes, with a window no smaller than what holds the connection's rate
-//! ([`SHARE_GAIN`]).
-//!
-//! Under the bound the controller is told its window is unused whenever the bound is the
-//! limit (RFC 9002 §7.8), and losses up to [`LOSS_TOLERANCE`] of what is sent stay here: with
-//! the queue kept short they are random, not congestion. That is what lets a loss-based
-//! controller keep its rate on a lossy path. On a short fast path (loopback, a LAN), while
-//! losses stay within it, the bound decides alone, also above the controller's window
-//! (quinn's BBR held loopback HTTP/3 to 6–7 Gbit/s with its 2 × estimate × min RTT window);
-//! elsewhere, or above it, the smaller of the two.
+//! The in-flight bound over QUIC, as glue: quinn's congestion controller (CUBIC, BBR or
+//! NewReno) wrapped so that its window never exceeds what [`QuicBound`] allows (the policy,
+//! and why, is in `sluice_tune::quic`).
 //!
 //! Two signals come from the driver through [`PaceLink`]: bytes of urgent responses (RFC 9218
 //! urgency 0 and 1) it handed quinn, which the bound lets through on top of itself as the TCP
 //! path does (quinn sends the most urgent stream first, so the next bytes sent are those); and
 //! whether the connection has carried several urgencies (a page load), which keeps the cruise
-//! gain from the start ([`InflightCap::set_guarded`]).
-//!
-//! Sans-IO: time comes in with every call; nothing here reads a clock or touches a socket.
+//! gain from the start.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics};
 use quinn_proto::RttEstimator;
-
-use super::pace::{Contention, InflightCap, MinRtt, Sample, HEADROOM};
-
-/// The loss fraction up to which a connection whose queue the bound keeps short treats losses
-/// as random rather than as congestion (the threshold BBR v2 uses). Random loss says nothing
-/// about the queue the bound already keeps short, and a loss-based controller fed every random
-/// loss stays near the Mathis limit (HTTP/3 on CUBIC reached ~7.5 Mbit/s of a 200 Mbit/s link
-/// at 0.5 % loss). Above it, or in the bound's absence, losses reach the controller: a buffer
-/// shallower than the bound's quarter-BDP of queue, or a policer, loses more than that.
-pub(crate) const LOSS_TOLERANCE: f64 = 0.02;
-
-/// While the queue is another flow's, the window is at least this × the bound's rate estimate
-/// × the RTT of the last round (plus the bound's headroom): what holds the rate the connection
-/// has against a queue that grows under it. quinn's BBR sizes its window from the lifetime
-/// minimum RTT (2 × its estimate × 40 ms where a CUBIC flow keeps 400 ms queued), so on its
-/// own its rate falls round by round: it kept 0.21–0.24 of a CUBIC TCP flow's share of a 1 MB
-/// buffer at 20 Mbit/s. At 1 the estimate ratchets up each time the loss-based flow backs off
-/// and the queue drains under a window sized for the longer RTT (h3:tcp 1.9 and 3.2 measured);
-/// below 1 it also decays while the other flow's queue grows. Measured with
-/// `sluice-lab run fairness` (h3:tcp; 20 Mbit/s × 40 ms with a 1 MB buffer, then
-/// 100 Mbit/s × 13 ms with 1.5 × BDP): 0.8 gave 0.59–0.64 and 0.93–1.13 (3 runs each), 0.9
-/// 0.89–2.14 (9 runs) and 0.86–1.45, 0.85 0.58–0.82 (5 runs) and 0.90–1.11 (3 runs): the
-/// deep buffer's outcome jumps between 0.85 and 0.9, and 0.9 once went past 2:1.
-pub(crate) const SHARE_GAIN: f64 = 0.85;
+use sluice_tune::quic::QuicBound;
 
 /// What a connection's driver tells its controller.
 #[derive(Debug, Default)]
@@ -91,7 +32,7 @@ impl PaceLink {
         self.urgent.fetch_add(n as u64, Ordering::Relaxed);
     }
 
-    /// Keep queues short from the start (see [`InflightCap::set_guarded`]).
+    /// Keep queues short from the start (see `sluice_tune::inflight::InflightCap::set_guarded`).
     pub(crate) fn set_guarded(&self, on: bool) {
         self.guarded.store(on, Ordering::Relaxed);
     }
@@ -119,130 +60,37 @@ impl ControllerFactory for BoundedFactory {
 /// A congestion controller whose window is bounded near the measured bandwidth-delay product.
 pub(crate) struct Bounded {
     inner: Box<dyn Controller>,
-    cap: InflightCap,
+    policy: QuicBound,
     link: Arc<PaceLink>,
-    min_rtt: MinRtt,
-    contention: Contention,
-    /// Bytes acknowledged on the connection so far.
-    acked: u64,
-    /// The smallest RTT sample of the ACK batch being processed.
-    batch_rtt: Option<Duration>,
-    /// The bound as of the last ACK batch (`None`: no estimate yet, or stepped aside).
-    bound: Option<u64>,
-    /// The path's bandwidth-delay product is under a quarter of the bound (the slack
-    /// dominates: a minimum RTT under about 1.8 ms).
-    short_path: bool,
-    /// Bytes lost and delivered in the current and the previous epoch of at least 8 min RTTs
-    /// (and 100 ms), and when the current one started: the recent loss fraction.
-    lost: [u64; 2],
-    delivered: [u64; 2],
-    epoch: Option<Instant>,
-    /// While the queue is another flow's: the smallest window that holds the rate the
-    /// connection has ([`SHARE_GAIN`]).
-    share: Option<u64>,
 }
 
 impl Bounded {
     pub(crate) fn new(inner: Box<dyn Controller>, link: Arc<PaceLink>) -> Self {
-        Self {
-            inner,
-            cap: InflightCap::new(),
-            link,
-            min_rtt: MinRtt::new(),
-            contention: Contention::default(),
-            acked: 0,
-            batch_rtt: None,
-            bound: None,
-            short_path: false,
-            lost: [0; 2],
-            delivered: [0; 2],
-            epoch: None,
-            share: None,
-        }
+        Self { inner, policy: QuicBound::new(), link }
     }
 
-    /// Whether the bound, not the controller's window, limits what is sent. The controller is
-    /// then told its window is not in use, as RFC 9002 §7.8 asks (an underused window must not
-    /// grow): otherwise a loss-based window grows without limit under the bound and, when the
-    /// bound steps aside, lets out a burst far beyond anything the path has carried.
+    /// Whether the bound, not the controller's window, limits what is sent (RFC 9002 §7.8:
+    /// the controller is told its window is unused then).
     fn bound_limits(&self) -> bool {
-        self.window() < self.inner.window()
-    }
-
-    /// Start a new loss epoch when the current one is old enough.
-    fn roll_epoch(&mut self, now: Instant) {
-        let len = (self.min_rtt.get() * 8).max(Duration::from_millis(100));
-        let start = *self.epoch.get_or_insert(now);
-        if now.saturating_duration_since(start) >= len {
-            self.lost = [0, self.lost[0]];
-            self.delivered = [0, self.delivered[0]];
-            self.epoch = Some(now);
-        }
-    }
-
-    /// Lost bytes as a fraction of lost and delivered ones over the last one to two epochs.
-    fn loss_fraction(&self) -> f64 {
-        let lost = (self.lost[0] + self.lost[1]) as f64;
-        let all = lost + (self.delivered[0] + self.delivered[1]) as f64;
-        if all > 0.0 {
-            lost / all
-        } else {
-            0.0
-        }
-    }
-
-    /// Whether a loss of `lost_bytes` stays here instead of reaching the controller: the bound
-    /// is keeping the queue short (it has an estimate and has not stepped aside), the loss is
-    /// not persistent congestion nor an ECN mark, and recent losses are within
-    /// [`LOSS_TOLERANCE`].
-    fn absorbs(&self, persistent: bool, lost_bytes: u64) -> bool {
-        !persistent && lost_bytes > 0 && self.bound.is_some() && self.loss_fraction() <= LOSS_TOLERANCE
-    }
-
-    /// One packet of `bytes`, sent at `sent`, was acknowledged at `now`.
-    fn acked(&mut self, now: Instant, sent: Instant, bytes: u64) {
-        self.acked += bytes;
-        self.delivered[0] += bytes;
-        let sample = now.saturating_duration_since(sent);
-        self.batch_rtt = Some(self.batch_rtt.map_or(sample, |b| b.min(sample)));
-    }
-
-    /// The end of an ACK's batch: one reading for the bound.
-    fn end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool) {
-        self.roll_epoch(now);
-        if let Some(rtt) = self.batch_rtt.take() {
-            self.min_rtt.update(now, rtt);
-            self.contention.update(now, rtt, self.min_rtt.get(), self.cap.max_rate(), self.cap.gain());
-        }
-        let s = Sample {
-            delivery_rate: 0,
-            acked: self.acked,
-            min_rtt: self.min_rtt.get(),
-            in_flight: in_flight as usize,
-            notsent_bytes: 0,
-            segment: 0,
-            // QUIC's bound is fed from ACKs, never read idle.
-            settled: false,
-            // Only the lone ramp reads it, and QUIC's bound is never lone.
-            srtt: Duration::ZERO,
-        };
-        self.cap.update(now, &s, !app_limited);
-        self.cap.set_guarded(self.link.guarded.load(Ordering::Relaxed));
-        let cap = self.cap.cap(&s).map(|c| c as u64);
-        self.contention.probe(now, in_flight, cap);
-        self.bound = if self.contention.contended() { None } else { cap };
-        self.share = self.contention.contended().then(|| {
-            let rate = self.cap.max_rate() as f64;
-            (rate * self.contention.recent_rtt().as_secs_f64() * SHARE_GAIN) as u64 + HEADROOM as u64
-        });
-        let bdp = self.cap.max_rate() as f64 * s.min_rtt.as_secs_f64();
-        self.short_path = self.bound.is_some_and(|b| 4.0 * bdp < b as f64);
+        self.policy.limits(self.inner.window(), self.link.urgent.load(Ordering::Relaxed))
     }
 
     /// The bound as of the last ACK batch, if there is one.
     #[cfg(test)]
     pub(crate) fn bound(&self) -> Option<u64> {
-        self.bound
+        self.policy.bound()
+    }
+
+    /// One packet acknowledged, for the bound alone (tests).
+    #[cfg(test)]
+    fn acked(&mut self, now: Instant, sent: Instant, bytes: u64) {
+        self.policy.on_ack(now, sent, bytes);
+    }
+
+    /// The end of an ACK batch, for the bound alone (tests).
+    #[cfg(test)]
+    fn end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool) {
+        self.policy.on_end_acks(now, in_flight, app_limited, self.link.guarded.load(Ordering::Relaxed));
     }
 }
 
@@ -255,19 +103,17 @@ impl Controller for Bounded {
     fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
         let limited = app_limited || self.bound_limits();
         self.inner.on_ack(now, sent, bytes, limited, rtt);
-        self.acked(now, sent, bytes);
+        self.policy.on_ack(now, sent, bytes);
     }
 
     fn on_end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool, largest: Option<u64>) {
         let limited = app_limited || self.bound_limits();
         self.inner.on_end_acks(now, in_flight, limited, largest);
-        self.end_acks(now, in_flight, app_limited);
+        self.policy.on_end_acks(now, in_flight, app_limited, self.link.guarded.load(Ordering::Relaxed));
     }
 
     fn on_congestion_event(&mut self, now: Instant, sent: Instant, persistent: bool, lost_bytes: u64) {
-        self.roll_epoch(now);
-        self.lost[0] += lost_bytes;
-        if !self.absorbs(persistent, lost_bytes) {
+        if !self.policy.on_loss(now, persistent, lost_bytes) {
             self.inner.on_congestion_event(now, sent, persistent, lost_bytes);
         }
     }
@@ -277,30 +123,7 @@ impl Controller for Bounded {
     }
 
     fn window(&self) -> u64 {
-        let inner = self.inner.window();
-        let Some(bound) = self.bound else {
-            // Another flow's queue: the controller competes, with at least the window that
-            // holds the connection's rate, while losses stay within the tolerance.
-            return match self.share {
-                Some(share) if self.loss_fraction() <= LOSS_TOLERANCE => inner.max(share),
-                _ => inner,
-            };
-        };
-        // Urgent data goes past the bound, as far as the controller's window allows.
-        let window = inner.min(bound.saturating_add(self.link.urgent.load(Ordering::Relaxed)));
-        if self.short_path && self.loss_fraction() <= LOSS_TOLERANCE {
-            // A short, fast, clean path (the bound is mostly its 5 ms of slack: loopback, a
-            // LAN): the bound decides, also above the controller's window. quinn's BBR keeps
-            // its window at 2 × its bandwidth estimate × min RTT, which where the RTT is
-            // mostly queueing in a busy receiver held HTTP/3 to 6–7 Gbit/s on loopback where
-            // CUBIC, or the bound, reached 9–11. On longer paths both limit, as measured in
-            // the lab (a build where the bound alone decided everywhere saw queue peaks of 125
-            // packets in page loads at 5 Mbit/s, later traced to the bound's missing first
-            // estimate, now a floor: the rule is kept as the measured configuration).
-            window.max(bound)
-        } else {
-            window
-        }
+        self.policy.window(self.inner.window(), self.link.urgent.load(Ordering::Relaxed))
     }
 
     fn metrics(&self) -> ControllerMetrics {
@@ -310,21 +133,7 @@ impl Controller for Bounded {
     }
 
     fn clone_box(&self) -> Box<dyn Controller> {
-        Box::new(Self {
-            inner: self.inner.clone_box(),
-            cap: self.cap.clone(),
-            link: self.link.clone(),
-            min_rtt: self.min_rtt,
-            contention: self.contention,
-            acked: self.acked,
-            batch_rtt: self.batch_rtt,
-            bound: self.bound,
-            short_path: self.short_path,
-            lost: self.lost,
-            delivered: self.delivered,
-            epoch: self.epoch,
-            share: self.share,
-        })
+        Box::new(Self { inner: self.inner.clone_box(), policy: self.policy.clone(), link: self.link.clone() })
     }
 
     fn initial_window(&self) -> u64 {
@@ -341,7 +150,11 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::io::pace::MIN_RTT_WINDOW;
+    use sluice_tune::inflight::MIN_RTT_WINDOW;
+    use std::time::Duration;
+
+    use sluice_tune::inflight::HEADROOM;
+    use sluice_tune::quic::{LOSS_TOLERANCE, SHARE_GAIN};
 
     const PACKET: u64 = 1_200;
 
@@ -546,7 +359,7 @@ mod tests {
         for _ in 0..1_000 {
             f.on_congestion_event(t, t, false, PACKET);
         }
-        assert!(f.loss_fraction() > LOSS_TOLERANCE);
+        assert!(f.policy.loss_fraction() > LOSS_TOLERANCE);
         assert_eq!(f.window(), fb / 4);
     }
 
@@ -609,14 +422,14 @@ mod tests {
         let sim = Sim { extra: Duration::from_millis(300), extra_from: Duration::from_secs(2), ..slow_link() };
         let mut alone = Bounded::new(c.inner.clone_box(), Arc::new(PaceLink::default()));
         let _ = sim.run(&mut alone, &AtomicU64::new(0), 2.0, 1.0);
-        assert!(alone.share.is_none() && !alone.contention.contended());
+        assert!(alone.policy.share().is_none() && !alone.policy.contended());
         let seen = sim.run(&mut c, &AtomicU64::new(0), 8.0, 7.0);
-        assert!(c.contention.contended(), "{seen:?}");
+        assert!(c.policy.contended(), "{seen:?}");
         // The window: 0.8 × the rate estimate × the last round's RTT, above the controller's.
-        let share = c.share.expect("a share while contended");
-        let rtt = c.contention.recent_rtt();
+        let share = c.policy.share().expect("a share while contended");
+        let rtt = c.policy.recent_rtt();
         assert!(rtt >= Duration::from_millis(340), "{rtt:?}");
-        let expected = c.cap.max_rate() as f64 * rtt.as_secs_f64() * SHARE_GAIN + HEADROOM as f64;
+        let expected = c.policy.max_rate() as f64 * rtt.as_secs_f64() * SHARE_GAIN + HEADROOM as f64;
         assert!((share as f64 - expected).abs() < 2.0, "{share} vs {expected}");
         assert!(share > 20_000 && c.window() == share, "share {share}, window {}", c.window());
         assert!(seen.rate > 1.5 * 20_000.0 / 0.34, "{seen:?}");

@@ -4,7 +4,6 @@
 //! timeouts around it are ours, because hyper's pooled client offers no per-server connection
 //! limit, ejection or learned keep-alive deadline).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::client::conn::http2;
@@ -105,55 +104,4 @@ pub(crate) async fn h2(io: Box<dyn Io>, timeout: Duration) -> Result<http2::Send
         }
     });
     Ok(tx)
-}
-
-/// The TLS client configuration of an upstream: the given CA bundle or the system's roots,
-/// ALPN `h2` or `http/1.1`, an optional client certificate.
-pub(crate) fn client_config(
-    ca: Option<&std::path::Path>,
-    client_cert: Option<(&std::path::Path, &std::path::Path)>,
-    proto: UpstreamProto,
-) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| format!("`{}`: {e}", path.display()))?;
-            let mut n = 0;
-            for c in rustls_pemfile::certs(&mut pem.as_slice()) {
-                let c = c.map_err(|e| format!("`{}`: {e}", path.display()))?;
-                roots.add(c).map_err(|e| format!("`{}`: {e}", path.display()))?;
-                n += 1;
-            }
-            if n == 0 {
-                return Err(format!("`{}` holds no PEM certificate", path.display()));
-            }
-        }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            for c in found.certs {
-                let _ = roots.add(c);
-            }
-            if roots.is_empty() {
-                return Err("no system CA certificates found; give `ca = \"/path/ca.pem\"`".into());
-            }
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots);
-    let mut config = match client_cert {
-        None => builder.with_no_client_auth(),
-        Some((cert, key)) => {
-            let certs = crate::io::tls::read_chain(cert)?;
-            let key = crate::io::tls::read_key(key)?;
-            builder.with_client_auth_cert(certs, key).map_err(|e| format!("client certificate: {e}"))?
-        }
-    };
-    config.alpn_protocols = match proto {
-        UpstreamProto::H2 => vec![b"h2".to_vec()],
-        _ => vec![b"http/1.1".to_vec()],
-    };
-    Ok(Arc::new(config))
 }

@@ -33,7 +33,6 @@ use crate::app::accesslog;
 use crate::app::http::{Body, Head, Interim, Request, RequestBody, Response};
 use crate::config::{ProxySettings, UpstreamProto};
 use body::{UpBody, UpstreamBody};
-pub(crate) use connect::client_config;
 use sluice_http::forward as headers;
 use upstream::{lock, Counted};
 pub(crate) use upstream::{Active, Upstream};

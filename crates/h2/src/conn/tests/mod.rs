@@ -6,8 +6,8 @@ use bytes::Bytes;
 use sluice_hpack as hpack;
 
 use super::*;
-use crate::flow::FixedWindows;
 use crate::frame::{flag, kind, Head, PREFACE};
+use sluice_tune::window::FixedWindows;
 
 mod glitch;
 mod timers;
@@ -41,7 +41,7 @@ impl Client {
         Self::with_policy(cfg, Box::new(w))
     }
 
-    fn with_policy(cfg: Config, policy: Box<dyn crate::flow::WindowPolicy>) -> Self {
+    fn with_policy(cfg: Config, policy: Box<dyn sluice_tune::window::WindowPolicy>) -> Self {
         let now = Instant::now();
         let mut c = Self {
             conn: Connection::new(cfg, policy, now),
@@ -918,7 +918,7 @@ fn zero_window_stall_times_out_but_progress_does_not() {
 
 #[test]
 fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
-    use crate::tune::{AutoTune, Limits, MemoryBudget};
+    use sluice_tune::autotune::{AutoTune, Limits, MemoryBudget};
     let budget = MemoryBudget::new(1 << 30);
     let now = Instant::now();
     let policy = AutoTune::new(Limits::new(budget.clone()));
@@ -963,7 +963,7 @@ fn autotuned_stream_window_grows_when_window_limited_and_budget_returns() {
 
 #[test]
 fn a_declared_request_body_starts_on_a_window_that_holds_it() {
-    use crate::tune::{AutoTune, Limits, MemoryBudget};
+    use sluice_tune::autotune::{AutoTune, Limits, MemoryBudget};
     let budget = MemoryBudget::new(1 << 30);
     let mut c = Client::with_policy(Config::default(), Box::new(AutoTune::new(Limits::new(budget.clone()))));
     let ten = 10u32 << 20;

@@ -1,4 +1,4 @@
-//! TLS: loading certificate chains and keys, the generated self-signed default certificate,
+//! Certificates: loading chains and keys, the generated self-signed default certificate,
 //! certificate selection by SNI, and the rustls server configuration.
 //!
 //! The ring crypto provider is installed explicitly in every config we build
@@ -31,24 +31,24 @@ const SELF_SIGNED_RENEW_AFTER: Duration = Duration::from_secs(770 * 86_400);
 
 /// A certificate chain with its key, ready for rustls, plus what we need to know about it.
 #[derive(Debug, Clone)]
-pub(crate) struct LoadedCert {
+pub struct LoadedCert {
     /// Chain and signing key.
-    pub(crate) key: Arc<CertifiedKey>,
+    pub key: Arc<CertifiedKey>,
     /// DNS names from the leaf's subjectAltName extension, lower case (may include `*.` names).
-    pub(crate) dns_names: Vec<String>,
+    pub dns_names: Vec<String>,
     /// The leaf certificate, DER (for the fingerprint).
-    pub(crate) leaf_der: Vec<u8>,
+    pub leaf_der: Vec<u8>,
 }
 
 impl LoadedCert {
     /// SHA-256 fingerprint of the leaf, colon-separated upper-case hex.
-    pub(crate) fn fingerprint(&self) -> String {
+    pub fn fingerprint(&self) -> String {
         fingerprint_sha256(&self.leaf_der)
     }
 
     /// Whether one of the SAN DNS names covers `host` (exact, or a `*.` wildcard one label deep).
     /// For checking ORIGIN sets (RFC 8336 §2.4) against the certificate.
-    pub(crate) fn covers(&self, host: &str) -> bool {
+    pub fn covers(&self, host: &str) -> bool {
         self.exact_match(host) || self.wildcard_match(host)
     }
 
@@ -76,7 +76,7 @@ fn normalise_host(host: &str) -> String {
 
 /// SHA-256 fingerprint of a DER certificate as colon-separated upper-case hex
 /// (`AB:CD:...`, the form browsers show).
-pub(crate) fn fingerprint_sha256(cert_der: &[u8]) -> String {
+pub fn fingerprint_sha256(cert_der: &[u8]) -> String {
     let digest = Sha256::digest(cert_der);
     let mut out = String::with_capacity(digest.len() * 3);
     for (i, b) in digest.iter().enumerate() {
@@ -89,13 +89,13 @@ pub(crate) fn fingerprint_sha256(cert_der: &[u8]) -> String {
 }
 
 /// Reads a PEM certificate chain (leaf first). Errors name the file and the reason.
-pub(crate) fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = fs::read(path).map_err(|e| format!("cannot read certificate `{}`: {e}", path.display()))?;
     parse_chain(&pem).map_err(|e| format!("certificate `{}`: {e}", path.display()))
 }
 
 /// Reads a PEM private key (PKCS#8, PKCS#1 or SEC1). Errors name the file and the reason.
-pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let pem = fs::read(path).map_err(|e| format!("cannot read key `{}`: {e}", path.display()))?;
     parse_key(&pem).map_err(|e| format!("key `{}`: {e}", path.display()))
 }
@@ -120,10 +120,7 @@ fn parse_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
 
 /// Combines a chain and a key: the key must parse and match the leaf's public key, and the
 /// leaf must be a parseable X.509 certificate.
-pub(crate) fn certified(
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-) -> Result<LoadedCert, String> {
+pub fn certified(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<LoadedCert, String> {
     let Some(leaf) = chain.first() else {
         return Err("empty certificate chain".into());
     };
@@ -142,7 +139,7 @@ pub(crate) fn certified(
 }
 
 /// Loads a PEM chain and key from files.
-pub(crate) fn load_cert(cert: &Path, key: &Path) -> Result<LoadedCert, String> {
+pub fn load_cert(cert: &Path, key: &Path) -> Result<LoadedCert, String> {
     let chain = read_chain(cert)?;
     let key_der = read_key(key)?;
     certified(chain, key_der).map_err(|e| format!("`{}` + `{}`: {e}", cert.display(), key.display()))
@@ -150,7 +147,7 @@ pub(crate) fn load_cert(cert: &Path, key: &Path) -> Result<LoadedCert, String> {
 
 /// Generates a self-signed certificate for `names` (DNS names or IP literals).
 /// Returns `(certificate PEM, key PEM)`.
-pub(crate) fn generate_self_signed(names: &[&str]) -> Result<(String, String), String> {
+pub fn generate_self_signed(names: &[&str]) -> Result<(String, String), String> {
     let key = rcgen::KeyPair::generate().map_err(|e| format!("key generation failed: {e}"))?;
     let sans: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let mut params = rcgen::CertificateParams::new(sans).map_err(|e| format!("bad name: {e}"))?;
@@ -167,7 +164,7 @@ pub(crate) fn generate_self_signed(names: &[&str]) -> Result<(String, String), S
 /// Makes sure `data_dir` holds a usable self-signed certificate for localhost, 127.0.0.1 and
 /// ::1, generating one on first run (or when the stored one is unreadable or due for renewal).
 /// Returns `(cert path, key path, created)`.
-pub(crate) fn ensure_self_signed(data_dir: &Path) -> io::Result<(PathBuf, PathBuf, bool)> {
+pub fn ensure_self_signed(data_dir: &Path) -> io::Result<(PathBuf, PathBuf, bool)> {
     let cert_path = data_dir.join(SELF_SIGNED_CERT);
     let key_path = data_dir.join(SELF_SIGNED_KEY);
     if load_cert(&cert_path, &key_path).is_ok() && !due_for_renewal(&cert_path) {
@@ -209,7 +206,7 @@ fn write_atomically(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
 
 /// Picks the certificate for an SNI name: an exact SAN match first, then a one-label `*.`
 /// wildcard match, then the first certificate (also when the client sent no SNI).
-pub(crate) fn pick_cert<'a>(certs: &'a [LoadedCert], sni: Option<&str>) -> Option<&'a LoadedCert> {
+pub fn pick_cert<'a>(certs: &'a [LoadedCert], sni: Option<&str>) -> Option<&'a LoadedCert> {
     if let Some(name) = sni {
         if let Some(c) = certs.iter().find(|c| c.exact_match(name)) {
             return Some(c);
@@ -223,26 +220,26 @@ pub(crate) fn pick_cert<'a>(certs: &'a [LoadedCert], sni: Option<&str>) -> Optio
 
 /// A certificate as served: the loaded chain and the origins its connections announce.
 #[derive(Debug)]
-pub(crate) struct ServedCert {
-    pub(crate) cert: LoadedCert,
+pub struct ServedCert {
+    pub cert: LoadedCert,
     /// The ORIGIN frame's set (RFC 8336): (host, port), a `None` port meaning the port of the
     /// connection's listener. `None`: no ORIGIN frame.
-    pub(crate) origins: Option<Vec<(String, Option<u16>)>>,
+    pub origins: Option<Vec<(String, Option<u16>)>>,
     /// Answer 421 for authorities it does not cover (configured certificates; not the
     /// generated self-signed one).
-    pub(crate) enforce: bool,
+    pub enforce: bool,
 }
 
 /// What one TLS connection serves: the certificate its SNI picked, on its listener's port.
 #[derive(Clone, Debug)]
-pub(crate) struct Served {
+pub struct Served {
     cert: Arc<ServedCert>,
     port: u16,
 }
 
 impl Served {
     /// The certificate [`pick_cert`] would present for `sni`, on `port`.
-    pub(crate) fn for_sni(certs: &[Arc<ServedCert>], sni: Option<&str>, port: u16) -> Option<Self> {
+    pub fn for_sni(certs: &[Arc<ServedCert>], sni: Option<&str>, port: u16) -> Option<Self> {
         let pick = sni.and_then(|name| {
             certs
                 .iter()
@@ -260,7 +257,7 @@ impl Served {
     /// or for a site on another listener, is refused rather than answered. IP-literal hosts
     /// are not checked against the certificate (clients do not coalesce onto addresses), nor
     /// is an empty authority (HTTP/1.0 without Host).
-    pub(crate) fn serves(&self, authority: &str) -> bool {
+    pub fn serves(&self, authority: &str) -> bool {
         if authority.is_empty() || !self.cert.enforce {
             return true;
         }
@@ -280,7 +277,7 @@ impl Served {
 
     /// This connection's ORIGIN frame entries (`https://host` or `https://host:port`), only
     /// those on its own port.
-    pub(crate) fn origins(&self) -> Option<Vec<String>> {
+    pub fn origins(&self) -> Option<Vec<String>> {
         let list = self.cert.origins.as_ref()?;
         Some(
             list.iter()
@@ -336,13 +333,13 @@ thread_local! {
 
 /// Take what the resolver noted on this thread since the last call (see `HELLO_SNI`): `None`
 /// if it was not called.
-pub(crate) fn take_hello_sni() -> Option<Option<Box<str>>> {
+pub fn take_hello_sni() -> Option<Option<Box<str>>> {
     HELLO_SNI.take()
 }
 
 /// Builds a rustls server configuration serving `certs` (selected by SNI, the first is the
 /// fallback) and offering the `alpn` protocols in order of preference.
-pub(crate) fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<rustls::ServerConfig>, String> {
+pub fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<rustls::ServerConfig>, String> {
     if certs.is_empty() {
         return Err("no certificate to serve".into());
     }
@@ -354,7 +351,7 @@ pub(crate) fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<
         .with_cert_resolver(Arc::new(SniResolver { certs: certs.to_vec() }));
     cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     // After a TLS 1.3 handshake the TLS stream protects the records itself with the traffic
-    // keys rustls hands over (`tls_records.rs`).
+    // keys rustls hands over (`records.rs`).
     cfg.enable_secret_extraction = true;
     // Stateless TLS 1.3 resumption; without a ticketer rustls falls back to its in-memory cache.
     if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
@@ -364,8 +361,8 @@ pub(crate) fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<
 }
 
 /// A generated certificate for `names`, loaded (tests).
-#[cfg(test)]
-pub(crate) fn test_cert(names: &[&str]) -> LoadedCert {
+#[cfg(any(test, feature = "test-support"))]
+pub fn test_cert(names: &[&str]) -> LoadedCert {
     let (c, k) = generate_self_signed(names).unwrap();
     certified(parse_chain(c.as_bytes()).unwrap(), parse_key(k.as_bytes()).unwrap()).unwrap()
 }

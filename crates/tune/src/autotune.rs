@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::flow::{TuneState, WindowPolicy, DEFAULT_WINDOW, MAX_WINDOW};
+use crate::window::{TuneState, WindowPolicy, DEFAULT_WINDOW, MAX_WINDOW};
 
 /// Memory the receive windows of all connections may grow into beyond their initial windows.
 #[derive(Debug)]
@@ -523,7 +523,7 @@ mod tests {
     fn fixed_window_is_window_limited() {
         let rate = 200.0 * MBIT;
         let rtt = Duration::from_millis(40);
-        let mut p = crate::flow::FixedWindows { stream: 128 * 1024, connection: 1 << 20 };
+        let mut p = crate::window::FixedWindows { stream: 128 * 1024, connection: 1 << 20 };
         let (_, last, _) = simulate(&mut p, rate, rtt, 3.0);
         // 128 KiB per 40 ms is 3.3 MB/s, an eighth of the link.
         assert!(last < 0.2 * rate, "{last}");

@@ -28,7 +28,7 @@
 //! ramp ends after two flat rounds; see [`InflightCap::leading`]). A connection that has carried
 //! responses of several urgencies (a page load) keeps the cruise gain throughout: there a
 //! critical request can come during startup too. The driver does not hold back urgencies 0
-//! and 1 at all (h2conn.rs). The slack time covers the retry timer's granularity (about a
+//! and 1 at all ([`URGENT`]). The slack time covers the retry timer's granularity (about a
 //! millisecond) and bursty ACKs; it also leaves fast, short paths (loopback) effectively
 //! uncapped. Rounds in which the driver had nothing to send do not age the estimate (an idle
 //! connection keeps what it learnt); nor do rounds that were busy only part of the time.
@@ -43,10 +43,10 @@ use std::time::{Duration, Instant};
 /// goes at what the congestion window allows. (Holding back urgency 1 too delayed Chromium's
 /// first paint by about 100 ms at 20 Mbit/s in the pageload experiment, for no gain in the
 /// font's time.)
-pub(crate) const URGENT: u8 = 1;
+pub const URGENT: u8 = 1;
 
 /// Gain on the estimated BDP while the delivery rate still grows (lets it double per round).
-pub(crate) const STARTUP_GAIN: f64 = 2.0;
+pub const STARTUP_GAIN: f64 = 2.0;
 /// The same on a connection that has only ever carried one response at a time (a single
 /// download; see [`InflightCap::set_lone`]): kernel BBR's startup gain (2/ln 2, about 2.89),
 /// so the bound lets BBR's window grow as fast as BBR grows it. At 2 the bound held BBR's
@@ -54,7 +54,7 @@ pub(crate) const STARTUP_GAIN: f64 = 2.0;
 /// rate in the lab); the lab's priority experiment, ten images on one connection, lost a
 /// tenth of its figure at 2.89 (busy/idle 0.57 → 0.67 at 50 Mbit/s × 20 ms), hence only here,
 /// and only until the ramp starts to queue (see [`queue_delay`]).
-pub(crate) const LONE_STARTUP_GAIN: f64 = 2.89;
+pub const LONE_STARTUP_GAIN: f64 = 2.89;
 /// The smoothed RTT above the minimum by which a lone ramp is taken to fill the bottleneck's
 /// queue, so that from then on it grows at [`STARTUP_GAIN`]: HyStart++'s delay-increase
 /// threshold (RFC 9406 §4.2: an eighth of the minimum RTT, within 4 and 16 ms).
@@ -63,50 +63,50 @@ fn queue_delay(min_rtt: Duration) -> Duration {
 }
 /// Gain once the pipe is full: room for the congestion controller's probing (BBR probes at
 /// 1.25 × the bandwidth for one round in eight).
-pub(crate) const CRUISE_GAIN: f64 = 1.25;
+pub const CRUISE_GAIN: f64 = 1.25;
 /// Added to the cap as time at the estimated rate: the retry timer's granularity and bursty
 /// ACKs would otherwise cost throughput (measured: 2 ms still cost 7 % at 500 Mbit/s × 10 ms).
-pub(crate) const SLACK_TIME: Duration = Duration::from_millis(5);
+pub const SLACK_TIME: Duration = Duration::from_millis(5);
 /// Added to the cap: a few segments, so a tiny BDP still keeps the ACK clock going.
-pub(crate) const HEADROOM: usize = 4 * 1024;
+pub const HEADROOM: usize = 4 * 1024;
 /// The cap's smallest base: about TCP's initial window (10 segments, RFC 6928), so the first
 /// rounds are not slowed by rate samples taken during the TLS handshake.
-pub(crate) const MIN_BASE: usize = 16 * 1024;
+pub const MIN_BASE: usize = 16 * 1024;
 /// Over TCP the cap's base is also at least this many of the sender's segments: TCP_INFO counts
 /// what is in flight in segments, each as a full one, and where the MSS is large a few small
 /// ones outweigh [`MIN_BASE`] (on loopback, MSS 65,483, one unacknowledged 60-byte record
 /// counted as 64 KiB and held a proxied small-response benchmark's writes back a millisecond
 /// at a time, 4 % of them). The initial window again (RFC 6928). At an Ethernet MSS (1,448) it is
 /// 14,480 bytes, under [`MIN_BASE`]: nothing changes there.
-pub(crate) const MIN_SEGMENTS: usize = 10;
+pub const MIN_SEGMENTS: usize = 10;
 /// Busy rounds the maximum delivery rate is kept for.
-pub(crate) const WINDOW_ROUNDS: u64 = 10;
+pub const WINDOW_ROUNDS: u64 = 10;
 /// The smallest write worth making when the cap is the limit; on fast paths at least what
 /// the path drains in [`MIN_SEND_TIME`], so writes stay few (the cap leaves [`SLACK_TIME`] of
 /// room above the BDP for it).
-pub(crate) const MIN_SEND: usize = 4 * 1024;
-pub(crate) const MIN_SEND_TIME: Duration = Duration::from_millis(1);
+pub const MIN_SEND: usize = 4 * 1024;
+pub const MIN_SEND_TIME: Duration = Duration::from_millis(1);
 /// The estimated BDP from which a leading bound's first ramp ends after two flat rounds instead
 /// of one (see [`InflightCap::leading`]): twice the smallest bound. Below it the second flat
 /// round's startup gain only queued data in front of a critical response (the lab's priority
 /// experiment at 5 Mbit/s × 40 ms, a 25 kB BDP: the stylesheet's busy/idle 0.95-0.99 became
 /// 1.12-1.28 without this threshold, and stayed 0.95-1.00 with it).
-pub(crate) const LEAD_FROM: usize = 32 * 1024;
+pub const LEAD_FROM: usize = 32 * 1024;
 
 /// The smallest minimum RTT on which a leading bound slides (see [`InflightCap::leading`]): the
 /// shortest round. Below it the cap's [`SLACK_TIME`] dwarfs what a round adds, and keeping the
 /// readings of the last RTT cost about 120 instructions per small response on loopback
 /// (`scripts/bench-callgrind.sh`: 7,825 against 7,700 without), a connection there being
 /// in its ramp for most of its life (its rounds are seldom busy, so few end it).
-pub(crate) const SLIDE_FROM_RTT: Duration = Duration::from_millis(1);
+pub const SLIDE_FROM_RTT: Duration = Duration::from_millis(1);
 
 /// A round's length: the minimum RTT, at least 1 ms (the retry timer's granularity).
-fn round_len(min_rtt: Duration) -> Duration {
+pub(crate) fn round_len(min_rtt: Duration) -> Duration {
     min_rtt.max(Duration::from_millis(1))
 }
 
 /// How long an RTT sample counts towards [`MinRtt`]: BBR's min-RTT filter length (10 s).
-pub(crate) const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 
 /// The minimum RTT over the last 10 to 20 s ([`MIN_RTT_WINDOW`] per generation, two
 /// generations kept), for transports that do not keep one (QUIC: quinn's estimator keeps the
@@ -119,7 +119,7 @@ pub(crate) const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// path has now. The bound's own queue (a quarter of the BDP and the slack) leaves samples
 /// near the base RTT in every window, so on an uncontested path the minimum does not move.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct MinRtt {
+pub struct MinRtt {
     /// The minimum of the previous generation and the current one.
     best: Option<Duration>,
     /// The minimum of the current generation, and when it started.
@@ -134,12 +134,12 @@ impl Default for MinRtt {
 }
 
 impl MinRtt {
-    pub(crate) const fn new() -> Self {
+    pub const fn new() -> Self {
         Self { best: None, current: None, since: None }
     }
 
     /// Take one RTT sample at `now`.
-    pub(crate) fn update(&mut self, now: Instant, rtt: Duration) {
+    pub fn update(&mut self, now: Instant, rtt: Duration) {
         let since = *self.since.get_or_insert(now);
         if now.saturating_duration_since(since) >= MIN_RTT_WINDOW {
             // A new generation: the older one's samples drop out.
@@ -152,196 +152,42 @@ impl MinRtt {
     }
 
     /// The minimum over the kept generations (zero before any sample).
-    pub(crate) fn get(&self) -> Duration {
+    pub fn get(&self) -> Duration {
         self.best.unwrap_or_default()
-    }
-}
-
-/// Consecutive rounds whose smallest RTT sample stayed above what the bound's own queue can
-/// explain before [`Contention`] deems the queue another flow's.
-pub(crate) const CONTENTION_ROUNDS: u32 = 8;
-
-/// While the queue reads as another flow's, how often the bound is put back for a probe: a
-/// queue the connection built itself (a controller filling a drop-tail buffer once the bound
-/// stepped aside) drains when the bound holds, and the next round's RTT shows it.
-pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(10);
-/// The longest probe: time for what is in flight to drain to the bound, then a round.
-pub(crate) const PROBE_MAX: Duration = Duration::from_secs(2);
-/// How long a probe watches once what is in flight has drained to the bound, in minimum
-/// RTTs: bytes sent then come back within about 1.25 of them if the queue was the
-/// connection's own, and the round they end is seen within one more.
-pub(crate) const PROBE_WATCH_RTTS: u32 = 3;
-
-/// Whether the bottleneck's queue is another flow's: the smallest RTT sample of every round
-/// for [`CONTENTION_ROUNDS`] rounds stayed above what the bound's own queue can cause.
-///
-/// The bound keeps at most `(gain − 1) × BDP`, [`SLACK_TIME`] at the rate and [`HEADROOM`]
-/// queued, so on its own a connection sees RTTs up to `gain × min RTT + 5 ms` and the
-/// headroom's time (plus the receiver's ACK delay on some samples, which the smallest sample of
-/// a round avoids: QUIC receivers acknowledge every second packet at once, RFC 9000 §13.2.2).
-/// A round whose every sample is a quarter of the min RTT (at least 3 ms) above that waited in
-/// a queue the connection did not build: a loss-based flow (CUBIC) sharing the bottleneck
-/// keeps its queue standing. Against such a flow a bound near the BDP starves (its rate falls
-/// round by round, the other flow's queue taking the room), so while the queue stands the bound
-/// steps aside and the congestion controller competes on its own terms. It comes back with the
-/// first round that saw an RTT the connection's own queue explains. The margin is kept small
-/// because a shallow buffer's queue is short: 1.5 BDP at 100 Mbit/s × 13 ms holds 19.5 ms, and
-/// a CUBIC flow keeps it between about half full and full.
-///
-/// A controller competing on its own may keep a queue standing too (CUBIC fills a drop-tail
-/// buffer), which would hold the verdict for ever, and a rate estimate above the path's makes
-/// the bound's own queue longer than the rule allows for while it lasts. So the verdict starts
-/// with a probe, and another comes every [`PROBE_EVERY`]: the bound holds until what is in
-/// flight has drained to it and [`PROBE_WATCH_RTTS`] minimum RTTs have passed. If the queue
-/// was the connection's own, a round's RTT shows it and the verdict ends. (Draining further,
-/// to the estimated BDP, was tried: on a 1.5 × BDP buffer beside CUBIC it ended real verdicts
-/// too, and HTTP/3's share fell from 0.86–1.45 to 0.44–0.55 of the TCP flow's.)
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Contention {
-    round_start: Option<Instant>,
-    round_min: Option<Duration>,
-    /// The path's minimum RTT, as last passed in.
-    min_rtt: Duration,
-    /// The smallest sample of the last completed round.
-    last_round_min: Duration,
-    high: u32,
-    contended: bool,
-    /// When the verdict was reached or the last probe ended.
-    since: Option<Instant>,
-    /// A probe: when it started, and when what was in flight had drained to the bound.
-    probe: Option<(Instant, Option<Instant>)>,
-}
-
-impl Contention {
-    /// Take one RTT sample at `now` (`min_rtt`: the path's minimum, `rate`: the bound's
-    /// estimate, bytes/s, 0 if none; `gain`: the bound's gain on the BDP).
-    pub(crate) fn update(&mut self, now: Instant, rtt: Duration, min_rtt: Duration, rate: u64, gain: f64) {
-        if min_rtt.is_zero() {
-            return;
-        }
-        self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
-        let start = *self.round_start.get_or_insert(now);
-        if now.saturating_duration_since(start) < round_len(min_rtt) {
-            return;
-        }
-        let headroom = if rate > 0 { Duration::from_secs_f64(HEADROOM as f64 / rate as f64) } else { Duration::ZERO };
-        let own = min_rtt.mul_f64(gain) + SLACK_TIME + headroom.min(Duration::from_millis(50));
-        let margin = (min_rtt / 4).max(Duration::from_millis(3));
-        let round_min = self.round_min.take().unwrap_or_default();
-        self.min_rtt = min_rtt;
-        self.last_round_min = round_min;
-        self.round_start = Some(now);
-        if round_min > own + margin {
-            self.high += 1;
-            if !self.contended && self.high >= CONTENTION_ROUNDS {
-                // The verdict starts with a probe: a rate estimate above the path's (ACK
-                // bunching in short rounds: 131 Mbit/s measured on a 100 Mbit/s link) makes
-                // the bound's own queue longer than the rule allows for until the spike
-                // leaves the estimate's window, about when the eighth round ends; stepping
-                // aside then would hand the path to the controller's window (traced: 880 kB
-                // sent at once, 401 drops at 100 Mbit/s × 13 ms).
-                self.contended = true;
-                self.since = Some(now);
-                self.probe = Some((now, None));
-            }
-        } else {
-            self.high = 0;
-            self.contended = false;
-            self.probe = None;
-        }
-    }
-
-    /// Start, advance or end a probe (`in_flight`: bytes now; `bound`: the bound the
-    /// connection has without the verdict, which holds during a probe).
-    pub(crate) fn probe(&mut self, now: Instant, in_flight: u64, bound: Option<u64>) {
-        if !self.contended {
-            return;
-        }
-        match self.probe {
-            None => {
-                if self.since.is_some_and(|s| now.saturating_duration_since(s) >= PROBE_EVERY) {
-                    self.probe = Some((now, None));
-                }
-            }
-            Some((start, drained)) => {
-                let drained = drained.or_else(|| bound.is_some_and(|b| in_flight <= b).then_some(now));
-                let watch = (self.min_rtt * PROBE_WATCH_RTTS).max(Duration::from_millis(10));
-                let seen = drained.is_some_and(|d| now.saturating_duration_since(d) >= watch);
-                if seen || now.saturating_duration_since(start) >= PROBE_MAX {
-                    self.probe = None;
-                    self.since = Some(now);
-                } else {
-                    self.probe = Some((start, drained));
-                }
-            }
-        }
-    }
-
-    /// Whether the queue is another flow's and no probe is on: the bound steps aside.
-    pub(crate) fn contended(&self) -> bool {
-        self.contended && self.probe.is_none()
-    }
-
-    /// Whether a probe is on: the bound holds, so that what is in flight drains to it and the
-    /// RTT falls to what the bound explains, unless the queue is another flow's.
-    #[cfg(test)]
-    pub(crate) fn probing(&self) -> bool {
-        self.probe.is_some()
-    }
-
-    /// The smallest RTT sample of the last completed round (zero before one).
-    pub(crate) fn recent_rtt(&self) -> Duration {
-        self.last_round_min
     }
 }
 
 /// What one TCP_INFO reading contributes.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Sample {
+pub struct Sample {
     /// Latest delivery-rate sample, bytes per second (0: none yet).
-    pub(crate) delivery_rate: u64,
+    pub delivery_rate: u64,
     /// Bytes delivered so far on the connection (a counter): over TCP, cumulatively
     /// acknowledged plus SACKed beyond a hole, so that rounds in which a loss is being
     /// repaired still count what arrived.
-    pub(crate) acked: u64,
+    pub acked: u64,
     /// Minimum RTT of the connection (zero: none yet).
-    pub(crate) min_rtt: Duration,
+    pub min_rtt: Duration,
     /// Bytes in flight: sent and neither acknowledged nor deemed lost (over TCP not the
     /// unacknowledged count, which after a loss holds everything sent since the hole, SACKed
     /// or not, and would stall the bound for a round trip per loss).
-    pub(crate) in_flight: usize,
+    pub in_flight: usize,
     /// Bytes written to the socket and not yet sent.
-    pub(crate) notsent_bytes: usize,
+    pub notsent_bytes: usize,
     /// Over TCP, the sender's MSS, the unit `in_flight` is counted in (see [`MIN_SEGMENTS`]);
     /// 0 where it is counted in bytes (QUIC).
-    pub(crate) segment: usize,
+    pub segment: usize,
     /// Everything written was acknowledged (none unacknowledged, none unsent): until more is
     /// written, no ACK can come that would change a reading (see
     /// [`note_idle`](InflightCap::note_idle)).
-    pub(crate) settled: bool,
+    pub settled: bool,
     /// The smoothed RTT (zero: not known).
-    pub(crate) srtt: Duration,
-}
-
-impl Sample {
-    /// What the in-flight bound needs from one TCP_INFO reading.
-    pub(crate) fn from_path(p: &sluice_sys::sock::PathInfo) -> Self {
-        Self {
-            delivery_rate: p.delivery_rate,
-            acked: p.delivered_bytes(),
-            min_rtt: Duration::from_micros(u64::from(p.min_rtt_us)),
-            in_flight: p.in_flight_bytes(),
-            notsent_bytes: p.notsent_bytes as usize,
-            segment: p.mss.max(536) as usize,
-            settled: p.unacked == 0 && p.notsent_bytes == 0,
-            srtt: Duration::from_micros(u64::from(p.rtt_us)),
-        }
-    }
+    pub srtt: Duration,
 }
 
 /// The in-flight bound of one connection.
 #[derive(Clone, Debug)]
-pub(crate) struct InflightCap {
+pub struct InflightCap {
     /// Per busy round: the rate it delivered.
     rounds: VecDeque<(u64, u64)>,
     /// The largest kernel delivery-rate sample, used until the first busy round has ended.
@@ -391,7 +237,7 @@ impl Default for InflightCap {
 }
 
 impl InflightCap {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             rounds: VecDeque::new(),
             first_rate: 0,
@@ -442,7 +288,7 @@ impl InflightCap {
     /// flat round still ends the startup gain. Not on a guarded connection. The HTTP/2 driver's
     /// bound leads; the one over QUIC does not (in the same lab run HTTP/3 downloads reached
     /// 183.5 Mbit/s where HTTP/2 reached 179.9).
-    pub(crate) fn leading(mut self) -> Self {
+    pub fn leading(mut self) -> Self {
         self.lead = true;
         self
     }
@@ -480,7 +326,7 @@ impl InflightCap {
 
     /// Feed one reading; `busy`: the driver has data waiting to be framed (the sample is not
     /// limited by the application).
-    pub(crate) fn update(&mut self, now: Instant, s: &Sample, busy: bool) {
+    pub fn update(&mut self, now: Instant, s: &Sample, busy: bool) {
         self.settled = s.settled.then_some(*s);
         self.min_rtt = s.min_rtt;
         // Once a measured round is in (the handshake's and the first flight's RTT samples are
@@ -574,7 +420,7 @@ impl InflightCap {
     /// delivery-rate sample and the minimum RTT stand), and it is replayed instead, whatever
     /// the state: a connection that only receives (an upload, answered with WINDOW_UPDATEs now
     /// and then) made a TCP_INFO reading every 250 µs, about one per 64 KiB read.
-    pub(crate) fn note_idle(&mut self, now: Instant, quiet: bool) -> bool {
+    pub fn note_idle(&mut self, now: Instant, quiet: bool) -> bool {
         if let Some(s) = self.settled.filter(|_| quiet) {
             self.update(now, &s, false);
             return true;
@@ -594,13 +440,13 @@ impl InflightCap {
 
     /// The largest rate a busy round in the window delivered, bytes per second (before the
     /// first busy round has ended: the largest of the kernel's samples).
-    pub(crate) fn max_rate(&self) -> u64 {
+    pub fn max_rate(&self) -> u64 {
         self.rounds.iter().map(|&(_, r)| r).max().unwrap_or(self.first_rate)
     }
 
     /// Whether the rate grew in the last busy round.
     #[cfg(test)]
-    pub(crate) fn growing(&self) -> bool {
+    pub fn growing(&self) -> bool {
         self.growing
     }
 
@@ -608,7 +454,7 @@ impl InflightCap {
     /// sets it once a connection has carried responses of several urgencies (a page load):
     /// then a critical response can arrive at any moment, startup included, and the rate still
     /// grows by a quarter per round. A single download keeps the faster ramp.
-    pub(crate) fn set_guarded(&mut self, on: bool) {
+    pub fn set_guarded(&mut self, on: bool) {
         self.guarded = on;
     }
 
@@ -627,19 +473,19 @@ impl InflightCap {
     /// and that shows at once as RTT above the minimum: from the first busy reading with a
     /// smoothed RTT [`queue_delay`] above it, the ramp goes on at [`STARTUP_GAIN`], so the queue
     /// ends as a gain of 2 leaves it, and the rounds before it ramp as BBR does.
-    pub(crate) fn set_lone(&mut self, on: bool) {
+    pub fn set_lone(&mut self, on: bool) {
         self.lone = on;
     }
 
     /// The same as [`set_lone`](Self::set_lone)`(true)`, for a new connection's bound.
-    pub(crate) fn lone(mut self) -> Self {
+    pub fn lone(mut self) -> Self {
         self.lone = true;
         self
     }
 
     /// Whether the bound needs every reading it can get: in a leading ramp, which keeps the
     /// readings of the last RTT (see [`leading`](Self::leading)).
-    pub(crate) fn ramping(&self) -> bool {
+    pub fn ramping(&self) -> bool {
         self.growing && self.slides()
     }
 
@@ -656,7 +502,7 @@ impl InflightCap {
     }
 
     /// The gain on the estimated BDP now.
-    pub(crate) fn gain(&self) -> f64 {
+    pub fn gain(&self) -> f64 {
         if self.growing && !self.guarded {
             if self.lone && !self.queued {
                 LONE_STARTUP_GAIN
@@ -669,7 +515,7 @@ impl InflightCap {
     }
 
     /// The bound on outstanding bytes, or `None` before there is an estimate.
-    pub(crate) fn cap(&self, s: &Sample) -> Option<usize> {
+    pub fn cap(&self, s: &Sample) -> Option<usize> {
         let rate = self.max_rate();
         if rate == 0 || s.min_rtt.is_zero() {
             return None;
@@ -682,7 +528,7 @@ impl InflightCap {
 
     /// How many bytes to frame now, given what the congestion window allows (`cwnd_room`,
     /// already clamped by the caller): 0 means wait (see [`retry_after`](Self::retry_after)).
-    pub(crate) fn budget(&self, s: &Sample, cwnd_room: usize) -> usize {
+    pub fn budget(&self, s: &Sample, cwnd_room: usize) -> usize {
         let Some(cap) = self.cap(s) else { return cwnd_room };
         let left = cap.saturating_sub(s.in_flight + s.notsent_bytes);
         if left < self.min_send() {
@@ -699,7 +545,7 @@ impl InflightCap {
 
     /// When to look again after a budget of 0: about when ACKs at the estimated rate will have
     /// made room for the smallest write, within [1 ms, a quarter of the RTT].
-    pub(crate) fn retry_after(&self, s: &Sample) -> Duration {
+    pub fn retry_after(&self, s: &Sample) -> Duration {
         let short = Duration::from_millis(1);
         let (Some(cap), rate) = (self.cap(s), self.max_rate()) else { return short };
         let deficit = (s.in_flight + s.notsent_bytes + self.min_send()).saturating_sub(cap);

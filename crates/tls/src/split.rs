@@ -11,12 +11,10 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::io::progress::WriteProgress;
-
 /// Reads that may hand over buffers of their own instead of copying into the caller's.
-pub(crate) trait ReadChunks: AsyncRead + AsyncWrite + Unpin {
+pub trait ReadChunks: AsyncRead + AsyncWrite + Unpin {
     /// Decrypted bytes as buffers of their own into `chunks` where the stream can (see
-    /// `TlsStream`'s implementation in `io::tls_stream`), else a read into `buf` (the
+    /// `TlsStream`'s implementation in `crate::stream`), else a read into `buf` (the
     /// default); how many bytes, 0 at the end of the stream.
     fn poll_read_chunks(
         &mut self,
@@ -37,7 +35,7 @@ pub(crate) trait ReadChunks: AsyncRead + AsyncWrite + Unpin {
 
 /// One read from `r` into the room after `buf`'s bytes (not zeroed first): how many bytes, 0 at
 /// the end of the stream (or when `buf` has no room).
-pub(crate) fn poll_read_buf<R: AsyncRead + Unpin + ?Sized, B: BufMut>(
+pub fn poll_read_buf<R: AsyncRead + Unpin + ?Sized, B: BufMut>(
     r: &mut R,
     cx: &mut Context<'_>,
     buf: &mut B,
@@ -46,20 +44,17 @@ pub(crate) fn poll_read_buf<R: AsyncRead + Unpin + ?Sized, B: BufMut>(
     std::future::Future::poll(std::pin::pin!(read), cx)
 }
 
-/// Cleartext: reads copy into the caller's buffer.
-impl<S: AsyncRead + AsyncWrite + Unpin> ReadChunks for WriteProgress<S> {}
-
 /// The read half of a [`split`] stream.
-pub(crate) struct ReadHalf<S>(Arc<Mutex<S>>);
+pub struct ReadHalf<S>(Arc<Mutex<S>>);
 
 /// The write half of a [`split`] stream.
-pub(crate) struct WriteHalf<S> {
+pub struct WriteHalf<S> {
     stream: Arc<Mutex<S>>,
     vectored: bool,
 }
 
 /// Split `stream` into halves that two tasks can use at once.
-pub(crate) fn split<S: AsyncRead + AsyncWrite + Unpin>(stream: S) -> (ReadHalf<S>, WriteHalf<S>) {
+pub fn split<S: AsyncRead + AsyncWrite + Unpin>(stream: S) -> (ReadHalf<S>, WriteHalf<S>) {
     let vectored = stream.is_write_vectored();
     let stream = Arc::new(Mutex::new(stream));
     (ReadHalf(stream.clone()), WriteHalf { stream, vectored })
@@ -73,7 +68,7 @@ fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
 
 impl<S: ReadChunks> ReadHalf<S> {
     /// See [`ReadChunks::poll_read_chunks`].
-    pub(crate) fn poll_read_chunks(
+    pub fn poll_read_chunks(
         &mut self,
         cx: &mut Context<'_>,
         chunks: &mut Vec<BytesMut>,
@@ -83,7 +78,7 @@ impl<S: ReadChunks> ReadHalf<S> {
     }
 
     /// See [`ReadChunks::set_bulk`].
-    pub(crate) fn set_bulk(&self, on: bool) {
+    pub fn set_bulk(&self, on: bool) {
         lock(&self.0).set_bulk(on);
     }
 }

@@ -1,7 +1,13 @@
 //! Tests of the TLS stream (`super`) against tokio-rustls's client over in-memory pipes.
 
+use super::read::{to_complete, MAX_CIPHERTEXT};
+use super::write::EARLY_FRAGMENT;
 use super::*;
+use crate::records::{HEADER as RECORD_HEADER, MAX_FRAGMENT};
+use crate::split::ReadChunks;
 use rustls::pki_types::{CertificateDer, ServerName};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 type Client = tokio_rustls::client::TlsStream<DuplexStream>;
@@ -24,9 +30,9 @@ fn configs_with(
     provider: rustls::crypto::CryptoProvider,
     versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
-    let a = crate::io::tls::test_cert(&["a.test"]);
-    let b = crate::io::tls::test_cert(&["b.test"]);
-    let server = crate::io::tls::server_config(&[a, b.clone()], &[b"h2", b"http/1.1"]).unwrap();
+    let a = crate::certs::test_cert(&["a.test"]);
+    let b = crate::certs::test_cert(&["b.test"]);
+    let server = crate::certs::server_config(&[a, b.clone()], &[b"h2", b"http/1.1"]).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(b.leaf_der.clone())).unwrap();
     let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(provider))

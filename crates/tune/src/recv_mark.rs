@@ -6,7 +6,7 @@
 //! a trip through the scheduler, for 16 KiB. With the mark set the kernel wakes the reader only
 //! once that many bytes are queued (or at the end of the stream, or an error), and a read still
 //! returns whatever is there. On loopback, curl uploading 1 GB over TLS h2, that took the
-//! server's CPU from about 1.5 × its HTTP/1.1 figure to 0.95–1.05 × (README, Benchmarks).
+//! server's CPU from about 1.5 × its HTTP/1.1 figure to 0.95–1.05 × (`docs/benchmarks.md`, uploads).
 //!
 //! The mark must never wait for bytes that will not come. It is at most what the peer is bound
 //! to send without anything more from us (`Connection::declared_input`: the rest of bodies of
@@ -28,14 +28,14 @@ use std::time::{Duration, Instant};
 /// buffer (`tcp_rmem`'s 128 KiB), and on this machine the buffer and the window clamp of a
 /// fresh socket were the same before and after (`TCP_WINDOW_CLAMP` 65,536, `SO_RCVBUF`
 /// 131,072; a 256 KiB mark raised both).
-pub(crate) const MAX_MARK: u32 = 64 * 1024;
+pub const MAX_MARK: u32 = 64 * 1024;
 /// Marks are multiples of this (none below it): a mark changes, a system call, only when the
 /// rate or what is owed moves by this much.
 const STEP: u32 = 16 * 1024;
 /// How long input may wait behind the mark at the measured rate.
-pub(crate) const DELAY: Duration = Duration::from_millis(1);
+pub const DELAY: Duration = Duration::from_millis(1);
 /// No input for this long with a mark set: it comes off.
-pub(crate) const SILENCE: Duration = Duration::from_millis(2);
+pub const SILENCE: Duration = Duration::from_millis(2);
 /// The rate is measured over periods of at least this long.
 const RATE_EVERY: Duration = Duration::from_millis(4);
 /// Bytes owed that may already be out of the socket: a TLS record a read cut (at most 16 KiB
@@ -44,7 +44,7 @@ const HELD: u64 = 32 * 1024;
 
 /// One connection's receive mark.
 #[derive(Debug)]
-pub(crate) struct RecvMark {
+pub struct RecvMark {
     /// The mark set on the socket (0: none, the kernel's default of 1).
     set: u32,
     /// Bytes read since `since`.
@@ -59,12 +59,12 @@ pub(crate) struct RecvMark {
 }
 
 impl RecvMark {
-    pub(crate) fn new(now: Instant) -> Self {
+    pub fn new(now: Instant) -> Self {
         Self { set: 0, bytes: 0, since: now, per_delay: 0, last_read: now, quiet: false }
     }
 
     /// `n` bytes were read at `now`.
-    pub(crate) fn on_read(&mut self, now: Instant, n: usize) {
+    pub fn on_read(&mut self, now: Instant, n: usize) {
         self.last_read = now;
         self.quiet = false;
         self.bytes += n as u64;
@@ -79,7 +79,7 @@ impl RecvMark {
     /// The mark wanted at `now` when the peer owes `owed` bytes (`declared_input`): `Some` with
     /// the value to set (0 to take it off) when it differs from the one set, which it then is.
     /// `owed` is asked only when the rate allows a mark (it walks the streams).
-    pub(crate) fn update(&mut self, now: Instant, owed: impl FnOnce() -> u64) -> Option<u32> {
+    pub fn update(&mut self, now: Instant, owed: impl FnOnce() -> u64) -> Option<u32> {
         self.quiet |= self.set > 0 && now.saturating_duration_since(self.last_read) >= SILENCE;
         let want = if self.quiet || self.per_delay < u64::from(STEP) {
             0
@@ -94,7 +94,7 @@ impl RecvMark {
     }
 
     /// When to look again for a silence: while a mark is set.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
+    pub fn deadline(&self) -> Option<Instant> {
         (self.set > 0).then(|| self.last_read + SILENCE)
     }
 
@@ -175,35 +175,5 @@ mod tests {
         let t = t + 3 * SILENCE;
         m.on_read(t, 200 * 1024);
         assert_eq!(m.update(t, || 10 << 20), Some(32 * 1024), "the period with the pause: a lower rate");
-    }
-
-    /// What the mark relies on in the kernel: input under the mark does not wake the reader,
-    /// a read still returns it, and lowering the mark wakes a reader that waits.
-    #[tokio::test]
-    async fn the_kernel_wakes_the_reader_at_the_mark_and_when_it_is_lowered() {
-        use std::os::fd::AsRawFd;
-        use tokio::io::AsyncWriteExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let fd = server.as_raw_fd();
-        sluice_sys::sock::set_rcvlowat(fd, MAX_MARK).unwrap();
-        // tokio takes a new socket for readable until a read finds nothing.
-        let mut buf = [0u8; 1000];
-        assert!(server.try_read(&mut buf).is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock));
-        client.write_all(&[7; 100]).await.unwrap();
-        let waited = tokio::time::timeout(Duration::from_millis(200), server.readable()).await;
-        assert!(waited.is_err(), "100 bytes under a 64 KiB mark woke the reader: {waited:?}");
-        assert_eq!(server.try_read(&mut buf).ok(), None, "no readiness, no read (tokio)");
-        // Lowered: the kernel checks what is queued at once.
-        let wait = tokio::spawn(async move {
-            server.readable().await.unwrap();
-            let mut buf = [0u8; 1000];
-            server.try_read(&mut buf).unwrap()
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        sluice_sys::sock::set_rcvlowat(fd, 1).unwrap();
-        let n = tokio::time::timeout(Duration::from_secs(10), wait).await.expect("lowering the mark woke no one");
-        assert_eq!(n.unwrap(), 100, "a read returns what is queued");
     }
 }

@@ -4,14 +4,14 @@
 //! copies the plaintext into a buffer of its own, encrypts it there and copies the record into
 //! ours; receiving, it decrypts in our buffer and copies the plaintext into a queue of its own,
 //! which we copy out of. Those copies were about a fifth of what a bulk transfer cost the
-//! server (README, Benchmarks, fourteenth session). rustls hands a finished TLS 1.3 handshake's
+//! server (`docs/decisions/0002-own-tls-records.md`). rustls hands a finished TLS 1.3 handshake's
 //! traffic keys over for such uses (its kernel-connection API, made for kernel TLS), and goes
 //! on computing the next keys when a key update asks for them. What is left to do here is
 //! small: a record's header, nonce and inner content type (RFC 8446 §5.2–5.3), the AEAD itself
 //! (ring for sealing, into the caller's buffer; rustls's own decrypter for opening, in place),
 //! alerts, and key updates (RFC 8446 §4.6.3). TLS 1.2 connections stay with rustls.
 //!
-//! Sans-IO: bytes in, bytes out; the TLS stream (`tls_stream.rs`) moves them.
+//! Sans-IO: bytes in, bytes out; the TLS stream (`stream/`) moves them.
 
 use rustls::crypto::cipher::{InboundOpaqueMessage, Iv, MessageDecrypter, Nonce};
 use rustls::kernel::KernelConnection;
@@ -19,19 +19,19 @@ use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::{ConnectionTrafficSecrets, ContentType, ProtocolVersion, SupportedCipherSuite};
 
 /// A record's header (RFC 8446 §5.1).
-pub(crate) const HEADER: usize = 5;
+pub const HEADER: usize = 5;
 /// What sealing adds to a record's plaintext: the header, the inner content type and the
 /// 16-byte tag of all three AEADs TLS 1.3 has.
-pub(crate) const OVERHEAD: usize = HEADER + 1 + TAG;
+pub const OVERHEAD: usize = HEADER + 1 + TAG;
 const TAG: usize = 16;
 /// The largest plaintext in a record (RFC 8446 §5.1).
-pub(crate) const MAX_FRAGMENT: usize = 16 * 1024;
+pub const MAX_FRAGMENT: usize = 16 * 1024;
 /// The largest protected record body (RFC 8446 §5.2: 2^14 + 256).
 const MAX_CIPHERTEXT: usize = MAX_FRAGMENT + 256;
 /// A sealed KeyUpdate message (handshake type 24, length 1, RFC 8446 §4.6.3).
-pub(crate) const KEY_UPDATE_RECORD: usize = 5 + OVERHEAD;
+pub const KEY_UPDATE_RECORD: usize = 5 + OVERHEAD;
 
-pub(crate) const APPLICATION_DATA: u8 = 23;
+pub const APPLICATION_DATA: u8 = 23;
 const HANDSHAKE: u8 = 22;
 const ALERT: u8 = 21;
 const KEY_UPDATE: u8 = 24;
@@ -39,19 +39,19 @@ const KEY_UPDATE: u8 = 24;
 const KEY_UPDATES_ALLOWED: u8 = 32;
 
 /// Alert descriptions sent (RFC 8446 §6).
-pub(crate) mod alert {
-    pub(crate) const CLOSE_NOTIFY: u8 = 0;
-    pub(crate) const UNEXPECTED_MESSAGE: u8 = 10;
-    pub(crate) const BAD_RECORD_MAC: u8 = 20;
-    pub(crate) const RECORD_OVERFLOW: u8 = 22;
-    pub(crate) const ILLEGAL_PARAMETER: u8 = 47;
-    pub(crate) const DECODE_ERROR: u8 = 50;
-    pub(crate) const INTERNAL_ERROR: u8 = 80;
-    pub(crate) const USER_CANCELED: u8 = 90;
+pub mod alert {
+    pub const CLOSE_NOTIFY: u8 = 0;
+    pub const UNEXPECTED_MESSAGE: u8 = 10;
+    pub const BAD_RECORD_MAC: u8 = 20;
+    pub const RECORD_OVERFLOW: u8 = 22;
+    pub const ILLEGAL_PARAMETER: u8 = 47;
+    pub const DECODE_ERROR: u8 = 50;
+    pub const INTERNAL_ERROR: u8 = 80;
+    pub const USER_CANCELED: u8 = 90;
 }
 
 /// The records of a TLS 1.3 connection whose handshake is done, both ways.
-pub(crate) struct Records {
+pub struct Records {
     /// rustls's part: the next traffic secrets, when a key update asks for them.
     kernel: KernelConnection<ServerConnectionData>,
     suite: &'static rustls::Tls13CipherSuite,
@@ -71,7 +71,7 @@ pub(crate) struct Records {
 }
 
 /// What a record opened to.
-pub(crate) enum Opened<'a> {
+pub enum Opened<'a> {
     /// Application data (possibly none).
     Data(&'a [u8]),
     /// close_notify: the peer sends no more.
@@ -81,9 +81,9 @@ pub(crate) enum Opened<'a> {
 }
 
 /// A fatal error: the alert to send the peer (none for an alert it sent), and why.
-pub(crate) struct Fatal {
-    pub(crate) alert: Option<u8>,
-    pub(crate) error: rustls::Error,
+pub struct Fatal {
+    pub alert: Option<u8>,
+    pub error: rustls::Error,
 }
 
 impl Fatal {
@@ -96,7 +96,7 @@ impl Records {
     /// Take over from `conn`, whose TLS 1.3 handshake is done and which has nothing left to
     /// send (it was driven until it offered to encrypt application data). Its configuration
     /// must allow secret extraction.
-    pub(crate) fn new(conn: UnbufferedServerConnection) -> Result<Self, rustls::Error> {
+    pub fn new(conn: UnbufferedServerConnection) -> Result<Self, rustls::Error> {
         let (secrets, kernel) = conn.dangerous_into_kernel_connection()?;
         let SupportedCipherSuite::Tls13(suite) = kernel.negotiated_cipher_suite() else {
             return Err(rustls::Error::General("records are protected here for TLS 1.3 only".into()));
@@ -119,30 +119,30 @@ impl Records {
 
     /// Let a key seal at most `n` records (tests: the real limits are millions).
     #[cfg(test)]
-    pub(crate) fn set_seal_limit(&mut self, n: u64) {
+    pub fn set_seal_limit(&mut self, n: u64) {
         self.seal.limit = n;
     }
 
     #[cfg(test)]
-    pub(crate) fn key_updates(&self) -> u64 {
+    pub fn key_updates(&self) -> u64 {
         self.key_updates
     }
 
     /// The sequence number of the next record sealed (tests: records sealed since).
     #[cfg(test)]
-    pub(crate) fn next_seal_seq(&self) -> u64 {
+    pub fn next_seal_seq(&self) -> u64 {
         self.seal.seq
     }
 
     /// Whether a KeyUpdate must go before the next record: the peer asked for one, or the
     /// key's confidentiality limit is near (RFC 8446 §5.5).
-    pub(crate) fn key_update_due(&self) -> bool {
+    pub fn key_update_due(&self) -> bool {
         self.update_requested || self.seal.seq.saturating_add(2) >= self.seal.limit
     }
 
     /// Seal a KeyUpdate (not asking the peer for one in turn) into `dst` with the current key,
     /// and move on to the next: its length.
-    pub(crate) fn seal_key_update(&mut self, dst: &mut [u8]) -> Result<usize, rustls::Error> {
+    pub fn seal_key_update(&mut self, dst: &mut [u8]) -> Result<usize, rustls::Error> {
         let n = self.seal.seal(HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0], dst)?;
         let (seq, secrets) = self.kernel.update_tx_secret()?;
         self.seal = Sealer::new(secrets, seq, self.seal.limit)?;
@@ -158,7 +158,7 @@ impl Records {
     /// given, as one record of application data into `dst` (room for `len + OVERHEAD`): its
     /// length. The plaintext is written straight into the record (a record gathered from
     /// several slices costs no copy of its own).
-    pub(crate) fn seal_data_with(
+    pub fn seal_data_with(
         &mut self,
         len: usize,
         fill: impl FnOnce(&mut [u8]),
@@ -169,14 +169,14 @@ impl Records {
 
     /// Seal an alert into `dst` (room for `2 + OVERHEAD`): its length. Level 1 (warning) for
     /// close_notify, 2 (fatal) for the rest (RFC 8446 §6).
-    pub(crate) fn seal_alert(&mut self, description: u8, dst: &mut [u8]) -> Result<usize, rustls::Error> {
+    pub fn seal_alert(&mut self, description: u8, dst: &mut [u8]) -> Result<usize, rustls::Error> {
         let level = if description == alert::CLOSE_NOTIFY { 1 } else { 2 };
         self.seal.seal(ALERT, &[level, description], dst)
     }
 
     /// Open the record `buf` starts with, in place, if it is complete: `None` if it is not,
     /// else how many bytes it took and what it held.
-    pub(crate) fn open<'a>(&mut self, buf: &'a mut [u8]) -> Result<Option<(usize, Opened<'a>)>, Fatal> {
+    pub fn open<'a>(&mut self, buf: &'a mut [u8]) -> Result<Option<(usize, Opened<'a>)>, Fatal> {
         let Some(header) = buf.get(..HEADER) else { return Ok(None) };
         let (typ, len) = (header[0], usize::from(u16::from_be_bytes([header[3], header[4]])));
         if len > MAX_CIPHERTEXT {
@@ -336,3 +336,6 @@ fn opener(
         _ => Err(rustls::Error::General("an AEAD this server does not open".into())),
     }
 }
+
+#[cfg(test)]
+mod tests;
