@@ -13,6 +13,7 @@ pub mod h1;
 pub mod packed;
 pub mod priority;
 pub mod request;
+pub mod response;
 pub mod sched;
 
 pub use budget::Budget;
@@ -20,6 +21,7 @@ pub use packed::PackedFields;
 pub use priority::Priority;
 pub use request::{
     append_to_map, content_length, fill_request_head, map_value, request_head, static_response_name, status_digits,
-    trailers, Field, HeadFields, RequestHead,
+    trailers, valid_authority, Field, HeadFields, RequestHead,
 };
+pub use response::response_fields;
 pub use sched::Scheduler;

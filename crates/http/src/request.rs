@@ -141,6 +141,60 @@ pub fn static_name(name: &[u8]) -> Option<&'static [u8]> {
     )
 }
 
+/// Whether `a` is a valid authority for an `http`/`https` request: `uri-host [":" port]`
+/// (RFC 3986 §3.2; RFC 9110 §4.2.1 forbids an empty host), the port at most 65535. This is
+/// what `Host` and `:authority` must hold (RFC 9112 §3.2, RFC 9113 §8.3.1).
+pub fn valid_authority(a: &str) -> bool {
+    let (host, port) = if let Some(rest) = a.strip_prefix('[') {
+        // IP-literal: an IPv6 address (or IPvFuture, which no client sends) in brackets.
+        let Some((inner, after)) = rest.split_once(']') else { return false };
+        if inner.is_empty() || !inner.bytes().all(|c| c.is_ascii_hexdigit() || c == b':' || c == b'.') {
+            return false;
+        }
+        match after {
+            "" => return true,
+            _ => match after.strip_prefix(':') {
+                Some(p) => ("[]", p),
+                None => return false,
+            },
+        }
+    } else {
+        match a.rsplit_once(':') {
+            Some((h, p)) => (h, p),
+            None => (a, ""),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && (host == "[]"
+            || host.bytes().all(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(
+                        c,
+                        b'-' | b'.'
+                            | b'_'
+                            | b'~'
+                            | b'!'
+                            | b'$'
+                            | b'&'
+                            | b'\''
+                            | b'('
+                            | b')'
+                            | b'*'
+                            | b'+'
+                            | b','
+                            | b';'
+                            | b'='
+                            | b'%'
+                    )
+            }));
+    // An empty port is allowed (RFC 3986 §3.2.3: "host:" means the default port).
+    let port_ok = port.is_empty()
+        || (port.len() <= 5
+            && port.bytes().all(|c| c.is_ascii_digit())
+            && port.parse::<u32>().is_ok_and(|p| p <= 65535));
+    host_ok && port_ok
+}
+
 /// A response status (100..=999, as the engines take it) as the three digits of `:status`.
 pub fn status_digits(n: u16) -> [u8; 3] {
     match n {
@@ -616,5 +670,40 @@ mod tests {
         assert!(head(b"a\x01b").unwrap().controls);
         assert!(head(b"a\x7fb").unwrap().controls);
         assert!(head(b"a\rb").is_err(), "CR is malformed, not marked");
+    }
+
+    #[test]
+    fn authorities() {
+        for good in [
+            "localhost",
+            "localhost:8443",
+            "a.example",
+            "127.0.0.1:80",
+            "[::1]",
+            "[::1]:443",
+            "xn--bcher-kva.example",
+            "a:",
+            "b%20c",
+        ] {
+            assert!(valid_authority(good), "{good}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "localhost:99999",
+            "localhost:65536",
+            "a:b",
+            ":80",
+            "[::1",
+            "[::1]x",
+            "[]",
+            "a/b",
+            "a@b",
+            "[::1]:80:1",
+            "a\tb",
+            "localhost:123456",
+        ] {
+            assert!(!valid_authority(bad), "{bad}");
+        }
     }
 }

@@ -1,4 +1,6 @@
-//! The `sluice` binary: an HTTP/1.1 and HTTP/2 edge server.
+//! The `sluice` binary: an HTTP/1.1, HTTP/2 and HTTP/3 edge server and reverse proxy. Its
+//! modules are layered, bottom to top: `config` → `message` → `handlers` → `state` → `app` →
+//! `io` → this file (`tests/layers.rs` keeps the order; `docs/architecture.md` explains it).
 
 #![forbid(unsafe_code)]
 
@@ -6,7 +8,7 @@ mod app;
 mod config;
 mod handlers;
 mod io;
-mod proxy;
+mod message;
 mod state;
 
 use std::path::PathBuf;
@@ -16,7 +18,8 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use tokio::sync::{mpsc, watch};
 
-/// Sluice: an HTTP/1.1 and HTTP/2 edge server that gets the transport right by default.
+/// Sluice: an HTTP/1.1, HTTP/2 and HTTP/3 edge server and reverse proxy that gets the transport
+/// right by default.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Cli {
@@ -213,7 +216,7 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
     if tokio::time::timeout(drain, alive_rx.recv()).await.is_err() {
         tracing::warn!("drain timeout: closing the remaining connections");
     }
-    app::accesslog::flush();
+    message::accesslog::flush();
     Ok(())
 }
 

@@ -1,7 +1,10 @@
 //! What every connection shares: the validated configuration and what is derived from it once
-//! (engine configurations, the receive-window memory budget, the congestion control to set).
+//! (engine configurations, the receive-window memory budget, the congestion control to set,
+//! every route's handler and the upstreams' live state).
 
 use crate::config::Config;
+use crate::handlers::speedtest::Speedtest;
+use crate::handlers::Handler;
 
 /// What every connection shares.
 pub(crate) struct State {
@@ -19,7 +22,12 @@ pub(crate) struct State {
     /// The congestion control set on accepted sockets, when the kernel offers the configured one.
     pub(crate) congestion: Option<String>,
     /// The upstreams' live state (`Config::upstreams`, same order).
-    pub(crate) upstreams: Vec<std::sync::Arc<crate::proxy::Upstream>>,
+    pub(crate) upstreams: Vec<std::sync::Arc<crate::handlers::proxy::Upstream>>,
+    /// Every route's handler: `handlers[i][j]` answers `cfg.sites[i].routes[j]`.
+    pub(crate) handlers: Vec<Vec<Handler>>,
+    /// The server-wide speed-test endpoints (`[speedtest]`), answered on every site before
+    /// routing.
+    pub(crate) speedtest: Speedtest,
     /// Whether some route serves files with no header rules and no configured hints: only such
     /// a route's answers can be made inline (`app::respond::answer_inline`). A configuration
     /// without one (a reverse proxy's) skips that attempt for every request.
@@ -55,7 +63,7 @@ impl State {
             max_concurrent_streams: l.max_concurrent_streams as usize,
             max_field_section_size: u64::from(l.max_header_list_size),
             qpack_max_table_capacity: u64::from(l.header_table_size),
-            // The same budgets as HTTP/2 (README "Limits": every limit holds for both).
+            // The same budgets as HTTP/2 (`docs/hardening.md`, Limits: every limit holds for both).
             header_timeout: cfg.timeouts.header,
             max_resets_per_window: l.max_resets_per_window,
             max_glitches_per_window: l.max_glitches_per_window,
@@ -63,19 +71,28 @@ impl State {
             ..sluice_h3::Config::default()
         };
         let send_budget = std::sync::Arc::new(tokio::sync::Semaphore::new(cfg.limits.send_buffer));
-        let upstreams = cfg.upstreams.iter().cloned().map(crate::proxy::Upstream::new).collect();
+        let upstreams: Vec<_> = cfg.upstreams.iter().cloned().map(crate::handlers::proxy::Upstream::new).collect();
+        let handlers =
+            cfg.sites.iter().map(|s| s.routes.iter().map(|r| Handler::new(r, &cfg, &upstreams)).collect()).collect();
+        let speedtest = Speedtest::new(&cfg.speedtest);
         let inline_routes = cfg.sites.iter().flat_map(|s| &s.routes).any(|r| {
             matches!(r.handler, crate::config::RouteHandler::Root(_))
                 && r.early_hints.is_empty()
                 && r.headers.is_empty()
         });
-        Self { cfg, h2, h3, window_budget, send_budget, congestion, upstreams, inline_routes }
+        Self { cfg, h2, h3, window_budget, send_budget, congestion, upstreams, handlers, speedtest, inline_routes }
     }
 
     /// The minimum-progress rule for a connection's writes and an HTTP/1.1 request body's
     /// reads: `limits.min_rate` over windows of `timeouts.header` (0: never enforced).
-    pub(crate) fn write_rule(&self) -> crate::io::progress::Rule {
-        crate::io::progress::Rule::new(self.cfg.limits.min_rate, self.cfg.timeouts.header)
+    pub(crate) fn write_rule(&self) -> crate::config::ProgressRule {
+        crate::config::ProgressRule::new(self.cfg.limits.min_rate, self.cfg.timeouts.header)
+    }
+
+    /// The handler of route `route` of site `site` (indexes into `cfg.sites`, as
+    /// `Config::route_for` gives them).
+    pub(crate) fn handler(&self, site: usize, route: usize) -> &Handler {
+        &self.handlers[site][route]
     }
 
     /// A receive-window policy for a new HTTP/2 connection.
@@ -103,19 +120,10 @@ impl State {
     }
 }
 
-/// A state for tests from `sites` (TOML), with an upstream `app` (at a port nothing answers on)
-/// and a `www` directory beside the configuration.
+/// A state for tests from `sites` (TOML): see `config::for_test`.
 #[cfg(test)]
 pub(crate) fn for_test(sites: &str) -> State {
-    let dir = tempfile::tempdir().unwrap();
-    let toml = format!(
-        "data_dir = '{d}'\naccess_log = false\n[quic]\nenabled = false\n\
-         [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n{sites}",
-        d = dir.path().display()
-    );
-    std::fs::create_dir_all(dir.path().join("www")).unwrap();
-    std::fs::write(dir.path().join("sluice.toml"), toml).unwrap();
-    State::new(crate::config::load(&dir.path().join("sluice.toml")).unwrap())
+    State::new(crate::config::for_test(sites))
 }
 
 #[cfg(test)]

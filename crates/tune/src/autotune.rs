@@ -1,8 +1,8 @@
 //! Receive-window autotuners (pure: time and RTT are passed in) and the process-wide memory
 //! budget they draw on.
 //!
-//! A fixed HTTP/2 receive window caps an upload at window ÷ RTT (the write-up
-//! `shared/seeds/000_…txt`: nginx's 128 KiB buffer gives 0.24 of HTTP/1.1 at 40 ms). The
+//! A fixed HTTP/2 receive window caps an upload at window ÷ RTT (nginx's 128 KiB buffer gives
+//! 0.24 of HTTP/1.1's upload rate at 40 ms; `docs/protocols.md`, flow control). The
 //! tuners here grow each stream's window from what it measures, under three bounds: a
 //! per-stream cap, a per-connection cap, and a [`MemoryBudget`] shared by every connection of
 //! the process. When the budget is spent, growth stops; a stream never goes below its initial

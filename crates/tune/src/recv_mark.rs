@@ -6,7 +6,7 @@
 //! a trip through the scheduler, for 16 KiB. With the mark set the kernel wakes the reader only
 //! once that many bytes are queued (or at the end of the stream, or an error), and a read still
 //! returns whatever is there. On loopback, curl uploading 1 GB over TLS h2, that took the
-//! server's CPU from about 1.5 × its HTTP/1.1 figure to 0.95–1.05 × (`docs/benchmarks.md`, uploads).
+//! server's CPU from about 1.5 × its HTTP/1.1 figure to 0.95–1.05 × (`docs/protocols.md`, reads in batches).
 //!
 //! The mark must never wait for bytes that will not come. It is at most what the peer is bound
 //! to send without anything more from us (`Connection::declared_input`: the rest of bodies of

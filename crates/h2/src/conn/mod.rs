@@ -527,7 +527,7 @@ impl Connection {
     /// connection's window, less the input held here and not yet parsed (a frame cut by a
     /// read). A body of undeclared length counts for nothing: it may end at any frame. A
     /// driver may let that many bytes gather in the socket before it reads (the server's
-    /// `io/recv_mark.rs`); anything else the peer sends only comes on top.
+    /// `sluice_tune::recv_mark`); anything else the peer sends only comes on top.
     pub fn declared_input(&self) -> u64 {
         if self.failed {
             return 0;

@@ -1,8 +1,6 @@
-//! The application side, the same for every protocol: requests and responses
-//! ([`http`]), running a handler and streaming its answer ([`respond`]), choosing the handler
-//! ([`router`]), and the access log.
+//! Answering requests, the same for every protocol: choosing the handler ([`router`]) and the
+//! one path every request takes around it ([`respond`]: admission, the handler, the response
+//! streamed into the protocol's sink).
 
-pub(crate) mod accesslog;
-pub(crate) mod http;
 pub(crate) mod respond;
 pub(crate) mod router;

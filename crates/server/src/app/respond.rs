@@ -14,9 +14,11 @@ use http::{HeaderMap, StatusCode};
 use sluice_http::{Field, HeadFields, PackedFields, RequestHead};
 use tokio::sync::Semaphore;
 
-use crate::app::accesslog::{AccessLog, CountersRef, Note as _};
-use crate::app::http::{Body, Head, Proto, Refusal, Request, RequestBody, Response, CHUNK};
+use crate::message::accesslog::{AccessLog, Note as _};
+use crate::message::ExchangeRef;
+use crate::message::{Body, Head, Proto, Refusal, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
+use sluice_http::response_fields;
 
 /// What the handlers of one connection need to know about it.
 #[derive(Debug, Clone)]
@@ -120,7 +122,7 @@ pub(crate) fn to_request(
     body: RequestBody,
     conn: &ConnInfo,
     proto: Proto,
-    counters: CountersRef,
+    counters: ExchangeRef,
 ) -> Request {
     let tls = conn.tls;
     // Invariant: the engines accept only token methods (sluice_http::request_head).
@@ -171,7 +173,7 @@ pub(crate) fn to_request(
     }
     let authority = pseudo.or_else(|| host.map(Arc::from));
     match &authority {
-        Some(a) if !conn.checked(a) && !crate::app::http::valid_authority(a) => {
+        Some(a) if !conn.checked(a) && !sluice_http::valid_authority(a) => {
             malformed = Some(Refusal::bad("an invalid authority"))
         }
         // `http` and `https` have a mandatory authority (RFC 9113 §8.3.1).
@@ -192,7 +194,7 @@ pub(crate) fn to_request(
         body,
         malformed,
         upgrade: None,
-        counters,
+        exchange: counters,
     }
 }
 
@@ -209,7 +211,7 @@ fn text(b: &[u8]) -> String {
 pub(crate) struct Prepared {
     pub(crate) status: StatusCode,
     /// Fields sent before `headers` (see [`Response::head`]); always `None` for HTTP/1.1.
-    pub(crate) head: Option<crate::app::http::Head>,
+    pub(crate) head: Option<crate::message::Head>,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Body,
     /// No body goes out (HEAD, 204, 304, or an empty body without trailers).
@@ -232,7 +234,7 @@ pub(crate) struct Admitted {
 pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted, Option<Response>) {
     // Without an access log, the line is not made: no copies, no clock, no counters' handle.
     let log = state.cfg.access_log.then(|| {
-        Box::new(access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.counters.clone()))
+        Box::new(access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.exchange.clone()))
     });
     let head_only = req.method == http::Method::HEAD;
     // A body known to be empty declares no length over the limit (the engines refuse a
@@ -271,7 +273,7 @@ fn access_log(
     method: &http::Method,
     authority: &str,
     path: &str,
-    counters: CountersRef,
+    counters: ExchangeRef,
 ) -> AccessLog {
     AccessLog {
         proto,
@@ -292,7 +294,7 @@ pub(crate) struct Inline {
     /// The file's prebuilt fields ([`Inline::fields`] puts `Alt-Svc` after them, as `send`
     /// does); `None` once taken. Kept as the pointer until the head goes to the engine: an
     /// answer moves a few times on its way, and a whole head's fields are 96 bytes.
-    pub(crate) wire: Option<crate::app::http::SharedHead>,
+    pub(crate) wire: Option<crate::message::SharedHead>,
     /// The whole body; empty: none (the head ends the stream).
     pub(crate) body: Bytes,
     /// Its access-log line, written when this drops: set `bytes_out` and `outcome` first.
@@ -335,16 +337,15 @@ impl Inline {
 ///   field parses as an `http` header field (no 400).
 /// - The router: not a speed-test path; the route serves files, with no header rules and no
 ///   configured early hints.
-/// - The file handler: none of the fields its answer depends on ([`SELECTING`]); the file is
-///   cached (a hit is what `serve` answers from, too).
+/// - The file handler: none of the fields its answer depends on (`Files::selects`); the file
+///   is cached (a hit is what `serve` answers from, too).
 ///
 /// The body is a slice of the cache's copy: a response queued here holds no bytes of its own,
 /// so it takes nothing from the process-wide send budget (which bounds bytes handlers read or
 /// make for stalled streams).
-///
-/// [`SELECTING`]: crate::handlers::static_files::SELECTING
 pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, proto: Proto) -> Option<Inline> {
-    use crate::handlers::static_files;
+    use crate::handlers::static_files::Files;
+    use crate::handlers::Handler;
     if !state.inline_routes {
         return None;
     }
@@ -361,8 +362,7 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     }
     for f in &head.fields {
         let n = &f.name[..];
-        if n == b"host" || n == b"content-length" || static_files::SELECTING.iter().any(|s| s.as_str().as_bytes() == n)
-        {
+        if n == b"host" || n == b"content-length" || Files::selects(n) {
             return None;
         }
         // The engines take only lower-case token names, which `http` takes too, up to its
@@ -379,16 +379,15 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     let target = std::str::from_utf8(head.path.as_deref()?).ok()?;
     // By hand: `split_once('?')` sets up a general searcher (about 100 instructions).
     let path = target.bytes().position(|b| b == b'?').map_or(target, |q| &target[..q]);
-    let cfg = &state.cfg;
-    if crate::handlers::speedtest::claims(&cfg.speedtest, path) {
+    if state.speedtest.claims(path) {
         return None;
     }
-    let route = crate::app::router::route(cfg, authority, path)?;
-    let crate::config::RouteHandler::Root(root) = &route.handler else { return None };
+    let (route, handler) = crate::app::router::route(state, authority, path)?;
+    let Handler::Files(files) = handler else { return None };
     if !route.early_hints.is_empty() || !route.headers.is_empty() {
         return None;
     }
-    let (wire, body) = static_files::cached_whole(root, path, head_only)?;
+    let (wire, body) = files.cached_whole(path, head_only)?;
     let log = state.cfg.access_log.then(|| {
         let method = if head_only { http::Method::HEAD } else { http::Method::GET };
         let mut log = access_log(proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
@@ -402,7 +401,7 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
 
 /// The access-log counters of requests answered inline: they receive no body and send no
 /// hints, so one all-zero set serves them all.
-static NO_COUNTS: std::sync::LazyLock<CountersRef> = std::sync::LazyLock::new(CountersRef::default);
+static NO_COUNTS: std::sync::LazyLock<ExchangeRef> = std::sync::LazyLock::new(ExchangeRef::default);
 
 /// The longest field name the `http` crate takes.
 const MAX_NAME: usize = (1 << 16) - 1;
@@ -666,76 +665,4 @@ async fn acquire(sem: &Semaphore, n: u32) -> Result<(), ()> {
         Err(tokio::sync::TryAcquireError::NoPermits) => sem.acquire_many(n).await.map_err(|_| ())?.forget(),
     }
     Ok(())
-}
-
-/// Response header fields for HTTP/2 and HTTP/3: lower-case names (the http crate's are),
-/// minus the connection-specific ones both forbid (RFC 9113 §8.2.2, RFC 9114 §4.2).
-pub(crate) fn response_fields(headers: &HeaderMap) -> Vec<Field> {
-    if headers.is_empty() {
-        return Vec::new();
-    }
-    let mut fields = Vec::with_capacity(headers.len());
-    let hop = |n: &http::HeaderName| {
-        matches!(n.as_str(), "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade")
-    };
-    // One buffer for every value and every name not in `static_response_name`, each split off
-    // it as it is written: one allocation per response head for the bytes (and one for the
-    // list), not two per field, and one pass over the map. 512 bytes hold a typical head; a
-    // larger one grows it. A name in the list costs no copy and no reference count (as its
-    // drop).
-    let mut all = bytes::BytesMut::with_capacity(512);
-    for (n, v) in headers.iter().filter(|(n, _)| !hop(n)) {
-        let name = match sluice_http::static_response_name(n.as_str().as_bytes()) {
-            Some(s) => Bytes::from_static(s),
-            None => {
-                all.extend_from_slice(n.as_str().as_bytes());
-                all.split_to(n.as_str().len()).freeze()
-            }
-        };
-        all.extend_from_slice(v.as_bytes());
-        fields.push(Field::new(name, all.split_to(v.len()).freeze()));
-    }
-    fields
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn static_names_are_the_names_asked_for() {
-        for n in ["content-type", "etag", "x-content-type-options", "alt-svc", "set-cookie", "priority", "via"] {
-            assert_eq!(sluice_http::static_response_name(n.as_bytes()), Some(n.as_bytes()));
-        }
-        assert_eq!(sluice_http::static_response_name(b"x-unknown"), None);
-        assert_eq!(sluice_http::static_response_name(b"etags"), None);
-    }
-
-    #[test]
-    fn response_fields_keep_order_and_values_and_drop_connection_fields() {
-        let mut h = HeaderMap::new();
-        let big = "v".repeat(3000);
-        h.insert("content-type", http::HeaderValue::from_static("text/plain"));
-        h.insert("connection", http::HeaderValue::from_static("close"));
-        h.append("set-cookie", http::HeaderValue::from_static("a=1"));
-        h.append("set-cookie", http::HeaderValue::from_static("b=2"));
-        h.insert("x-big", http::HeaderValue::from_str(&big).unwrap());
-        h.insert("transfer-encoding", http::HeaderValue::from_static("chunked"));
-        h.insert("x-last", http::HeaderValue::from_static(""));
-        h.insert("etag", http::HeaderValue::from_static("\"1\""));
-        let got: Vec<(String, String)> = response_fields(&h)
-            .iter()
-            .map(|f| (String::from_utf8(f.name.to_vec()).unwrap(), String::from_utf8(f.value.to_vec()).unwrap()))
-            .collect();
-        let want = [
-            ("content-type", "text/plain"),
-            ("set-cookie", "a=1"),
-            ("set-cookie", "b=2"),
-            ("x-big", big.as_str()),
-            ("x-last", ""),
-            ("etag", "\"1\""),
-        ];
-        let want: Vec<(String, String)> = want.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-        assert_eq!(got, want);
-    }
 }

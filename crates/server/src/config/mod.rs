@@ -82,7 +82,7 @@ pub(crate) struct Quic {
     /// bounds the sum).
     pub(crate) stream_window: u32,
     /// Bound bytes in flight near the measured bandwidth-delay product (`io/quic_pace.rs`, the
-    /// policy of `io/pace.rs`), over whatever the congestion controller allows.
+    /// policy of `sluice_tune::inflight`), over whatever the congestion controller allows.
     pub(crate) limit_inflight: bool,
 }
 
@@ -91,7 +91,7 @@ impl Default for Quic {
         Self {
             enabled: true,
             // BBR holds its rate under random loss where CUBIC falls to the Mathis limit; the
-            // in-flight bound keeps it off the bottleneck queue (README, HTTP/3).
+            // in-flight bound keeps it off the bottleneck queue (`docs/protocols.md`, HTTP/3).
             congestion: QuicCongestion::Bbr,
             socket_buffer: 8 << 20,
             stream_window: 16 << 20,
@@ -112,18 +112,18 @@ pub(crate) struct Tcp {
     pub(crate) limit_inflight: bool,
     /// HTTP/2: while the peer streams request bodies of declared length fast, let up to about
     /// a millisecond of its input (64 KiB at most) gather in the socket before a read
-    /// (SO_RCVLOWAT, `io/recv_mark.rs`): a wake-up per batch instead of per DATA frame.
+    /// (SO_RCVLOWAT, `sluice_tune::recv_mark`): a wake-up per batch instead of per DATA frame.
     pub(crate) batch_reads: bool,
 }
 
 impl Default for Tcp {
-    /// BBR, and 16 KiB of unsent data at most in the kernel: late scheduling (DESIGN.md).
+    /// BBR, and 16 KiB of unsent data at most in the kernel: late scheduling (`docs/protocols.md`, writes).
     fn default() -> Self {
         Self { congestion: Some("bbr".into()), notsent_lowat: 16 * 1024, limit_inflight: true, batch_reads: true }
     }
 }
 
-/// How HTTP/2 receive windows are sized (see `sluice_h2::tune`).
+/// How HTTP/2 receive windows are sized (see `sluice_tune::autotune`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FlowPolicy {
     /// Autotuned from the delivered bytes per RTT (the default).
@@ -252,6 +252,25 @@ pub(crate) struct Timeouts {
     pub(crate) idle: Duration,
     /// How long in-flight requests may finish after SIGTERM/SIGINT.
     pub(crate) drain: Duration,
+}
+
+/// How much progress a peer owes: on a connection's writes (the peer must take the response)
+/// and on an HTTP/1.1 request body's reads (`limits.min_rate` over windows of
+/// `timeouts.header`; see `io/progress.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProgressRule {
+    /// Waiting time over which progress is measured.
+    pub(crate) window: Duration,
+    /// Bytes that must move within each window of waiting.
+    pub(crate) min_bytes: u64,
+}
+
+impl ProgressRule {
+    /// `rate` bytes per second, measured over `window`.
+    pub(crate) fn new(rate: u64, window: Duration) -> Self {
+        let min_bytes = (u128::from(rate) * window.as_millis() / 1000).min(u128::from(u64::MAX)) as u64;
+        Self { window, min_bytes }
+    }
 }
 
 /// A configuration error with its position in the file.
@@ -789,6 +808,21 @@ fn timeouts(src: &Source<'_>, raw: &RawTimeouts) -> Result<Timeouts, ConfigError
         idle: secs(&raw.idle_secs, "idle_secs", 1, d.idle)?,
         drain: secs(&raw.drain_secs, "drain_secs", 0, d.drain)?,
     })
+}
+
+/// A configuration for tests from `sites` (TOML), with an upstream `app` (at a port nothing
+/// answers on) and a `www` directory beside the configuration file.
+#[cfg(test)]
+pub(crate) fn for_test(sites: &str) -> Config {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "data_dir = '{d}'\naccess_log = false\n[quic]\nenabled = false\n\
+         [[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\n{sites}",
+        d = dir.path().display()
+    );
+    std::fs::create_dir_all(dir.path().join("www")).unwrap();
+    std::fs::write(dir.path().join("sluice.toml"), toml).unwrap();
+    load(&dir.path().join("sluice.toml")).unwrap()
 }
 
 #[cfg(test)]

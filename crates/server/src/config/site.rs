@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use toml::Spanned;
 
 use super::raw::{RawHeaders, RawRoute, RawSite};
-use super::{host_name, line_col, ConfigError, Source};
+use super::{host_name, line_col, Config, ConfigError, Source};
 
 /// A site: host names and the routes that serve them.
 #[derive(Debug, Clone)]
@@ -321,4 +321,93 @@ pub(super) fn sites(
         out.push(Site { hosts, routes: routes(src, s, upstreams)? });
     }
     Ok(out)
+}
+
+impl Config {
+    /// The site serving `authority`: the one naming its host, else the default site; its
+    /// index in `sites`.
+    pub(crate) fn site_for(&self, authority: &str) -> Option<usize> {
+        let host = host_of(authority);
+        self.sites
+            .iter()
+            .position(|s| s.hosts.iter().any(|h| h == host))
+            .or_else(|| self.sites.iter().position(|s| s.hosts.is_empty()))
+    }
+
+    /// The route for `path` on the site serving `authority`: the longest prefix that matches
+    /// (routes are kept longest first). A prefix ending in `/` matches what starts with it;
+    /// one that does not also matches the same path with a `/` after it, never a longer name
+    /// (`/api` matches `/api` and `/api/x`, not `/apis`). Its indexes: site, route.
+    pub(crate) fn route_for(&self, authority: &str, path: &str) -> Option<(usize, usize)> {
+        let site = self.site_for(authority)?;
+        let route = self.sites[site].routes.iter().position(|r| prefix_matches(&r.path, path))?;
+        Some((site, route))
+    }
+
+    /// The route for `path` on the site serving `authority` ([`Config::route_for`]; tests).
+    #[cfg(test)]
+    pub(crate) fn route(&self, authority: &str, path: &str) -> Option<&Route> {
+        let (site, route) = self.route_for(authority, path)?;
+        Some(&self.sites[site].routes[route])
+    }
+}
+
+fn prefix_matches(prefix: &str, path: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// The host part of an authority: no port, no IPv6 brackets, no trailing dot (the config
+/// stores site hosts the same way).
+pub(crate) fn host_of(authority: &str) -> &str {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split(']').next().unwrap_or(rest)
+    } else {
+        // The port, if any, is the digits after the last colon: scanned from the end by hand
+        // (`rsplit_once(':')` sets up a general searcher, about 150 instructions a request).
+        let b = authority.as_bytes();
+        let mut at = b.len();
+        while at > 0 && b[at - 1].is_ascii_digit() {
+            at -= 1;
+        }
+        if at > 0 && b[at - 1] == b':' {
+            &authority[..at - 1]
+        } else {
+            authority
+        }
+    };
+    host.strip_suffix('.').unwrap_or(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        assert_eq!(host_of("example.com:8443"), "example.com");
+        assert_eq!(host_of("example.com"), "example.com");
+        assert_eq!(host_of("[::1]:8443"), "::1");
+        assert_eq!(host_of("[::1]"), "::1");
+        assert_eq!(host_of("example.com.:443"), "example.com");
+        // What follows the last colon is a port only if it is all digits (or nothing).
+        assert_eq!(host_of("example.com:"), "example.com");
+        assert_eq!(host_of("a:b1"), "a:b1");
+        assert_eq!(host_of("a:1b"), "a:1b");
+        assert_eq!(host_of("a:1:2"), "a:1");
+        assert_eq!(host_of("8443"), "8443");
+    }
+
+    #[test]
+    fn prefixes() {
+        assert!(prefix_matches("/", "/anything"));
+        assert!(prefix_matches("/api/", "/api/x"));
+        assert!(!prefix_matches("/api/", "/api"));
+        assert!(prefix_matches("/api", "/api"));
+        assert!(prefix_matches("/api", "/api/x"));
+        assert!(!prefix_matches("/api", "/apis"));
+        assert!(!prefix_matches("/api", "/"));
+    }
 }

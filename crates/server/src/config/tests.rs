@@ -399,7 +399,7 @@ speedtest = true
 builtin = true
 "#;
     let cfg = parse_in(dir.path(), text).unwrap();
-    let route = |host: &str, path: &str| crate::app::router::route(&cfg, host, path).map(|r| r.path.as_str());
+    let route = |host: &str, path: &str| cfg.route(host, path).map(|r| r.path.as_str());
     assert_eq!(route("a.test", "/docs/v2/x.html"), Some("/docs/v2/"));
     assert_eq!(route("a.test:8443", "/docs/v1/x.html"), Some("/docs/"));
     assert_eq!(route("a.test", "/docs"), Some("/"), "`/docs/` does not match `/docs`");
@@ -407,11 +407,11 @@ builtin = true
     assert_eq!(route("a.test", "/speedy"), Some("/"));
     assert_eq!(route("a.test", "/"), Some("/"));
     // Another host: the default site's single route.
-    let other = crate::app::router::route(&cfg, "b.test", "/docs/x").unwrap();
+    let other = cfg.route("b.test", "/docs/x").unwrap();
     assert_eq!((other.path.as_str(), &other.handler), ("/", &RouteHandler::Builtin));
-    let docs = crate::app::router::route(&cfg, "a.test", "/docs/a").unwrap();
+    let docs = cfg.route("a.test", "/docs/a").unwrap();
     assert_eq!(docs.handler, RouteHandler::Root(dir.path().join("docs")));
-    let v2 = crate::app::router::route(&cfg, "a.test", "/docs/v2/a").unwrap();
+    let v2 = cfg.route("a.test", "/docs/v2/a").unwrap();
     assert_eq!(v2.early_hints, vec![http::HeaderValue::from_static("</v2.css>; rel=preload; as=style")]);
     assert!(v2.headers.is_empty());
     let mut h = http::HeaderMap::new();
@@ -423,7 +423,7 @@ builtin = true
     assert_eq!(h.get("cache-control").unwrap(), "max-age=60");
     let tags: Vec<_> = h.get_all("x-tag").iter().collect();
     assert_eq!(tags, ["file", "docs"]);
-    let root = crate::app::router::route(&cfg, "a.test", "/x").unwrap();
+    let root = cfg.route("a.test", "/x").unwrap();
     let expect = HeaderRules {
         set: vec![(http::HeaderName::from_static("x-frame-options"), http::HeaderValue::from_static("DENY"))],
         ..HeaderRules::default()

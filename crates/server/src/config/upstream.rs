@@ -357,7 +357,7 @@ fn upstream(src: &Source<'_>, r: &Spanned<RawUpstream>) -> Result<Upstream, Conf
     }
     let host = match &raw.host {
         None => None,
-        Some(h) if crate::app::http::valid_authority(&h.get_ref().to_ascii_lowercase()) => {
+        Some(h) if sluice_http::valid_authority(&h.get_ref().to_ascii_lowercase()) => {
             Some(http::HeaderValue::from_str(h.get_ref()).map_err(|_| src.err(h.span(), "not a valid `host`"))?)
         }
         Some(h) => return Err(src.err(h.span(), format!("`{}` is not a host[:port]", h.get_ref()))),

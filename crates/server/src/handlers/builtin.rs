@@ -11,8 +11,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 
-use crate::app::http::{Body, Request, Response};
-use crate::handlers::static_files::parse_tag_list;
+use crate::handlers::conditional::parse_tag_list;
+use crate::message::{Body, Request, Response};
 
 /// One embedded file.
 struct Asset {
@@ -91,7 +91,7 @@ pub(crate) fn serve_builtin(req: &Request) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::http::{Proto, RequestBody};
+    use crate::message::{Proto, RequestBody};
 
     fn req(method: Method, path: &str, inm: Option<&str>) -> Request {
         let mut headers = HeaderMap::new();
@@ -102,7 +102,7 @@ mod tests {
             proto: Proto::Http1,
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
-            counters: Default::default(),
+            exchange: Default::default(),
             method,
             authority: "localhost".into(),
             path: path.into(),

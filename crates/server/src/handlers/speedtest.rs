@@ -1,4 +1,5 @@
-//! Speed-test endpoints, the same kind of test the write-ups in `shared/seeds` measured with:
+//! Speed-test endpoints (the kind of test that found the HTTP/2 upload problem; see
+//! `docs/protocols.md`):
 //!
 //! - `GET /__down?bytes=N` → 200 with `N` zero bytes (`application/octet-stream`, exact
 //!   `content-length`), served from a shared static buffer: no allocation per chunk.
@@ -20,8 +21,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
 
-use crate::app::http::{Body, BodyError, Request, Response};
-use crate::config::Speedtest;
+use crate::config::Speedtest as SpeedtestConfig;
+use crate::message::{Body, BodyError, Request, Response};
 
 /// Download path.
 const DOWN: &str = "/__down";
@@ -30,31 +31,51 @@ const UP: &str = "/__up";
 /// Latency path.
 const PING: &str = "/__ping";
 
-/// Whether `path` is one of the speed-test endpoints (when enabled).
-pub(crate) fn claims(cfg: &Speedtest, path: &str) -> bool {
-    cfg.enabled && matches!(path, DOWN | UP | PING)
+/// The speed-test endpoints: server-wide (`[speedtest] enabled`, on every site before routing:
+/// [`Speedtest::claims`]) or as a route's handler (`speedtest = true`: the path's last segment
+/// names the endpoint).
+pub(crate) struct Speedtest {
+    cfg: SpeedtestConfig,
 }
 
-/// Answers a speed-test request, or `None` (leaving `req` untouched) when the path is not a
-/// speed-test endpoint or the speed test is disabled. Takes `&mut` so the caller can hand an
-/// unclaimed request on to the next handler; the upload reads `req.body` to the end.
-pub(crate) async fn handle(cfg: &Speedtest, req: &mut Request) -> Option<Response> {
-    if !claims(cfg, &req.path) {
-        return None;
+impl Speedtest {
+    pub(crate) fn new(cfg: &SpeedtestConfig) -> Self {
+        Self { cfg: cfg.clone() }
     }
-    let endpoint = req.path.clone();
-    Some(serve(cfg, req, &endpoint).await)
+
+    /// Whether `path` is one of the server-wide endpoints (when enabled).
+    pub(crate) fn claims(&self, path: &str) -> bool {
+        self.cfg.enabled && matches!(path, DOWN | UP | PING)
+    }
+
+    /// Answer a request whose path [`Speedtest::claims`]; the upload reads `req.body` to the end.
+    pub(crate) async fn serve_claimed(&self, req: &mut Request) -> Response {
+        let endpoint = match req.path.as_str() {
+            DOWN => DOWN,
+            UP => UP,
+            _ => PING,
+        };
+        serve(&self.cfg, req, endpoint).await
+    }
+
+    /// Answer a request on a `speedtest = true` route: the endpoint its path's last segment
+    /// names (`/x/__down` is `/__down`), else 404.
+    pub(crate) async fn serve_route(&self, req: &mut Request) -> Response {
+        match endpoint(&req.path) {
+            Some(ep) => serve(&self.cfg, req, ep).await,
+            None => Response::text(StatusCode::NOT_FOUND, "not a speed-test endpoint (__down, __up, __ping)\n"),
+        }
+    }
 }
 
-/// The endpoint a path names under a `speedtest = true` route: its last segment (`/x/__down`
-/// is `/__down`), if it is one.
-pub(crate) fn endpoint(path: &str) -> Option<&'static str> {
+/// The endpoint a path names under a `speedtest = true` route: its last segment, if it is one.
+fn endpoint(path: &str) -> Option<&'static str> {
     let last = &path[path.rfind('/')?..];
     [DOWN, UP, PING].into_iter().find(|e| *e == last)
 }
 
 /// Answer the speed-test `endpoint` ([`DOWN`], [`UP`] or [`PING`]).
-pub(crate) async fn serve(cfg: &Speedtest, req: &mut Request, endpoint: &str) -> Response {
+async fn serve(cfg: &SpeedtestConfig, req: &mut Request, endpoint: &str) -> Response {
     let resp = match endpoint {
         DOWN => match req.method {
             Method::GET | Method::HEAD => download(cfg, req),
@@ -100,7 +121,7 @@ pub(crate) fn parse_download_size(query: Option<&str>, max: u64) -> Result<u64, 
     Ok(n)
 }
 
-fn download(cfg: &Speedtest, req: &Request) -> Response {
+fn download(cfg: &SpeedtestConfig, req: &Request) -> Response {
     let n = match parse_download_size(req.query.as_deref(), cfg.max_download_bytes) {
         Ok(n) => n,
         Err(msg) => return Response::text(StatusCode::BAD_REQUEST, format!("{msg}\n")),
@@ -256,11 +277,21 @@ pub(crate) fn upload_json(bytes: u64, seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::http::{Proto, RequestBody};
+    use crate::message::{Proto, RequestBody};
     use bytes::Bytes;
 
-    fn cfg() -> Speedtest {
-        Speedtest { enabled: true, max_download_bytes: 1_000_000 }
+    fn cfg() -> SpeedtestConfig {
+        SpeedtestConfig { enabled: true, max_download_bytes: 1_000_000 }
+    }
+
+    /// What the router does for the server-wide endpoints: the answer, or `None` for a path
+    /// they do not claim.
+    async fn claimed(cfg: &SpeedtestConfig, req: &mut Request) -> Option<Response> {
+        let s = Speedtest::new(cfg);
+        if !s.claims(&req.path) {
+            return None;
+        }
+        Some(s.serve_claimed(req).await)
     }
 
     fn req(method: Method, path: &str, query: Option<&str>, body: RequestBody) -> Request {
@@ -268,7 +299,7 @@ mod tests {
             proto: Proto::Http2,
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
-            counters: Default::default(),
+            exchange: Default::default(),
             method,
             authority: "localhost".into(),
             path: path.into(),
@@ -311,7 +342,7 @@ mod tests {
     async fn endpoints() {
         let c = cfg();
         let mut r = req(Method::GET, "/__down", Some("bytes=100000"), RequestBody::empty());
-        let resp = handle(&c, &mut r).await.unwrap();
+        let resp = claimed(&c, &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::OK);
         assert_eq!(resp.headers["content-length"], "100000");
         assert_eq!(resp.headers["cache-control"], "no-store");
@@ -319,24 +350,24 @@ mod tests {
         assert!(matches!(resp.body, Body::Zeros(100_000)));
 
         let mut r = req(Method::GET, "/__down", Some("bytes=2000000"), RequestBody::empty());
-        let resp = handle(&c, &mut r).await.unwrap();
+        let resp = claimed(&c, &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::BAD_REQUEST);
         assert_eq!(resp.headers["cache-control"], "no-store");
 
         let mut r = req(Method::HEAD, "/__ping", None, RequestBody::empty());
-        let resp = handle(&c, &mut r).await.unwrap();
+        let resp = claimed(&c, &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::NO_CONTENT);
 
         let mut r = req(Method::GET, "/__up", None, RequestBody::empty());
-        let resp = handle(&c, &mut r).await.unwrap();
+        let resp = claimed(&c, &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(resp.headers["allow"], "POST, PUT");
 
         let mut r = req(Method::GET, "/index.html", None, RequestBody::empty());
-        assert!(handle(&c, &mut r).await.is_none());
-        let off = Speedtest { enabled: false, ..cfg() };
+        assert!(claimed(&c, &mut r).await.is_none());
+        let off = SpeedtestConfig { enabled: false, ..cfg() };
         let mut r = req(Method::GET, "/__ping", None, RequestBody::empty());
-        assert!(handle(&off, &mut r).await.is_none());
+        assert!(claimed(&off, &mut r).await.is_none());
     }
 
     #[tokio::test]
@@ -347,7 +378,7 @@ mod tests {
         }
         drop(tx);
         let mut r = req(Method::POST, "/__up", None, RequestBody::channel(rx, None));
-        let mut resp = handle(&cfg(), &mut r).await.unwrap();
+        let mut resp = claimed(&cfg(), &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::OK);
         assert_eq!(resp.headers["content-type"], "application/json");
         let mut body = Vec::new();
@@ -364,7 +395,7 @@ mod tests {
         tx.send(Ok(Bytes::from_static(b"c"))).unwrap();
         drop(tx);
         let mut r = req(Method::POST, "/__up", Some("hash=sha256"), RequestBody::channel(rx, None));
-        let mut resp = handle(&cfg(), &mut r).await.unwrap();
+        let mut resp = claimed(&cfg(), &mut r).await.unwrap();
         let mut body = Vec::new();
         while let Some(c) = resp.body.next_chunk(1 << 16).await {
             body.extend_from_slice(&c.unwrap());
@@ -377,7 +408,7 @@ mod tests {
         tx.send(Ok(Bytes::from_static(b"abc"))).unwrap();
         tx.send(Err(BodyError::TooLarge)).unwrap();
         let mut r = req(Method::PUT, "/__up", None, RequestBody::channel(rx, None));
-        let resp = handle(&cfg(), &mut r).await.unwrap();
+        let resp = claimed(&cfg(), &mut r).await.unwrap();
         assert_eq!(resp.status, StatusCode::PAYLOAD_TOO_LARGE);
     }
 }

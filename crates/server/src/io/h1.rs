@@ -13,9 +13,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::app::accesslog::{AccessLog, CountersRef};
-use crate::app::http::{Body, Proto, Refusal, Request, RequestBody, CHUNK};
 use crate::app::respond::{prepare, ConnInfo, Prepared};
+use crate::message::accesslog::AccessLog;
+use crate::message::ExchangeRef;
+use crate::message::{Body, Proto, Refusal, Request, RequestBody, CHUNK};
 use crate::state::State;
 
 /// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
@@ -82,7 +83,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         (Some(a), _) => a.to_ascii_lowercase().into(),
         (None, _) => Arc::from(""),
     };
-    let counters = CountersRef::default();
+    let counters = ExchangeRef::default();
     let body =
         RequestBody::hyper(incoming, state.write_rule()).counting(counters.clone(), state.cfg.limits.max_request_body);
     let mut req = Request {
@@ -98,7 +99,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         // hyper sends no 1xx but its own 100 (Continue); browsers ignore 103 over HTTP/1.1.
         malformed,
         upgrade,
-        counters,
+        exchange: counters,
     };
     // `head` is always `None` here: `finish` moves it into the map for HTTP/1.1.
     let Prepared { status, headers, body, no_body, log, .. } = prepare(&mut req, &state, info).await;
@@ -139,7 +140,7 @@ fn head_problem(parts: &http::request::Parts, max_header_list_size: u32) -> Opti
         (None, _) => None,
         (Some(_), Some(_)) => Some(Refusal::bad("more than one host field")),
         (Some(h), None) => match h.to_str() {
-            Ok(h) if crate::app::http::valid_authority(h) => None,
+            Ok(h) if sluice_http::valid_authority(h) => None,
             _ => Some(Refusal::bad("an invalid host field")),
         },
     }

@@ -17,9 +17,9 @@ use sluice_h2::{Connection, Event, Field, Reason, SendError, Transmit};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
-use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
 use crate::io::stream::{BodyVerdict, Cmd, Engine, Refused, Streams};
+use crate::message::Proto;
 use crate::state::State;
 use sluice_tls::split::{ReadChunks, ReadHalf};
 use sluice_tune::inflight::{InflightCap, URGENT};
@@ -209,7 +209,7 @@ where
         let mut wrote_since_reading = false;
         // What the last reading left for the writes that follow it (see `Allowance`).
         let mut allowance: Option<Allowance> = None;
-        // The receive low-water mark while the peer streams bodies fast (`io/recv_mark.rs`).
+        // The receive low-water mark while the peer streams bodies fast (`sluice_tune::recv_mark`).
         let mut mark = state.cfg.tcp.batch_reads.then(|| RecvMark::new(Instant::now()));
         // The writer is stuck on a socket the peer does not read: it is aborted, not awaited.
         let mut stuck = false;

@@ -40,11 +40,11 @@ use sluice_h3::{Code, Connection, Event, Field, SendError, Transmit};
 use sluice_tune::window::{TuneState, WindowPolicy};
 use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
 
-use crate::app::http::Proto;
 use crate::app::respond::ConnInfo;
 use crate::config::{Config, QuicCongestion};
 use crate::io::quic_pace::{BoundedFactory, PaceLink};
 use crate::io::stream::{BodyVerdict, Engine, Refused, Streams};
+use crate::message::Proto;
 use crate::state::State;
 use sluice_tls::certs::{Served, ServedCert};
 use sluice_tune::inflight::URGENT;

@@ -6,7 +6,7 @@
 //! response costs the peer nothing. Within every `window` of such waiting, at least
 //! `min_bytes` must have been written; otherwise the write fails with `TimedOut` and the
 //! connection's driver tears the connection down. Reads are left to the protocols' own rules
-//! (header timeouts, HTTP/2's idle timeout, the request body's rate in `app::http`), because a
+//! (header timeouts, HTTP/2's idle timeout, the request body's rate in `message::request`), because a
 //! pending read also means "waiting for the next request", which is no fault of the peer.
 
 use std::future::Future;
@@ -18,27 +18,12 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-/// How much progress a peer owes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Rule {
-    /// Waiting time over which progress is measured.
-    pub(crate) window: Duration,
-    /// Bytes that must move within each window of waiting.
-    pub(crate) min_bytes: u64,
-}
+use crate::config::ProgressRule;
 
-impl Rule {
-    /// `rate` bytes per second, measured over `window`.
-    pub(crate) fn new(rate: u64, window: Duration) -> Self {
-        let min_bytes = (u128::from(rate) * window.as_millis() / 1000).min(u128::from(u64::MAX)) as u64;
-        Self { window, min_bytes }
-    }
-}
-
-/// An I/O object whose writes must keep up with a [`Rule`].
+/// An I/O object whose writes must keep up with a [`ProgressRule`].
 pub(crate) struct WriteProgress<S> {
     inner: S,
-    rule: Rule,
+    rule: ProgressRule,
     /// Waiting time accumulated in the current window (completed waits).
     waited: Duration,
     /// Bytes written in the current window.
@@ -50,7 +35,7 @@ pub(crate) struct WriteProgress<S> {
 }
 
 impl<S> WriteProgress<S> {
-    pub(crate) fn new(inner: S, rule: Rule) -> Self {
+    pub(crate) fn new(inner: S, rule: ProgressRule) -> Self {
         Self {
             inner,
             rule,
@@ -179,7 +164,7 @@ mod tests {
     async fn a_peer_that_stops_reading_fails_the_write_after_one_window() {
         // A pipe of 64 KiB that nobody reads.
         let (a, _b) = tokio::io::duplex(64 * 1024);
-        let mut w = WriteProgress::new(a, Rule::new(500, Duration::from_secs(10)));
+        let mut w = WriteProgress::new(a, ProgressRule::new(500, Duration::from_secs(10)));
         let start = Instant::now();
         let chunk = vec![0u8; 16 * 1024];
         let err = loop {
@@ -210,7 +195,7 @@ mod tests {
                     }
                 }
             });
-            let mut w = WriteProgress::new(a, Rule::new(500, Duration::from_secs(10)));
+            let mut w = WriteProgress::new(a, ProgressRule::new(500, Duration::from_secs(10)));
             let data = vec![1u8; 60_000];
             let r = w.write_all(&data).await;
             assert_eq!(r.is_ok(), survives, "{read_every:?}: {r:?}");
@@ -227,7 +212,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn time_the_server_spends_without_writing_does_not_count() {
         let (a, mut b) = tokio::io::duplex(1024);
-        let mut w = WriteProgress::new(a, Rule::new(500, Duration::from_secs(10)));
+        let mut w = WriteProgress::new(a, ProgressRule::new(500, Duration::from_secs(10)));
         w.write_all(&[0u8; 100]).await.unwrap();
         // The server thinks for a minute; the peer has nothing to read meanwhile.
         tokio::time::sleep(Duration::from_secs(60)).await;

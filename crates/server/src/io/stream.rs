@@ -39,9 +39,10 @@ use bytes::Bytes;
 use sluice_http::{Field, HeadFields, RequestHead};
 use tokio::sync::mpsc;
 
-use crate::app::accesslog::{Counters, CountersRef};
-use crate::app::http::{BodyError, Proto, RequestBody, TrailerSlot, CHUNK};
 use crate::app::respond::{answer_inline, run_handler, to_request, ConnInfo, Handled, Inline, SendRoom, Sink};
+use crate::message::accesslog::Counters;
+use crate::message::ExchangeRef;
+use crate::message::{BodyError, Proto, RequestBody, TrailerSlot, CHUNK};
 use crate::state::State;
 
 /// Response bytes one stream may have queued in the engine and in flight to it: four chunks,
@@ -168,7 +169,7 @@ pub(crate) struct Shared {
     /// A [`Cmd::Poll`] is on its way and the handler has not been polled since.
     queued: AtomicBool,
     conn: Arc<ConnShared>,
-    /// The request's access-log counters ([`CountersRef`]).
+    /// The request's access-log counters ([`ExchangeRef`]).
     counters: Counters,
 }
 
@@ -224,7 +225,7 @@ impl Handled for Shared {
     }
 }
 
-impl crate::app::accesslog::HoldsCounters for Shared {
+impl crate::message::Exchange for Shared {
     fn counters(&self) -> &Counters {
         &self.counters
     }
@@ -233,7 +234,7 @@ impl crate::app::accesslog::HoldsCounters for Shared {
         true
     }
 
-    fn interim(&self, status: u16, fields: Vec<Field>) -> bool {
+    fn send_interim(&self, status: u16, fields: Vec<Field>) -> bool {
         self.conn.tx.send(Cmd::Head { id: self.id, status, fields: fields.into(), end: false }).is_ok()
     }
 }
@@ -370,7 +371,7 @@ impl Streams {
         let room = Shared::new(id, &self.conn);
         // The request's counters live in the stream's shared state: no allocation of their own
         // (and through them the request reaches its interim path).
-        let counters = CountersRef::new(room.clone());
+        let counters = ExchangeRef::new(room.clone());
         let req = Box::new(to_request(&mut head, body, &self.conn.info, self.proto, counters));
         engine.recycle_head(head);
         let fut = Box::pin(run_handler(req, room.clone()));

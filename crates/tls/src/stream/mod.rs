@@ -87,7 +87,7 @@ pub struct TlsStream<IO> {
     /// memory between reads.
     busy: bool,
     /// The reader expects a batch at every read (its receive low-water mark is set, see
-    /// `io/recv_mark.rs`): `busy` stays on through pauses, so reads go straight into `inb`,
+    /// `sluice_tune::recv_mark`): `busy` stays on through pauses, so reads go straight into `inb`,
     /// not first into the stack.
     bulk: bool,
     /// Application data still to go in records of [`EARLY_FRAGMENT`] (from [`EARLY_BYTES`]).

@@ -83,7 +83,7 @@ pub(super) fn open_beneath(root: &Path, segments: &[String], trailing_slash: boo
 
 /// Files up to this size are read at lookup and answered from memory: one chunk of the
 /// response body.
-pub(super) const SMALL_FILE: u64 = crate::app::http::CHUNK as u64;
+pub(super) const SMALL_FILE: u64 = crate::message::CHUNK as u64;
 
 /// The small-file cache: root and request path → content and response fields, trusted for
 /// `TTL` (a file changed on disk is served at most that long in its old version, as with

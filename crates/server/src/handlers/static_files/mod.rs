@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,20 +37,49 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use crate::app::http::{Body, Head, Proto, Request, Response, SharedHead};
+use crate::message::{Body, Head, Proto, Request, Response, SharedHead};
 
-mod conditional;
 mod lookup;
 mod path;
 mod range;
 
-pub(crate) use conditional::*;
+use super::conditional::*;
 use lookup::*;
 use path::*;
 use range::*;
 
+/// The handler of a route with `root`: the files under a directory.
+pub(crate) struct Files {
+    root: PathBuf,
+}
+
+impl Files {
+    pub(crate) fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    /// Serves `req` from the files under the root.
+    pub(crate) async fn serve(&self, req: &Request) -> Response {
+        serve(&self.root, req).await
+    }
+
+    /// Whether a request field named `name` (lower case) can change the answer to a GET or
+    /// HEAD ([`SELECTING`]).
+    pub(crate) fn selects(name: &[u8]) -> bool {
+        SELECTING.iter().any(|s| s.as_str().as_bytes() == name)
+    }
+
+    /// What [`Files::serve`] answers to a GET (or, with `head_only`, a HEAD) for `path` that
+    /// carries none of the fields [`Files::selects`], when the file is in the small-file cache:
+    /// the shared whole-file fields and the whole content (none for HEAD). `None` when it is
+    /// not cached.
+    pub(crate) fn cached_whole(&self, path: &str, head_only: bool) -> Option<(SharedHead, Bytes)> {
+        cached_whole(&self.root, path, head_only)
+    }
+}
+
 /// Serves `req` from the files under `root`.
-pub(crate) async fn serve(root: &Path, req: &Request) -> Response {
+async fn serve(root: &Path, req: &Request) -> Response {
     if req.method != Method::GET && req.method != Method::HEAD {
         let mut r = Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
         r.headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
@@ -203,14 +232,14 @@ impl Fields {
 impl Fields {
     /// The whole-file fields in the HTTP/2 and HTTP/3 engines' form, shared.
     fn wire(&self) -> SharedHead {
-        self.wire.get_or_init(|| std::sync::Arc::new(crate::app::respond::response_fields(&self.full))).clone()
+        self.wire.get_or_init(|| std::sync::Arc::new(sluice_http::response_fields(&self.full))).clone()
     }
 }
 
 /// The request fields besides method and path that a static answer depends on: the
 /// preconditions (RFC 9110 §13.1) and the range (§14.2). Without any, the answer to GET or
 /// HEAD is the whole file.
-pub(crate) const SELECTING: [HeaderName; 6] = [
+const SELECTING: [HeaderName; 6] = [
     header::IF_MATCH,
     header::IF_NONE_MATCH,
     header::IF_MODIFIED_SINCE,
@@ -223,7 +252,7 @@ pub(crate) const SELECTING: [HeaderName; 6] = [
 /// `path` under `root` that carries none of [`SELECTING`], when the file is in the small-file
 /// cache: 200 with the shared whole-file fields and the whole content (none for HEAD), the
 /// same as `respond` gives. `None` when the file is not cached (`serve` looks it up).
-pub(crate) fn cached_whole(root: &Path, path: &str, head_only: bool) -> Option<(SharedHead, Bytes)> {
+fn cached_whole(root: &Path, path: &str, head_only: bool) -> Option<(SharedHead, Bytes)> {
     let hit = cache::get(root, path)?;
     let body = if head_only {
         Bytes::new()
@@ -392,7 +421,7 @@ fn multipart(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::http::{Proto, RequestBody};
+    use crate::message::{Proto, RequestBody};
     use std::fs;
     use std::path::PathBuf;
     use std::sync::Arc;
@@ -410,7 +439,7 @@ mod tests {
             proto: Proto::Http1,
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
-            counters: Default::default(),
+            exchange: Default::default(),
             method,
             authority: "localhost".into(),
             path,

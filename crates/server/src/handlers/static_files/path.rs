@@ -5,7 +5,7 @@ use http::header::{self, HeaderValue};
 use http::StatusCode;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
 
-use crate::app::http::Response;
+use crate::message::Response;
 
 /// Characters escaped in a path segment of a `Location` we build (RFC 3986 §3.3 pchar).
 pub(super) const SEGMENT: &AsciiSet = &CONTROLS

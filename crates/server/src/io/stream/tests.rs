@@ -248,7 +248,7 @@ fn a_request_s_handler_future_fits_the_allocator_s_thread_cache() {
     // router borrowed it).
     let (s, _rx, _dir) = streams();
     let room = Shared::new(1, &s.conn);
-    let counters = CountersRef::new(room.clone());
+    let counters = ExchangeRef::new(room.clone());
     let req = Box::new(to_request(&mut head("GET", "/"), RequestBody::empty(), &s.conn.info, s.proto, counters));
     let fut = run_handler(req, room);
     let size = std::mem::size_of_val(&fut);
@@ -537,10 +537,10 @@ async fn stalled_streams_hold_at_most_the_global_budget_and_give_it_back_when_re
 
 #[test]
 fn a_request_reaches_its_stream_s_interim_path_through_its_counters() {
-    use crate::app::http::Interim;
+    use crate::message::Interim;
     let (s, mut rx, _dir) = streams();
     let room = Shared::new(7, &s.conn);
-    let counters = CountersRef::new(room.clone());
+    let counters = ExchangeRef::new(room.clone());
     let interim = Interim::of(&counters);
     assert!(interim.available());
     let mut hints = http::HeaderMap::new();
@@ -557,7 +557,7 @@ fn a_request_reaches_its_stream_s_interim_path_through_its_counters() {
     assert!(!interim.send(http::StatusCode::OK, &hints));
     assert!(rx.try_recv().is_none());
     // Counters of their own (HTTP/1.1's) have no interim path.
-    let own = CountersRef::default();
+    let own = ExchangeRef::default();
     assert!(!Interim::of(&own).available());
     assert!(!Interim::of(&own).send(http::StatusCode::EARLY_HINTS, &hints));
 }

@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderValue, Method, StatusCode};
 
-use crate::app::accesslog;
-use crate::app::http::{Body, Head, Interim, Request, RequestBody, Response};
 use crate::config::{ProxySettings, UpstreamProto};
+use crate::message::accesslog;
+use crate::message::{Body, Head, Interim, Request, RequestBody, Response};
 use body::{UpBody, UpstreamBody};
 use sluice_http::forward as headers;
 use upstream::{lock, Counted};
@@ -116,11 +116,31 @@ struct Failed {
     /// §8.7): any method may go again if its body was not streamed.
     unprocessed: bool,
     /// The client's request body failed (not the upstream): answered 413/408/400.
-    client: Option<crate::app::http::BodyError>,
+    client: Option<crate::message::BodyError>,
+}
+
+/// The handler of a route with `proxy = "name"`.
+pub(crate) struct Proxy {
+    upstream: Arc<Upstream>,
+    settings: ProxySettings,
+    /// The route's configured Early Hints, merged with what was learned.
+    hints: Vec<HeaderValue>,
+}
+
+impl Proxy {
+    pub(crate) fn new(upstream: Arc<Upstream>, settings: ProxySettings, hints: Vec<HeaderValue>) -> Self {
+        Self { upstream, settings, hints }
+    }
+
+    /// Forward `req` to the upstream. Not an `async fn`: the future `serve` makes is large,
+    /// and a layer of its own would move it once more per request; the caller boxes it.
+    pub(crate) fn serve<'a>(&'a self, req: &'a mut Request) -> impl std::future::Future<Output = Response> + Send + 'a {
+        serve(&self.upstream, req, &self.settings, &self.hints)
+    }
 }
 
 /// Forward `req` to `up`.
-pub(crate) async fn serve(
+async fn serve(
     up: &Arc<Upstream>,
     req: &mut Request,
     settings: &ProxySettings,
@@ -132,9 +152,9 @@ pub(crate) async fn serve(
         peer: req.peer,
         tls: req.tls,
         proto: match req.proto {
-            crate::app::http::Proto::Http1 => headers::Received::Http1,
-            crate::app::http::Proto::Http2 => headers::Received::Http2,
-            crate::app::http::Proto::Http3 => headers::Received::Http3,
+            crate::message::Proto::Http1 => headers::Received::Http1,
+            crate::message::Proto::Http2 => headers::Received::Http2,
+            crate::message::Proto::Http3 => headers::Received::Http3,
         },
         authority: &req.authority,
         trusted: &settings.trusted,
@@ -236,7 +256,7 @@ pub(crate) async fn serve(
         Some(UpBody::empty())
     };
     // Borrowed, not cloned: a clone and its drop are two atomic operations, per attempt too.
-    let interim = Interim::of(&req.counters);
+    let interim = Interim::of(&req.exchange);
     // 103 Early Hints (RFC 8297): the route's configured ones and, for a navigation, what the
     // upstream's earlier responses to this URL carried, at once, before asking the upstream.
     // The key is made only when it is used: most responses have nothing to learn.
@@ -263,7 +283,7 @@ pub(crate) async fn serve(
                 h.append(http::header::LINK, v.clone());
             }
             if interim.send(StatusCode::EARLY_HINTS, &h) {
-                req.counters.hints.fetch_or(flags, Ordering::Relaxed);
+                req.exchange.hints.fetch_or(flags, Ordering::Relaxed);
                 sent = links;
             }
         }
@@ -283,7 +303,7 @@ pub(crate) async fn serve(
         let attempt = match &h2_request {
             None if interim.available() => {
                 let mut forwarded = 0u32;
-                let (sent, counters) = (&sent, &req.counters);
+                let (sent, counters) = (&sent, &req.exchange);
                 let mut on_interim = move |status: StatusCode, fields: &http::HeaderMap| {
                     // 100 (Continue) answers the upstream's own `Expect` handling. A budget on
                     // the rest: an upstream sending endless 1xx heads does not flood the client
@@ -659,13 +679,13 @@ fn source_of<T: std::error::Error + 'static>(err: &hyper::Error) -> Option<&T> {
 /// The client's own request-body failure behind a hyper error, if that is what it was (the
 /// body over `limits.max_request_body`, sent too slowly, or reset): the client's fault, not the
 /// upstream's.
-fn client_body_error(err: &hyper::Error) -> Option<crate::app::http::BodyError> {
-    source_of::<crate::app::http::BodyError>(err).cloned()
+fn client_body_error(err: &hyper::Error) -> Option<crate::message::BodyError> {
+    source_of::<crate::message::BodyError>(err).cloned()
 }
 
 /// The answer to a request whose own body failed while it was forwarded.
-fn client_body_response(up: &Upstream, e: &crate::app::http::BodyError) -> Response {
-    use crate::app::http::BodyError;
+fn client_body_response(up: &Upstream, e: &crate::message::BodyError) -> Response {
+    use crate::message::BodyError;
     let status = match e {
         BodyError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         BodyError::TooSlow => StatusCode::REQUEST_TIMEOUT,
@@ -834,7 +854,7 @@ fn response(up: &Arc<Upstream>, answer: Answer, active: Counted<'_>, learner: Op
         let h2 = answer.version == http::Version::HTTP_2;
         let mut b = UpstreamBody::new(source, up.cfg.idle_timeout, active.keep(up), up.name.clone(), h2);
         b.learner = learner;
-        Body::Upstream(Box::new(b))
+        Body::Source(Box::new(b))
     };
     match answer.fields {
         Fields::Map(mut fields) => {
@@ -856,25 +876,26 @@ mod tests {
 
     #[test]
     fn the_proxy_s_future_fits_the_allocator_s_thread_cache() {
-        // Boxed for every proxied request (see `router::dispatch`): glibc serves blocks of up
+        // Boxed for every proxied request (see `app::router::dispatch`): glibc serves blocks of up
         // to 1032 bytes from a per-thread cache, larger ones from its bins at several times the
         // cost. It was 1,608 bytes with the HTTP/1.1 exchange inline.
-        let state = crate::state::for_test("[[site]]\nproxy = \"app\"\n");
-        let mut req = crate::app::http::Request {
-            proto: crate::app::http::Proto::Http2,
+        let cfg = crate::config::for_test("[[site]]\nproxy = \"app\"\n");
+        let up = super::Upstream::new(cfg.upstreams[0].clone());
+        let mut req = crate::message::Request {
+            proto: crate::message::Proto::Http2,
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
-            counters: Default::default(),
+            exchange: Default::default(),
             method: http::Method::GET,
             authority: "localhost".into(),
             path: "/".into(),
             query: None,
             headers: http::HeaderMap::new(),
             tls: true,
-            body: crate::app::http::RequestBody::empty(),
+            body: crate::message::RequestBody::empty(),
             malformed: None,
         };
-        let fut = super::serve(&state.upstreams[0], &mut req, &state.cfg.proxy, &[]);
+        let fut = super::serve(&up, &mut req, &cfg.proxy, &[]);
         let size = std::mem::size_of_val(&fut);
         assert!(size <= 1024, "the proxy's future is {size} bytes");
     }

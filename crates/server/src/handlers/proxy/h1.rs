@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::body::UpBody;
 use super::connect::{Io, MAX_RESPONSE_HEAD};
-use crate::app::http::BodyError;
+use crate::message::BodyError;
 
 /// Read buffer for heads and small bodies; a body still to come grows reads to [`BIG_READ`].
 const SMALL_READ: usize = 8 * 1024;
@@ -518,7 +518,7 @@ impl Exchange {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::http::RequestBody;
+    use crate::message::RequestBody;
     use tokio::io::AsyncWriteExt;
 
     /// A body that yields `chunks` and ends.

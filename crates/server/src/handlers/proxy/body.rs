@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body as _, Frame, SizeHint};
 
-use crate::app::http::{BodyError, RequestBody};
+use crate::message::{BodyError, BodySource, RequestBody};
 
 type Next = Pin<Box<dyn Future<Output = (Box<RequestBody>, Option<Result<Bytes, BodyError>>)> + Send>>;
 
@@ -130,15 +130,14 @@ impl Source {
     }
 
     /// The next frame: data, or (at the end) trailers.
-    async fn frame(&mut self) -> Option<Result<Frame<Bytes>, String>> {
-        use http_body_util::BodyExt;
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, String>>> {
         match self {
-            Self::H1(x) => match std::future::poll_fn(|cx| x.poll_data(cx)).await {
-                Some(Ok(d)) => Some(Ok(Frame::data(d))),
-                Some(Err(e)) => Some(Err(e.to_string())),
-                None => x.take_trailers().map(|t| Ok(Frame::trailers(t))),
+            Self::H1(x) => match std::task::ready!(x.poll_data(cx)) {
+                Some(Ok(d)) => Poll::Ready(Some(Ok(Frame::data(d)))),
+                Some(Err(e)) => Poll::Ready(Some(Err(e.to_string()))),
+                None => Poll::Ready(x.take_trailers().map(|t| Ok(Frame::trailers(t)))),
             },
-            Self::H2(b) => b.frame().await.map(|r| r.map_err(|e| e.to_string())),
+            Self::H2(b) => Pin::new(b).poll_frame(cx).map(|f| f.map(|r| r.map_err(|e| e.to_string()))),
         }
     }
 }
@@ -174,6 +173,11 @@ pub(crate) struct UpstreamBody {
     trailers: Option<HeaderMap>,
     ended: bool,
     idle: Duration,
+    /// Armed while a read waits for the upstream: a body that stalls longer than `idle` is an
+    /// error. Made at the first wait and reset for later ones (most small bodies never wait).
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether the stall timer runs for the current wait.
+    waiting: bool,
     /// Whether trailers may follow: a body without a declared length, or from an HTTP/2
     /// upstream (which may send trailers after a declared length too).
     may_trail: bool,
@@ -201,26 +205,13 @@ impl UpstreamBody {
             trailers: None,
             ended: false,
             idle,
+            stall: None,
+            waiting: false,
             may_trail,
             _active: active,
             upstream,
             learner: None,
         }
-    }
-
-    /// Whether a trailer section may follow the data.
-    pub(crate) fn may_trail(&self) -> bool {
-        self.may_trail
-    }
-
-    /// Exact length when the upstream declared one.
-    pub(crate) fn len(&self) -> Option<u64> {
-        self.len
-    }
-
-    /// The trailer section, after the end.
-    pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
-        self.trailers.take()
     }
 
     /// The body is complete: what was learned is stored. (An HTTP/1.1 exchange has already
@@ -232,34 +223,59 @@ impl UpstreamBody {
         }
     }
 
-    /// The next chunk of at most `max` bytes; `None` at a clean end. An upstream that fails or
-    /// stalls longer than the idle timeout is an error (the client's stream is reset).
-    pub(crate) async fn next(&mut self, max: usize) -> Option<std::io::Result<Bytes>> {
+    /// Whether the upstream has stalled past the idle timeout, for a read that found nothing.
+    fn stalled(&mut self, cx: &mut Context<'_>) -> bool {
+        let deadline = tokio::time::Instant::now() + self.idle;
+        let timer = match &mut self.stall {
+            Some(t) => {
+                if !self.waiting {
+                    t.as_mut().reset(deadline);
+                }
+                t
+            }
+            None => self.stall.insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        self.waiting = true;
+        timer.as_mut().poll(cx).is_ready()
+    }
+}
+
+impl BodySource for UpstreamBody {
+    /// An upstream that fails or stalls longer than the idle timeout is an error (the client's
+    /// stream is reset).
+    fn poll_chunk(&mut self, cx: &mut Context<'_>, max: usize) -> Poll<Option<std::io::Result<Bytes>>> {
         loop {
             if !self.rest.is_empty() {
                 let n = self.rest.len().min(max);
-                return Some(Ok(self.rest.split_to(n)));
+                return Poll::Ready(Some(Ok(self.rest.split_to(n))));
             }
             if self.ended {
-                return None;
+                return Poll::Ready(None);
             }
-            let frame = match tokio::time::timeout(self.idle, self.body.frame()).await {
-                Err(_) => {
-                    tracing::warn!(upstream = %self.upstream, "upstream response body stalled past idle_secs: client stream reset");
-                    self.ended = true;
-                    return Some(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "upstream body stalled")));
+            let frame = match self.body.poll_frame(cx) {
+                Poll::Pending => {
+                    if self.stalled(cx) {
+                        tracing::warn!(upstream = %self.upstream, "upstream response body stalled past idle_secs: client stream reset");
+                        self.ended = true;
+                        return Poll::Ready(Some(Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "upstream body stalled",
+                        ))));
+                    }
+                    return Poll::Pending;
                 }
-                Ok(f) => f,
+                Poll::Ready(f) => f,
             };
+            self.waiting = false;
             match frame {
                 None => {
                     self.end();
-                    return None;
+                    return Poll::Ready(None);
                 }
                 Some(Err(e)) => {
                     tracing::warn!(upstream = %self.upstream, %e, "upstream response body failed: client stream reset");
                     self.ended = true;
-                    return Some(Err(std::io::Error::other(e)));
+                    return Poll::Ready(Some(Err(std::io::Error::other(e))));
                 }
                 Some(Ok(f)) => match f.into_data() {
                     Ok(d) => {
@@ -284,5 +300,17 @@ impl UpstreamBody {
                 },
             }
         }
+    }
+
+    fn len(&self) -> Option<u64> {
+        self.len
+    }
+
+    fn may_trail(&self) -> bool {
+        self.may_trail
+    }
+
+    fn take_trailers(&mut self) -> Option<HeaderMap> {
+        self.trailers.take()
     }
 }

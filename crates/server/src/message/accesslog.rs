@@ -8,12 +8,12 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use http::Method;
 
-use crate::app::http::Proto;
+use crate::message::request::{ExchangeRef, Proto};
 
 /// Bytes buffered beyond this are dropped (and counted) rather than letting memory grow when
 /// standard output blocks.
@@ -72,68 +72,6 @@ pub(crate) struct Counters {
     pub(crate) hints: AtomicU8,
 }
 
-/// What holds a request's [`Counters`]: their own allocation, or the stream layer's state of
-/// the request's stream (HTTP/2 and HTTP/3: one allocation fewer per request), which also
-/// carries the request's interim responses: the request reaches both through one pointer
-/// (each pointer a request holds is a clone and a drop, two atomic operations).
-pub(crate) trait HoldsCounters: Send + Sync {
-    fn counters(&self) -> &Counters;
-
-    /// Whether interim (1xx) responses reach the client: not over HTTP/1.1 (hyper's server
-    /// sends no 1xx but its own 100, and browsers ignore 103 there).
-    fn has_interims(&self) -> bool {
-        false
-    }
-
-    /// Send an interim head for the request; false when it cannot go out.
-    fn interim(&self, _status: u16, _fields: Vec<sluice_http::Field>) -> bool {
-        false
-    }
-}
-
-impl HoldsCounters for Counters {
-    fn counters(&self) -> &Counters {
-        self
-    }
-}
-
-/// A shared handle on a request's [`Counters`], wherever they are held (and on its stream's
-/// interim path, [`crate::app::http::Interim`]).
-#[derive(Clone)]
-pub(crate) struct CountersRef(Arc<dyn HoldsCounters>);
-
-impl CountersRef {
-    pub(crate) fn new(holder: Arc<dyn HoldsCounters>) -> Self {
-        Self(holder)
-    }
-
-    /// What holds the counters.
-    pub(crate) fn holder(&self) -> &dyn HoldsCounters {
-        &*self.0
-    }
-}
-
-impl Default for CountersRef {
-    /// Counters of their own.
-    fn default() -> Self {
-        Self(Arc::new(Counters::default()))
-    }
-}
-
-impl std::ops::Deref for CountersRef {
-    type Target = Counters;
-
-    fn deref(&self) -> &Counters {
-        self.0.counters()
-    }
-}
-
-impl std::fmt::Debug for CountersRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&**self, f)
-    }
-}
-
 /// A 103 carried the route's configured `early_hints`.
 pub(crate) const HINTS_CONFIGURED: u8 = 1;
 /// A 103 carried hints learned from the upstream's earlier responses.
@@ -165,7 +103,7 @@ pub(crate) struct AccessLog {
     /// When the request arrived.
     pub(crate) start: Instant,
     /// Request body bytes received, and the receive window granted (the driver counts them).
-    pub(crate) counters: CountersRef,
+    pub(crate) counters: ExchangeRef,
     /// Response body bytes handed to the connection.
     pub(crate) bytes_out: u64,
     /// How the exchange ended ("ok", "reset", ...).

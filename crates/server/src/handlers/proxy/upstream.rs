@@ -11,8 +11,8 @@ use hyper::client::conn::http2;
 
 use super::body::UpBody;
 use super::{balance, connect, h1, health, hints, ProxyError};
-use crate::app::http::Request;
 use crate::config::{Balance, HashKey, ServerAddr, Upstream as UpstreamCfg};
+use crate::message::Request;
 
 /// One upstream server's live state.
 pub(crate) struct ServerState {
