@@ -3,8 +3,8 @@
 
 Usage:
   python3 scripts/h3client.py [--insecure] [--cafile F] [--method GET|PUT|POST]
-      [--data-file F] [--header 'name: value']... [--out F] [--json] [--timeout S]
-      [--connect-to ADDR] URL [URL...]
+      [--data-file F] [--header 'name: value']... [--header-first 'name: value']...
+      [--serial] [--out F] [--json] [--timeout S] [--connect-to ADDR] URL [URL...]
 
 All URLs must be https:// and share one host:port. The client opens ONE QUIC connection
 (ALPN "h3") and sends every request concurrently on it, each on its own stream. For each
@@ -20,6 +20,9 @@ sending the request to the end of its response.
   --cafile F       verify the server certificate against the CA(s) in PEM file F
   --method M       request method (default GET); --data-file F sends F's bytes as the body
   --header H       extra request header 'name: value' (repeatable; names are lowercased)
+  --header-first H the same, on the first URL's request only
+  --serial         send each request only once the one before it has completed (default:
+                   all at once)
   --trailer H      request trailer 'name: value' sent after the body (repeatable)
   --out F          also write the response body to F (only with a single URL)
   --json           JSON-lines output; it is the only format and the default (accepted for
@@ -165,7 +168,12 @@ async def run(args, headers, body, trailers=()):
                 create_protocol=H3Client)), args.timeout)
         except asyncio.TimeoutError:
             return [f"timed out connecting after {args.timeout:g}s"]
-        resps = [client.request(args.method, u, headers, body, out, trailers) for u in args.urls]
+        resps = []
+        for i, u in enumerate(args.urls):
+            extra = args.first_headers if i == 0 else []
+            resps.append(client.request(args.method, u, headers + extra, body, out, trailers))
+            if args.serial:
+                await asyncio.wait([resps[-1].done], timeout=max(0.0, deadline - loop.time()))
         await asyncio.wait([r.done for r in resps], timeout=max(0.0, deadline - loop.time()))
         errors = []
         for resp in resps:  # report before closing the connection settles what is pending
@@ -190,6 +198,8 @@ def main():
     p.add_argument("--method", default="GET", choices=["GET", "PUT", "POST", "DELETE"])
     p.add_argument("--data-file")
     p.add_argument("--header", action="append", default=[])
+    p.add_argument("--header-first", action="append", default=[])
+    p.add_argument("--serial", action="store_true")
     p.add_argument("--trailer", action="append", default=[])
     p.add_argument("--out")
     p.add_argument("--json", action="store_true")
@@ -215,6 +225,7 @@ def main():
             out.append((name.strip().lower().encode(), value.strip().encode()))
         return out
     headers = fields(args.header, "header")
+    args.first_headers = fields(args.header_first, "header-first")
     trailers = fields(args.trailer, "trailer")
     body = open(args.data_file, "rb").read() if args.data_file else None
     try:

@@ -53,9 +53,16 @@ impl Decoder {
     /// (name length + value length + 32 per field). When the list exceeds it,
     /// decoding continues to the end so that the dynamic table stays in sync,
     /// but no further fields are emitted and
-    /// [`DecodeError::HeaderListTooLarge`] is returned at the end. A single
-    /// string literal longer than `max_list_size` (decoded, for Huffman) is
-    /// [`DecodeError::StringTooLong`], which protects against HPACK bombs.
+    /// [`DecodeError::HeaderListTooLarge`] is returned at the end. A string
+    /// literal longer than the whole limit is decoded too and counted: one
+    /// field too large for the list makes the list too large (the peer's
+    /// request gets a 431, RFC 9113 §8.2.2 / RFC 6585 §5), not the block
+    /// undecodable. It cannot be a bomb: a literal lies in the block, and
+    /// Huffman coding expands it at most 8/5 times (5-bit shortest code), so
+    /// its decoded length is bounded by twice the block's, which the caller
+    /// bounds; repeated references to a large table entry are what the list
+    /// limit stops. An announced length beyond that is
+    /// [`DecodeError::StringTooLong`].
     ///
     /// # Errors
     /// Any [`DecodeError`]; all but `HeaderListTooLarge` leave the decoder
@@ -71,6 +78,8 @@ impl Decoder {
         emit: &mut dyn FnMut(&[u8], &[u8], bool),
     ) -> Result<(), DecodeError> {
         let mut pos = 0;
+        // See above: no literal in this block can decode to more.
+        let string_max = max_list_size.max(block.len().saturating_mul(2));
         // Size updates are only allowed before the first field (§4.2).
         let mut fields_seen = false;
         let mut list_size: usize = 0;
@@ -120,7 +129,7 @@ impl Decoder {
 
             let name: &[u8] = if name_index == 0 {
                 // New name: a string literal follows (§6.2.1 figure 7).
-                let (s, n) = string::decode(&block[pos..], 7, max_list_size, &mut self.name_buf)?;
+                let (s, n) = string::decode(&block[pos..], 7, string_max, &mut self.name_buf)?;
                 pos += n;
                 s
             } else {
@@ -131,7 +140,7 @@ impl Decoder {
                 self.name_buf.extend_from_slice(s);
                 &self.name_buf
             };
-            let (value, n) = string::decode(&block[pos..], 7, max_list_size, &mut self.value_buf)?;
+            let (value, n) = string::decode(&block[pos..], 7, string_max, &mut self.value_buf)?;
             pos += n;
 
             account(&mut list_size, &mut too_large, max_list_size, name, value);
@@ -143,6 +152,12 @@ impl Decoder {
             }
         }
 
+        // A large literal's scratch room is not kept for the connection's life.
+        for buf in [&mut self.name_buf, &mut self.value_buf] {
+            if buf.capacity() > KEEP_SCRATCH {
+                *buf = Vec::new();
+            }
+        }
         if too_large {
             Err(DecodeError::HeaderListTooLarge)
         } else {
@@ -150,6 +165,9 @@ impl Decoder {
         }
     }
 }
+
+/// Scratch room for Huffman-decoded literals kept between blocks: a typical field's many times.
+const KEEP_SCRATCH: usize = 16 * 1024;
 
 /// Adds a field to the header list size (RFC 9113 §6.5.2) and notes when it
 /// goes over the limit.
@@ -312,24 +330,32 @@ mod tests {
     }
 
     #[test]
-    fn string_too_long() {
+    fn a_field_longer_than_the_list_limit_is_decoded_and_makes_the_list_too_large() {
         let mut d = Decoder::new(4096);
-        let block = [0x00, 0x05, b'a', b'b', b'c', b'd', b'e', 0x00];
-        assert_eq!(run(&mut d, &block, 4), Err(DecodeError::StringTooLong));
+        // A literal with incremental indexing, longer than the limit: decoded, not emitted,
+        // and in the table afterwards (the decoder stays in step with the peer).
+        let block = [0x40, 0x01, b'n', 0x05, b'a', b'b', b'c', b'd', b'e'];
+        assert_eq!(run(&mut d, &block, 4), Err(DecodeError::HeaderListTooLarge));
+        assert_eq!(ok(&mut d, &[0xbe]), [field("n", "abcde")]);
         // A huge announced length is rejected without the data being there.
         let mut d = Decoder::new(4096);
         let block = [0x00, 0x7f, 0xff, 0xff, 0xff, 0x0f];
         assert_eq!(run(&mut d, &block, 1 << 16), Err(DecodeError::StringTooLong));
-        // Huffman: 16 octets of '0' (5 bits each) decode to 25 octets.
+        // Huffman: 16 octets of '0' (5 bits each) decode to 25 octets, more than the limit.
         let mut value = Vec::new();
         crate::string::encode(&[b'0'; 25], 7, 0, &mut value);
         assert_eq!(value[0], 0x80 | 16);
         let mut block = vec![0x00, 0x01, b'n'];
         block.extend(&value);
         let mut d = Decoder::new(4096);
-        assert_eq!(run(&mut d, &block, 24), Err(DecodeError::StringTooLong));
+        assert_eq!(run(&mut d, &block, 24), Err(DecodeError::HeaderListTooLarge));
+        // A 70 KB value in one field, the limit 64 KiB: too large, and the scratch room goes.
         let mut d = Decoder::new(4096);
-        assert_eq!(run(&mut d, &block, 25), Err(DecodeError::HeaderListTooLarge));
+        let mut block = vec![0x00, 0x01, b'x'];
+        crate::string::encode(&[b'7'; 70_000], 7, 0, &mut block);
+        assert_eq!(run(&mut d, &block, 65_536), Err(DecodeError::HeaderListTooLarge));
+        assert!(d.value_buf.capacity() <= KEEP_SCRATCH);
+        assert_eq!(ok(&mut d, &[0x82]), [field(":method", "GET")]);
     }
 
     #[test]

@@ -40,6 +40,15 @@ pub struct HeadFields {
 }
 
 impl HeadFields {
+    /// Whether one of the fields is `date` (names are lower case). The shared fields are not
+    /// looked at: they are made once for many responses (a file version's), which is no place
+    /// for a date.
+    pub fn has_date(&self) -> bool {
+        // The parsed fields are a proxied response's: the origin's `Date` stays (RFC 9110
+        // §6.6.1 has a recipient add one only when it is missing).
+        self.own.iter().any(|f| &f.name[..] == b"date") || self.packed.iter().any(|(n, _)| n == b"date")
+    }
+
     /// Every field as (name, value), in order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         self.shared

@@ -151,6 +151,8 @@ pub struct Connection {
     /// Where header blocks are encoded before framing, and received ones gathered before they
     /// are decoded (kept, so a response or a request head allocates nothing here).
     out_block: Vec<u8>,
+    /// The `Date` value final response heads carry ([`Connection::set_date`]).
+    date: Option<Bytes>,
     peer_max_frame: usize,
     peer_initial_window: u32,
     send_window: SendWindow,
@@ -263,6 +265,7 @@ impl Connection {
             decoder: hpack::Decoder::new(cfg.header_table_size.max(4096) as usize),
             encoder: hpack::Encoder::new(),
             out_block: Vec::new(),
+            date: None,
             policy,
             inbuf: BytesMut::new(),
             preface: Preface::Magic,

@@ -18,6 +18,15 @@ use sluice_http::{Field, HeadFields};
 const MIN_FRAME: usize = 1024;
 
 impl Connection {
+    /// The `Date` field value (an IMF-fixdate, RFC 9110 §5.6.7) that every final response head
+    /// from now on carries, unless its fields have a `date` of their own (a proxied response's):
+    /// an origin server with a clock must send it (RFC 9110 §6.6.1). The engine reads no clock,
+    /// so the driver sets it, once a second; the encoder indexes it, so within that second it
+    /// costs a byte or two per response.
+    pub fn set_date(&mut self, value: Bytes) {
+        self.date = Some(value);
+    }
+
     /// Queue a response head of `stream`: an interim response (1xx other than 101; any
     /// number of them, RFC 9113 §8.1) or the final one (200 and up). With `end_stream` the
     /// response has no body. Heads are framed in the order given, before any body data.
@@ -267,7 +276,9 @@ impl Connection {
             // Three digits: `send_response` takes only 100..=999 (and the engine's own 431).
             let n = head.status;
             let status = sluice_http::status_digits(n);
-            let status = std::iter::once((&b":status"[..], &status[..], false));
+            let date = self.date.as_deref().filter(|_| n >= 200 && !head.fields.has_date());
+            let status =
+                std::iter::once((&b":status"[..], &status[..], false)).chain(date.map(|d| (&b"date"[..], d, false)));
             let own = head.fields.own.iter().map(|f| line(f.parts()));
             self.out_block.clear();
             let packed = head.fields.packed.iter().map(line);

@@ -212,6 +212,8 @@ pub struct Connection {
     decoder_id: u64,
     encoder: qpack::Encoder,
     decoder: qpack::Decoder,
+    /// The `Date` value final response heads carry ([`Connection::set_date`]).
+    date: Option<bytes::Bytes>,
     peer: Peer,
     /// Frame reader of the client's control stream.
     control_reader: FrameReader,
@@ -283,6 +285,7 @@ impl Connection {
             // The client's QPACK settings are 0 until its SETTINGS arrive (RFC 9204 §3.2.3,
             // RFC 9114 §7.2.4.2: use the defaults before then).
             encoder: qpack::Encoder::new(0, 0),
+            date: None,
             decoder: qpack::Decoder::new(
                 cfg.qpack_max_table_capacity,
                 cfg.qpack_blocked_streams,

@@ -17,6 +17,14 @@ use crate::stream::FinalHead;
 const RUN_QUANTA: usize = 16;
 
 impl Connection {
+    /// The `Date` field value (an IMF-fixdate, RFC 9110 §5.6.7) that every final response head
+    /// queued from now on carries, unless its fields have a `date` of their own (a proxied
+    /// response's): an origin server with a clock must send it (RFC 9110 §6.6.1). The engine
+    /// reads no clock, so the driver sets it, once a second.
+    pub fn set_date(&mut self, value: Bytes) {
+        self.date = Some(value);
+    }
+
     /// Queue a response head on `stream`: an interim response (1xx, not 101) or the final one.
     /// With `end_stream` the response has no body. A `priority` field among `fields` changes
     /// the stream's priority (RFC 9218 §8: the server's view merged over the client's).
@@ -47,10 +55,17 @@ impl Connection {
             priority = Priority::parse(v, priority);
         }
         // Three digits (checked above), without a `String` for them.
+        // Taken out for the encoding (which borrows the engine), not cloned: a clone and its
+        // drop are two atomic operations per response.
+        let date = self.date.take();
+        let stamp = date.as_deref().filter(|_| !interim && !fields.has_date());
         let status = sluice_http::status_digits(status);
-        let list =
-            std::iter::once(FieldRef::new(b":status", &status)).chain(fields.iter().map(|(n, v)| FieldRef::new(n, v)));
-        let block = self.encode_section(stream, list)?;
+        let list = std::iter::once(FieldRef::new(b":status", &status))
+            .chain(stamp.map(|d| FieldRef::new(b"date", d)))
+            .chain(fields.iter().map(|(n, v)| FieldRef::new(n, v)));
+        let block = self.encode_section(stream, list);
+        self.date = date;
+        let block = block?;
         self.reprioritize(stream, priority);
         if !interim {
             self.urgencies_seen |= 1 << priority.urgency.min(7);

@@ -251,6 +251,8 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
         Some(r)
     } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {
         Some(Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n"))
+    } else if req.path == "*" {
+        Some(server_wide(&req.method))
     } else {
         None
     };
@@ -264,6 +266,21 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
         r
     });
     (Admitted { log, proto: req.proto, head_only }, refused)
+}
+
+/// The methods some route of the server answers: what `OPTIONS *` announces.
+const SERVER_METHODS: &str = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE";
+
+/// The answer to a request for `*`, the server as a whole: `OPTIONS *` (RFC 9110 §9.3.7, a
+/// "ping" that names no resource) is 204 with the methods the server answers somewhere;
+/// another method cannot have `*` as its target (RFC 9112 §3.2.4), 400.
+fn server_wide(method: &http::Method) -> Response {
+    if *method != http::Method::OPTIONS {
+        return Response::text(StatusCode::BAD_REQUEST, "Bad Request: only OPTIONS may ask for *\n");
+    }
+    let mut headers = HeaderMap::with_capacity(1);
+    headers.insert(http::header::ALLOW, http::HeaderValue::from_static(SERVER_METHODS));
+    Response::new(StatusCode::NO_CONTENT, headers, Body::Empty)
 }
 
 /// The access-log line of a request as it arrives (written when the exchange ends).

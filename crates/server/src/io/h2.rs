@@ -229,10 +229,15 @@ where
         // its lock, two or three times per turn.
         let mut timer = std::pin::pin!(tokio::time::sleep_until(tokio::time::Instant::now()));
         let mut timer_at: Option<tokio::time::Instant> = None;
+        let mut date = crate::io::date::Stamp::default();
         loop {
             // One clock reading per turn, for what the turn decides before it waits (the handlers
             // run in between take microseconds).
             let now = Instant::now();
+            // Heads are encoded when framed, below: with the second's `Date`.
+            if let Some(d) = date.due() {
+                conn.set_date(d);
+            }
             // Streams answered inline have no handler state: the engine holds what they wait for.
             if !streams.queued() && !conn.has_unframed() {
                 progress_at = tokio::time::Instant::from_std(now);

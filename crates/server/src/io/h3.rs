@@ -557,7 +557,13 @@ async fn serve(
     let mut closed = std::pin::pin!(quic.closed());
     let mut timer = std::pin::pin!(tokio::time::sleep_until(tokio::time::Instant::now()));
     let mut timer_at: Option<tokio::time::Instant> = None;
+    // Heads are encoded when queued: the `Date` is brought up to date before each turn's
+    // heads and before a command's.
+    let mut date = crate::io::date::Stamp::default();
     loop {
+        if let Some(v) = date.due() {
+            d.engine.set_date(v);
+        }
         // Streams answered inline have no handler state: the engine holds what they wait for.
         if !d.streams.queued() && !d.engine.has_unframed() {
             d.progress_at = Instant::now();
@@ -595,7 +601,12 @@ async fn serve(
                     d.input(input);
                 }
             }
-            Some(cmd) = cmd_rx.recv() => d.streams.apply(&mut d.engine, cmd),
+            Some(cmd) = cmd_rx.recv() => {
+                if let Some(v) = date.due() {
+                    d.engine.set_date(v);
+                }
+                d.streams.apply(&mut d.engine, cmd);
+            }
             r = &mut accept_bi, if accepting => {
                 accept_bi.set(quic.accept_bi());
                 match r {

@@ -273,6 +273,49 @@ fn heads_with_parsed_fields_carry_every_part_in_order() {
     }
 }
 
+#[test]
+fn final_heads_carry_the_date_the_driver_set_unless_they_have_their_own() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/a", true);
+    c.events();
+    // No date set: none sent (the engine has no clock of its own).
+    c.conn.send_response(1, 200, vec![Field::new("x", "1")], true).unwrap();
+    assert_eq!(c.output(), vec![F::Headers(1, vec![(":status".into(), "200".into()), ("x".into(), "1".into())], true)]);
+    let date = "Mon, 07 Dec 2026 17:12:31 GMT";
+    c.conn.set_date(bytes::Bytes::from_static(date.as_bytes()));
+    let with_date = |status: &str, rest: &[(&str, &str)]| -> Vec<(String, String)> {
+        [(":status", status), ("date", date)].iter().chain(rest).map(|(n, v)| (n.to_string(), v.to_string())).collect()
+    };
+    // A 103, then a 404: the interim head has none, the final one has it.
+    c.request(3, "/b", true);
+    c.events();
+    c.conn.send_response(3, 103, vec![Field::new("link", "</s.css>; rel=preload")], false).unwrap();
+    c.conn.send_response(3, 404, vec![], true).unwrap();
+    let want_103 =
+        vec![(":status".to_owned(), "103".to_owned()), ("link".to_owned(), "</s.css>; rel=preload".to_owned())];
+    assert_eq!(c.output(), vec![F::Headers(3, want_103, false), F::Headers(3, with_date("404", &[]), true)]);
+    // The engine's own 431 has it too.
+    let big = "v".repeat(70_000);
+    let b = c.block(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("x-big", &big)]);
+    c.send(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 5, &b);
+    let out = c.output();
+    assert!(
+        matches!(&out[0], F::Headers(5, f, true) if f[0].1 == "431" && f[1] == ("date".into(), date.into())),
+        "{out:?}"
+    );
+    // A proxied head with the origin's date keeps it, alone.
+    c.request(7, "/c", true);
+    c.events();
+    let origin = "Sun, 29 Nov 2026 23:40:00 GMT";
+    let packed = sluice_http::PackedFields::copied([(&b"date"[..], origin.as_bytes())].into_iter());
+    let fields = sluice_http::HeadFields { packed, ..Default::default() };
+    c.conn.send_response(7, 200, fields, true).unwrap();
+    assert_eq!(
+        c.output(),
+        vec![F::Headers(7, vec![(":status".into(), "200".into()), ("date".into(), origin.into())], true)]
+    );
+}
+
 /// Requests on `ids` at once (no body), each answered with a `server` field and two bytes;
 /// what the server sent.
 fn answer_burst(c: &mut Client, ids: &[u32], path: &str) -> Vec<F> {
