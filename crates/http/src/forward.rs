@@ -51,13 +51,17 @@ impl Cidr {
 
 /// Connection-specific fields (RFC 9110 §7.6.1, RFC 9113 §8.2.2) that never cross a proxy.
 /// `te` is handled apart: `te: trailers` is kept (gRPC asks for trailers with it).
-static HOP_BY_HOP: [HeaderName; 6] = [
+/// `HTTP2-Settings` belongs to an `Upgrade: h2c` (RFC 7540 §3.2.1, gone from RFC 9113), which a
+/// proxy must not pass on (the h2c-smuggling pattern): it goes even when `Connection` does not
+/// name it.
+static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::TRANSFER_ENCODING,
     header::UPGRADE,
     header::PROXY_AUTHENTICATE,
+    HeaderName::from_static("http2-settings"),
 ];
 
 /// The `Connection` field's options (RFC 9110 §7.6.1), as sent (compared without case),
@@ -73,6 +77,71 @@ fn connection_options(h: &HeaderMap) -> impl Iterator<Item = &[u8]> + '_ {
 /// Whether the `Connection` field names `option` (`close`, `upgrade`, ...; case-insensitive).
 pub fn connection_has(h: &HeaderMap, option: &str) -> bool {
     connection_options(h).any(|t| t.eq_ignore_ascii_case(option.as_bytes()))
+}
+
+/// The `Upgrade` value of a request that asks for a WebSocket (RFC 6455 §4.1: `websocket`,
+/// compared without case, alone in the field), the only upgrade a proxy should pass on and
+/// tunnel: `h2c` or anything else would turn the connection into a tunnel that no longer
+/// goes through per-request routing. `None` for every other request.
+pub fn websocket_upgrade(h: &HeaderMap) -> Option<&HeaderValue> {
+    let mut values = h.get_all(header::UPGRADE).iter();
+    let v = values.next()?;
+    let only = values.next().is_none();
+    (only && v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"websocket")).then_some(v)
+}
+
+/// Fields a trailer section must not carry (RFC 9110 §6.5.1): those whose meaning is needed
+/// before the content (framing, routing, request modifiers, authentication, cookies, response
+/// controls, the content's format) and the connection-specific ones. A sender must not
+/// generate them in trailers; a proxy that receives them drops them rather than pass them on
+/// to a recipient that might merge them into the header section (RFC 9110 §6.5.2).
+const FORBIDDEN_IN_TRAILERS: [&str; 32] = [
+    "content-length",
+    "transfer-encoding",
+    "trailer",
+    "host",
+    "expect",
+    "max-forwards",
+    "range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-range",
+    "te",
+    "authorization",
+    "proxy-authorization",
+    "www-authenticate",
+    "proxy-authenticate",
+    "cookie",
+    "set-cookie",
+    "cache-control",
+    "expires",
+    "pragma",
+    "age",
+    "date",
+    "location",
+    "retry-after",
+    "vary",
+    "content-encoding",
+    "content-type",
+    "content-range",
+    "connection",
+    "upgrade",
+];
+
+/// Remove from a trailer section the fields that may not be trailers
+/// ([`FORBIDDEN_IN_TRAILERS`]) and the hop-by-hop ones.
+pub fn strip_forbidden_trailers(t: &mut HeaderMap) {
+    strip_hop_by_hop(t);
+    // A `te` kept by `strip_hop_by_hop` (`te: trailers`) is a request modifier: gone too.
+    if t.keys().any(|n| FORBIDDEN_IN_TRAILERS.contains(&n.as_str())) {
+        let names: Vec<HeaderName> =
+            t.keys().filter(|n| FORBIDDEN_IN_TRAILERS.contains(&n.as_str())).cloned().collect();
+        for n in names {
+            t.remove(n);
+        }
+    }
 }
 
 /// Remove the hop-by-hop fields, the ones `Connection` names included. (`Proxy-Authorization`
@@ -93,6 +162,7 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
             "transfer-encoding" => present |= 8,
             "upgrade" => present |= 16,
             "proxy-authenticate" => present |= 32,
+            "http2-settings" => present |= 64,
             _ => {}
         }
     }
@@ -508,6 +578,52 @@ mod tests {
             push_v4(&mut out, v4);
             assert_eq!(out, ip.as_bytes());
         }
+    }
+
+    #[test]
+    fn trailers_lose_the_fields_that_may_not_be_trailers() {
+        let mut t = HeaderMap::new();
+        for (n, v) in [
+            ("x-checksum", "abc"),
+            ("content-length", "5"),
+            ("host", "evil.example"),
+            ("transfer-encoding", "chunked"),
+            ("te", "trailers"),
+            ("authorization", "Basic eDp5"),
+            ("grpc-status", "0"),
+            ("content-type", "text/html"),
+            ("set-cookie", "a=1"),
+        ] {
+            t.append(HeaderName::from_static(n), HeaderValue::from_static(v));
+        }
+        strip_forbidden_trailers(&mut t);
+        let left: Vec<&str> = t.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-checksum", "grpc-status"]);
+    }
+
+    #[test]
+    fn only_a_websocket_upgrade_is_one_to_pass_on() {
+        let map = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (n, v) in pairs {
+                h.append(*n, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert!(websocket_upgrade(&map(&[("upgrade", "websocket")])).is_some());
+        assert!(websocket_upgrade(&map(&[("upgrade", " WebSocket ")])).is_some());
+        for bad in [
+            &[("upgrade", "h2c")][..],
+            &[("upgrade", "websocket, h2c")],
+            &[("upgrade", "websocket"), ("upgrade", "h2c")],
+            &[],
+        ] {
+            assert!(websocket_upgrade(&map(bad)).is_none(), "{bad:?}");
+        }
+        // HTTP2-Settings goes whatever `Connection` says.
+        let mut h = map(&[("http2-settings", "AAMAAABkAAQAAP__"), ("x-a", "1")]);
+        strip_hop_by_hop(&mut h);
+        assert!(h.get("http2-settings").is_none() && h.get("x-a").is_some());
     }
 
     #[test]

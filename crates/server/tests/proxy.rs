@@ -175,6 +175,13 @@ enum Script {
     MixedCase,
     /// The echo for a connection's first request; never answers the ones after it.
     OnceThenStall,
+    /// The echo after this many milliseconds (a long poll).
+    Delayed(u64),
+    /// 204 or 304 with a `Content-Length` (as some origins send them) and no body.
+    NoContentWithLength(u16),
+    /// Answers an `Upgrade` with 101 and then echoes raw bytes (what an h2c-upgrading origin
+    /// would do); a request without one gets the echo.
+    SwitchesAnything,
     /// The echo, at once for a connection's first request, after 1.2 s for the ones after it.
     SlowAfterFirst,
     /// The echo with `Connection: close` (and `Keep-Alive`, which that overrides), the
@@ -246,12 +253,14 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 }
                 let Ok(n) = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16) else { return };
                 if n == 0 {
-                    // Trailers, then the empty line.
+                    // Trailers, then the empty line; recorded with the head as `trailer> ` lines.
                     loop {
                         let mut l = String::new();
                         if r.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
                             break;
                         }
+                        head.push_str("trailer> ");
+                        head.push_str(&l);
                     }
                     break;
                 }
@@ -294,6 +303,25 @@ fn serve_scripted(conn: TcpStream, script: Script, heads: &Mutex<Vec<String>>) {
                 );
                 w.write_all(all.as_bytes()).is_ok()
             }
+            Script::Delayed(ms) => {
+                thread::sleep(Duration::from_millis(ms));
+                echo(&mut w).is_ok()
+            }
+            Script::NoContentWithLength(status) => {
+                let reason = if status == 204 { "No Content" } else { "Not Modified" };
+                write!(w, "HTTP/1.1 {status} {reason}\r\ncontent-length: 42\r\netag: \"x\"\r\n\r\n").is_ok()
+            }
+            Script::SwitchesAnything if lower.contains("\r\nupgrade:") => {
+                let _ = w.write_all(b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n");
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = r.read(&mut buf) {
+                    if n == 0 || w.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                false
+            }
+            Script::SwitchesAnything => echo(&mut w).is_ok(),
             Script::OnceThenStall if answered == 1 => echo(&mut w).is_ok(),
             Script::OnceThenStall => {
                 thread::sleep(Duration::from_secs(20));
@@ -1147,4 +1175,145 @@ fn a_body_over_the_limit_is_a_413_not_a_502() {
     }
     // Not ejected: a normal request still reaches the upstream.
     assert_eq!(curl(&px, Proto::H1Plain, "/p/ok", &[]).status, 200);
+}
+
+/// A Sluice proxying `/p/` to the upstream of `upstream`, with `[timeouts] idle_secs` at
+/// `idle`.
+fn proxy_idle(upstream: &str, idle: u64) -> Server {
+    let extra = format!("[[upstream]]\nname = \"up\"\n{upstream}\n[[site.route]]\npath = \"/p/\"\nproxy = \"up\"\n");
+    Server::start_with(&Options { extra, idle_secs: Some(idle), ..Options::default() })
+}
+
+/// A request waiting on its upstream is not an idle connection: a long poll that outlasts
+/// `[timeouts] idle_secs` is answered on HTTP/1.1, HTTP/2 (TLS and h2c) and HTTP/3 (before,
+/// HTTP/2 cut it with GOAWAY at `idle_secs`).
+#[test]
+fn a_long_poll_outlives_the_idle_timeout_on_every_protocol() {
+    require_tool!("curl", "a_long_poll_outlives_the_idle_timeout_on_every_protocol");
+    let up = Scripted::start(Script::Delayed(3_500));
+    let px = proxy_idle(&up_at(up.port, ""), 2);
+    for p in Proto::ALL {
+        let r = curl(&px, p, "/p/poll", &[]);
+        assert_eq!(r.status, 200, "{p:?}: {}", r.headers);
+        assert!(String::from_utf8_lossy(&r.body).starts_with("GET /p/poll"), "{p:?}");
+    }
+    if !have_aioquic("a_long_poll_outlives_the_idle_timeout_on_every_protocol (HTTP/3)") {
+        return;
+    }
+    let v = h3(&[&px.https("/p/poll")]);
+    assert_eq!(v["status"], 200, "{v}");
+}
+
+/// Streams waiting on a stalled upstream end with 504 and `Proxy-Status` at the upstream's
+/// `response_head_secs`, not as resets at the client connection's `idle_secs`.
+#[test]
+fn streams_on_a_stalled_upstream_get_504s_not_resets() {
+    require_tool!("h2load", "streams_on_a_stalled_upstream_get_504s_not_resets");
+    require_tool!("curl", "streams_on_a_stalled_upstream_get_504s_not_resets");
+    let up = Scripted::start(Script::Stall);
+    // No passive ejection: every request meets the stalled server, none a 503.
+    let px =
+        proxy_idle(&up_at(up.port, "[upstream.timeouts]\nresponse_head_secs = 4\n[upstream.eject]\nfailures = 0"), 2);
+    let out = run(
+        Command::new("h2load").args(["-n", "40", "-c", "1", "-m", "40"]).arg(px.https("/p/stalled")),
+        Duration::from_secs(60),
+    );
+    out.expect_success("h2load");
+    assert!(out.stdout.contains("status codes: 0 2xx, 0 3xx, 0 4xx, 40 5xx"), "{}", out.stdout);
+    let r = curl(&px, Proto::H2c, "/p/stalled-too", &[]);
+    assert_eq!(r.status, 504, "{}", r.headers);
+    assert!(r.header("proxy-status").unwrap_or_default().contains("error=http_response_timeout"), "{}", r.headers);
+}
+
+/// An `Upgrade: h2c` (with `HTTP2-Settings`) is not passed to an HTTP/1.1 upstream, so an
+/// origin that would switch never turns the connection into a tunnel past per-request
+/// routing (h2c smuggling); the request is proxied as a plain one. A WebSocket upgrade still
+/// goes through (`websockets_tunnel_through_the_proxy`).
+#[test]
+fn an_h2c_upgrade_is_not_passed_upstream() {
+    require_tool!("curl", "an_h2c_upgrade_is_not_passed_upstream");
+    let up = Scripted::start(Script::SwitchesAnything);
+    let px = proxy(&up_at(up.port, ""), "");
+    for p in [Proto::H1Plain, Proto::H1Tls] {
+        let r = curl(
+            &px,
+            p,
+            "/p/smuggle",
+            &[
+                "-H",
+                "Connection: Upgrade, HTTP2-Settings",
+                "-H",
+                "Upgrade: h2c",
+                "-H",
+                "HTTP2-Settings: AAMAAABkAAQAAP__",
+            ],
+        );
+        assert_eq!(r.status, 200, "{p:?}: {}", r.headers);
+    }
+    // And without `Connection` naming them: `Upgrade` and `HTTP2-Settings` still go.
+    let r = curl(&px, Proto::H1Plain, "/p/bare", &["-H", "Upgrade: h2c", "-H", "HTTP2-Settings: AAMAAABkAAQAAP__"]);
+    assert_eq!(r.status, 200, "{}", r.headers);
+    for head in up.heads() {
+        let lower = head.to_ascii_lowercase();
+        assert!(!lower.contains("upgrade:") && !lower.contains("http2-settings"), "{head}");
+    }
+}
+
+/// A 204 or 304 an HTTP/1.1 upstream sends with `Content-Length` reaches HTTP/2 and HTTP/3
+/// clients without it (RFC 9110 §8.6; curl refused the stream before), as HTTP/1.1 ones.
+#[test]
+fn no_content_and_not_modified_lose_their_length() {
+    require_tool!("curl", "no_content_and_not_modified_lose_their_length");
+    for status in [204, 304] {
+        let up = Scripted::start(Script::NoContentWithLength(status));
+        let px = proxy(&up_at(up.port, ""), "");
+        for p in Proto::ALL {
+            let r = curl(&px, p, "/p/empty", &[]);
+            assert_eq!(r.status, status, "{p:?}: {}", r.headers);
+            assert!(r.header("content-length").is_none(), "{p:?} {status}: {}", r.headers);
+        }
+        if have_aioquic("no_content_and_not_modified_lose_their_length (HTTP/3)") {
+            let v = h3(&[&px.https("/p/empty")]);
+            assert_eq!(v["status"], status, "{v}");
+            assert!(v["headers"].as_array().unwrap().iter().all(|h| h[0] != "content-length"), "{v}");
+        }
+    }
+}
+
+/// Fields that may not be trailers (RFC 9110 §6.5.1: framing, routing, authentication, ...)
+/// in a request's trailer section are not passed to the upstream, whatever protocol the
+/// client used; the others are.
+#[test]
+fn trailers_reach_the_upstream_without_the_fields_that_may_not_be_trailers() {
+    let up = Scripted::start(Script::Echo);
+    let px = proxy(&up_at(up.port, ""), "");
+    let req = b"POST /p/t HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nTrailer: x-checksum\r\n\r\n\
+                5\r\nhello\r\n0\r\nx-checksum: abc\r\ncontent-length: 5\r\nhost: evil.example\r\n\
+                authorization: Basic eDp5\r\n\r\n";
+    assert_eq!(raw_h1(px.plain_port, req), [200]);
+    if have_aioquic("trailers_reach_the_upstream_without_the_fields_that_may_not_be_trailers (HTTP/3)") {
+        let body = px.scratch("t.body");
+        fs::write(&body, b"hello").unwrap();
+        let v = h3(&[
+            "--method",
+            "POST",
+            "--data-file",
+            body.to_str().unwrap(),
+            "--trailer",
+            "x-checksum: def",
+            "--trailer",
+            "content-type: text/html",
+            "--trailer",
+            "cookie: a=1",
+            &px.https("/p/t3"),
+        ]);
+        assert_eq!(v["status"], 200, "{v}");
+    }
+    let heads = up.heads();
+    for head in &heads {
+        let trailers: Vec<&str> = head.lines().filter_map(|l| l.strip_prefix("trailer> ")).collect();
+        assert_eq!(trailers.len(), 1, "only x-checksum crosses: {head}");
+        assert!(trailers[0].starts_with("x-checksum: "), "{head}");
+    }
+    assert!(!heads.is_empty());
 }

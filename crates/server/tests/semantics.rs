@@ -192,3 +192,50 @@ fn options_star_is_answered_for_the_server_as_a_whole() {
         assert_eq!(out.stdout, "400", "GET * over {proto} {url}");
     }
 }
+
+/// A complete response to a request whose body is still coming (an early 405 or 413 to a
+/// large upload) is followed by RST_STREAM(NO_ERROR) on HTTP/2 (RFC 9113 §8.1): the client is
+/// told to stop sending, without error, instead of sending a body nobody reads (Node's
+/// http2 client stops; before, it sent all 40 MB). curl finishes with the status (its 7.88
+/// took a reset that came in one read with the response for a stream closed before its
+/// response, so the reset goes in the write after it).
+#[test]
+fn an_early_answer_to_an_upload_stops_the_upload_without_error() {
+    require_tool!("curl", "an_early_answer_to_an_upload_stops_the_upload_without_error");
+    require_tool!("node", "an_early_answer_to_an_upload_stops_the_upload_without_error");
+    let plain = Server::start();
+    let limited = Server::start_with(&support::Options {
+        extra: "[limits]\nmax_request_body = 1000000\n".into(),
+        ..support::Options::default()
+    });
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/h2post.js");
+    let size: usize = 40 << 20;
+    let upload = plain.scratch("upload.bin");
+    std::fs::write(&upload, vec![7u8; size]).unwrap();
+    let data = format!("@{}", upload.display());
+    // A method the file handler does not take (405); a body declared over `max_request_body`
+    // (413 at admission). Either way more than the windows hold is still to come.
+    for (srv, path, want) in [(&plain, "/hello.txt", 405), (&limited, "/__up", 413)] {
+        for (proto, url) in [("--http2", srv.https(path)), ("--http2-prior-knowledge", srv.http(path))] {
+            let out = run(Command::new("node").arg(&script).arg(&url).arg(size.to_string()), Duration::from_secs(30));
+            out.expect_success("h2post.js");
+            let v: serde_json::Value =
+                serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+            assert_eq!(v["status"], want, "{url}: {v}");
+            assert_eq!(v["rstCode"], 0, "{url}: the stream ends with NO_ERROR: {v}");
+            assert!(
+                v["aborted"] == true && v["sent"].as_u64().unwrap() < size as u64,
+                "{url}: the client went on sending: {v}"
+            );
+            let out = run(
+                Command::new("curl")
+                    .args(["-sk", proto, "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary"])
+                    .arg(&data)
+                    .arg(&url),
+                Duration::from_secs(30),
+            );
+            assert!(out.status.success(), "{proto} {url}: curl {:?} {}", out.status, out.stderr);
+            assert_eq!(out.stdout, want.to_string(), "{proto} {url}");
+        }
+    }
+}

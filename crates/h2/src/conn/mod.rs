@@ -10,7 +10,8 @@
 //! header block within it of its HEADERS; our SETTINGS must be acknowledged within
 //! `Config::settings_timeout` of the peer's preface if the peer is otherwise active (see
 //! [`Connection::handle_timeout`]); a connection with nothing received and nothing sent for
-//! `Config::idle_timeout`, a peer that never sent a byte included, ends with GOAWAY(NO_ERROR).
+//! `Config::idle_timeout`, a peer that never sent a byte included, ends with GOAWAY(NO_ERROR),
+//! unless a request on it waits on the application (its answer's own timeouts bound it).
 //! Budgets: stream resets, PINGs, SETTINGS, and frames that do no useful work
 //! (`Config::max_glitches_per_window`) per `Config::flood_window`; beyond them
 //! GOAWAY(ENHANCE_YOUR_CALM).
@@ -179,7 +180,8 @@ pub struct Connection {
     max_client_stream: u32,
     /// With each, the WINDOW_UPDATEs the peer may still send for it for free: those for DATA
     /// frames it read after we closed the stream are a race, not a glitch.
-    recently_closed: VecDeque<(u32, u32)>,
+    /// With each, whether we reset it ourselves (then its late frames are ignored).
+    recently_closed: VecDeque<(u32, u32, bool)>,
     /// Streams forgotten since [`Connection::take_closed`] last took them, kept only once
     /// [`Connection::report_closed`] asked for them.
     closed: Vec<u32>,
@@ -187,6 +189,9 @@ pub struct Connection {
     block: Option<Block>,
     control: Vec<u8>,
     heads: VecDeque<u32>,
+    /// Streams whose response went out whole while their request is still open, and when to
+    /// reset them with NO_ERROR (see `RESET_AFTER_RESPONSE`).
+    reset_after: Vec<(u32, Instant)>,
     sched: Scheduler,
     /// Urgencies (bit per level) of every stream that had something to send.
     urgencies_seen: u8,
@@ -288,6 +293,7 @@ impl Connection {
             block: None,
             control,
             heads: VecDeque::new(),
+            reset_after: Vec::new(),
             sched: Scheduler::default(),
             urgencies_seen: 0,
             sent_dirty: Vec::new(),
@@ -459,14 +465,21 @@ impl Connection {
             }
             self.settings_deadline = None;
         }
+        self.reset_due(now);
         if self.header_deadline.is_some_and(|d| now >= d) {
             self.fail(Error::conn(Reason::PROTOCOL_ERROR, "request header timeout"));
         } else if self.idle_deadline().is_some_and(|d| now >= d) {
-            self.fail(Error::Connection {
-                reason: Reason::NO_ERROR,
-                initiator: Initiator::Local,
-                detail: "idle timeout",
-            });
+            if self.awaits_application() {
+                // Not idle: a request waits on its handler (a long poll, a slow upstream), whose
+                // own timeouts bound it. The timer starts over.
+                self.last_activity = now;
+            } else {
+                self.fail(Error::Connection {
+                    reason: Reason::NO_ERROR,
+                    initiator: Initiator::Local,
+                    detail: "idle timeout",
+                });
+            }
         }
     }
 
@@ -476,7 +489,8 @@ impl Connection {
         if self.failed {
             return None;
         }
-        [self.settings_deadline, self.header_deadline, self.idle_deadline()].into_iter().flatten().min()
+        let reset = self.reset_after.iter().map(|&(_, at)| at).min();
+        [self.settings_deadline, self.header_deadline, self.idle_deadline(), reset].into_iter().flatten().min()
     }
 
     /// The next event, if any.
@@ -563,8 +577,18 @@ impl Connection {
         self.streams.len()
     }
 
+    /// Whether a stream waits on the application: its request has arrived whole and its
+    /// response is not complete, with nothing held back by the peer's flow-control windows.
+    /// Such a connection is not idle, however long the answer takes; one whose streams wait on
+    /// the peer (a request body that stopped coming, a response behind a shut window) is.
+    /// Looked at only when the idle timer fires, not on every turn.
+    fn awaits_application(&self) -> bool {
+        self.streams.iter().any(|(_, s)| !s.recv_open && s.send_open && s.queued == 0 && !s.end_queued)
+    }
+
     /// No bytes in and none framed out for `idle_timeout`: an idle connection, or one stalled
-    /// on a peer that never opens its flow-control window (zero-window stall).
+    /// on a peer that never opens its flow-control window (zero-window stall), unless a
+    /// request waits on the application ([`Connection::awaits_application`]).
     fn idle_deadline(&self) -> Option<Instant> {
         self.block.is_none().then(|| self.last_activity + self.cfg.idle_timeout)
     }
@@ -617,7 +641,52 @@ impl Connection {
             return self.fail(Error::conn(Reason::ENHANCE_YOUR_CALM, "too many stream errors"));
         }
         if self.remove_stream(id) {
+            self.mark_reset(id);
             self.events.push_back(Event::Reset { stream: id, error });
+        }
+    }
+
+    /// A stream whose response is complete while its request is still open: RST_STREAM with
+    /// NO_ERROR after the response's last frame (RFC 9113 §8.1), and the request body's reader
+    /// told it ends there (a reset, not a clean end: the body is incomplete).
+    /// Reset the streams of [`Connection::reset_after`] that are due at `now`.
+    fn reset_due(&mut self, now: Instant) {
+        if self.reset_after.iter().any(|&(_, at)| at <= now) {
+            let mut list = std::mem::take(&mut self.reset_after);
+            list.retain(|&(id, at)| {
+                if at <= now {
+                    self.finish_early(id);
+                }
+                at > now
+            });
+            self.reset_after = list;
+        }
+    }
+
+    fn finish_early(&mut self, id: u32) {
+        match self.streams.get(&id) {
+            None => return,
+            // The request's body ended meanwhile: nothing to stop.
+            Some(s) if !s.recv_open => {
+                self.remove_stream(id);
+                return;
+            }
+            Some(_) => {}
+        }
+        let reason = Reason::NO_ERROR;
+        RstStream { stream: id, reason }.encode(&mut self.control);
+        if self.remove_stream(id) {
+            self.mark_reset(id);
+            let error = Error::Stream { id, reason, initiator: Initiator::Local, detail: "response complete" };
+            self.events.push_back(Event::Reset { stream: id, error });
+        }
+    }
+
+    /// We sent RST_STREAM on `id`, just forgotten: frames for it that the peer sent before it
+    /// read ours are ignored (RFC 9113 §5.1), not answered with another reset.
+    fn mark_reset(&mut self, id: u32) {
+        if let Some(entry) = self.recently_closed.iter_mut().rev().find(|(closed, _, _)| *closed == id) {
+            entry.2 = true;
         }
     }
 
@@ -635,7 +704,7 @@ impl Connection {
         if self.recently_closed.len() == RECENTLY_CLOSED {
             self.recently_closed.pop_front();
         }
-        self.recently_closed.push_back((id, update_credit));
+        self.recently_closed.push_back((id, update_credit, false));
         if self.report_closed {
             self.closed.push(id);
         }

@@ -244,6 +244,10 @@ impl Connection {
             // Closed stream: the bytes still count for the connection (§6.9), so hand them back.
             self.recv_window.release(d.flow_len);
             self.queue_conn_update(now);
+            // After our RST_STREAM, what the peer sent before it read ours is ignored (§5.1).
+            if self.recently_closed.iter().any(|&(closed, _, ours)| closed == id && ours) {
+                return Ok(());
+            }
             return Err(Error::stream(id, Reason::STREAM_CLOSED, "DATA on a closed stream"));
         };
         if !s.recv_open {
@@ -407,7 +411,7 @@ impl Connection {
         }
         if !self.is_idle(id) {
             // §5.1.1: a stream ID may not be reused or go backwards.
-            return Err(if self.recently_closed.iter().any(|&(closed, _)| closed == id) {
+            return Err(if self.recently_closed.iter().any(|&(closed, _, _)| closed == id) {
                 Error::conn(Reason::STREAM_CLOSED, "HEADERS on a closed stream")
             } else {
                 Error::conn(Reason::PROTOCOL_ERROR, "stream ID lower than a previous one")
@@ -640,8 +644,8 @@ impl Connection {
         }
         let Some(s) = self.streams.get_mut(&w.stream) else {
             // A closed stream: free while it has credit left from the DATA we sent on it.
-            let credit = self.recently_closed.iter_mut().find(|(closed, _)| *closed == w.stream);
-            if let Some((_, n @ 1..)) = credit {
+            let credit = self.recently_closed.iter_mut().find(|(closed, _, _)| *closed == w.stream);
+            if let Some((_, n @ 1.., _)) = credit {
                 *n -= 1;
                 return Ok(());
             }

@@ -17,6 +17,15 @@ use sluice_http::{Field, HeadFields};
 /// waits for the next transmit instead.
 const MIN_FRAME: usize = 1024;
 
+/// How long after a response went out whole, its request's body still coming, the stream is
+/// reset with NO_ERROR (RFC 9113 §8.1; see `Connection::finish_early`). Not in the write that
+/// carries the response's end: a client that reads the two at once may take the stream for
+/// one that closed before its response (curl 7.88 did: "stream 1 closed", no status, exit 92;
+/// over TLS it reads a record at a time, but cleartext h2c came in one read even from the next
+/// write). Ten milliseconds is past any loopback read and small beside a round trip, during
+/// which the client sends on anyway.
+const RESET_AFTER_RESPONSE: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl Connection {
     /// The `Date` field value (an IMF-fixdate, RFC 9110 §5.6.7) that every final response head
     /// from now on carries, unless its fields have a `date` of their own (a proxied response's):
@@ -223,6 +232,8 @@ impl Connection {
 
     fn transmit<S: FrameSink>(&mut self, now: Instant, out: &mut S, max: usize, max_urgency: u8) -> bool {
         let start = out.len();
+        // Responses completed a while ago, their requests still open: reset now.
+        self.reset_due(now);
         out.bytes().append(&mut self.control);
         if self.failed {
             return out.len() > start;
@@ -239,21 +250,34 @@ impl Connection {
                 break;
             }
         }
-        // Streams whose last frame went out may now be closed.
+        // Streams whose last frame went out may now be closed: those done both ways, and those
+        // whose response is complete while the request's body is still coming (an early 200,
+        // 413 or gRPC status), which are reset with NO_ERROR after that last frame: the client
+        // may stop sending without error (RFC 9113 §8.1), rather than wait on a window we
+        // will not open again.
         // Gathered on the stack, a batch at a time: no list allocated per call, and none kept
         // in every connection's state.
         loop {
-            let mut done = [0u32; 16];
+            let mut done = [(0u32, false); 16];
             let mut n = 0;
-            for (id, _) in self.streams.iter().filter(|(_, s)| !s.send_open && !s.recv_open) {
-                done[n] = id;
+            // A stream already waiting for its reset stays until it is due.
+            let waiting = |id: u32| self.reset_after.iter().any(|&(r, _)| r == id);
+            for (id, s) in self.streams.iter().filter(|&(id, s)| !s.send_open && (!s.recv_open || !waiting(id))) {
+                done[n] = (id, s.recv_open);
                 n += 1;
                 if n == done.len() {
                     break;
                 }
             }
-            for &id in &done[..n] {
-                self.remove_stream(id);
+            for &(id, early) in &done[..n] {
+                if early {
+                    // Reset a little later, not in this write (see `RESET_AFTER_RESPONSE`).
+                    if !self.reset_after.iter().any(|&(r, _)| r == id) {
+                        self.reset_after.push((id, now + RESET_AFTER_RESPONSE));
+                    }
+                } else {
+                    self.remove_stream(id);
+                }
             }
             if n < done.len() {
                 break;

@@ -204,6 +204,10 @@ struct Peer {
     unknown_control_frame: bool,
 }
 
+/// The reserved frame type [`Connection::keep_alive`] sends (RFC 9114 §7.2.8: `0x1f * N +
+/// 0x21`; N = 1, 0x40, two bytes as a varint).
+const KEEP_ALIVE_FRAME: u64 = 0x1f + 0x21;
+
 /// One HTTP/3 server connection.
 pub struct Connection {
     cfg: Config,
@@ -443,6 +447,27 @@ impl Connection {
         let mut payload = Vec::with_capacity(8);
         varint::encode(id, &mut payload);
         frame::encode(frame::kind::GOAWAY, &payload, &mut self.control_out);
+    }
+
+    /// Whether a request waits on the application: delivered whole (its FIN read), its response
+    /// not complete, with nothing of it queued (so nothing waits on the peer's flow control).
+    /// Such a connection is not idle however long the answer takes (a long poll, a slow
+    /// upstream): the driver keeps it alive with [`Connection::keep_alive`]. Looked at when the
+    /// driver's keep-alive timer fires, not on every turn.
+    pub fn awaits_application(&self) -> bool {
+        self.streams
+            .values()
+            .any(|s| s.delivered && s.recv.fin && !s.send.done && s.send.queued == 0 && !s.send.end_queued)
+    }
+
+    /// Something for the peer to acknowledge, so that neither side's QUIC idle timer runs out
+    /// while a request waits on the application (RFC 9000 §10.1.2: it restarts on a packet
+    /// received, and on sending an ack-eliciting one): a frame of a reserved type on the
+    /// control stream, which every peer ignores (RFC 9114 §7.2.8).
+    pub fn keep_alive(&mut self) {
+        if !self.failed {
+            frame::encode(KEEP_ALIVE_FRAME, &[], &mut self.control_out);
+        }
     }
 
     /// Whether the connection is finished: after a failure once the close was handed out;

@@ -131,6 +131,18 @@ impl Connection {
         }
     }
 
+    /// The response of `stream` went out whole. If the request's body is still coming, the rest
+    /// of it is not needed: stop reading it with H3_NO_ERROR (RFC 9114 §4.1: a server may
+    /// complete its response before the request is complete and ask the client to stop
+    /// sending, without error).
+    fn sent_all(&mut self, stream: u64) {
+        if self.streams.get(&stream).is_some_and(|s| !s.recv.done) {
+            self.stop_reading(stream);
+        } else {
+            self.maybe_close(stream);
+        }
+    }
+
     /// The application does not need the rest of the request body (e.g. it answered early):
     /// stop reading with H3_NO_ERROR (RFC 9114 §4.1) and drop further body bytes.
     pub fn stop_reading(&mut self, stream: u64) {
@@ -300,7 +312,7 @@ impl Connection {
         }
         self.update_ready(id);
         if fin {
-            self.maybe_close(id);
+            self.sent_all(id);
         }
         Some(Transmit::Write { stream: id, data, body: Bytes::new(), fin })
     }
@@ -416,7 +428,7 @@ impl Connection {
         }
         self.update_ready(id);
         if fin {
-            self.maybe_close(id);
+            self.sent_all(id);
         }
         Some(Transmit::Write { stream: id, data, body, fin })
     }

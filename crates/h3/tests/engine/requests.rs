@@ -135,6 +135,27 @@ fn post_with_body_and_trailers() {
 }
 
 #[test]
+fn a_complete_response_to_a_body_still_coming_stops_it_with_no_error() {
+    let mut c = Client::new(Config::default());
+    let post = [(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/up")];
+    c.request(0, &post, false);
+    c.input(0, &frame(DATA, b"first part"), false);
+    let _ = c.events();
+    // An early, complete answer: the rest of the body is not needed (RFC 9114 §4.1).
+    c.conn.send_response(0, 413, vec![], true).unwrap();
+    c.pump();
+    assert_eq!(c.frames(0)[0].status(), Some("413"));
+    assert!(c.stops.contains(&(0, Code::H3_NO_ERROR)), "{:?}", c.stops);
+    assert_eq!(c.conn.open_streams(), 0);
+    // A request whose body had ended: its reading is not stopped.
+    c.request(4, &post, true);
+    let _ = c.events();
+    c.conn.send_response(4, 204, vec![], true).unwrap();
+    c.pump();
+    assert!(!c.stops.iter().any(|&(id, _)| id == 4), "{:?}", c.stops);
+}
+
+#[test]
 fn body_end_without_trailers() {
     let mut c = Client::new(Config::default());
     let post = [(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/")];

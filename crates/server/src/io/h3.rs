@@ -638,6 +638,12 @@ async fn serve(
                 // the connection alive) ends the connection and frees what its streams hold.
                 if active && stall_check <= now {
                     stall_check = now + stall_every;
+                    // A request waiting on its handler (a long poll, a slow upstream) is not
+                    // idleness: something for the client to acknowledge keeps both QUIC idle
+                    // timers from running out (HTTP/2 needs nothing: its idle timer is ours).
+                    if d.engine.awaits_application() {
+                        d.engine.keep_alive();
+                    }
                     if (d.streams.queued() || d.engine.has_unframed()) && d.progress_at.elapsed() >= state.cfg.timeouts.idle {
                         tracing::info!(%peer, "no response byte taken for timeouts.idle: the peer keeps its credit shut; closing");
                         quic.close(VarInt::from_u64(Code::H3_EXCESSIVE_LOAD.0).unwrap_or_default(), b"stalled");

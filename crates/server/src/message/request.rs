@@ -210,7 +210,7 @@ enum BodyRx {
 }
 
 /// Why a request body ended early.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum BodyError {
     /// The peer reset the stream or closed the connection.
     Reset,

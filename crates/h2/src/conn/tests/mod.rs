@@ -307,7 +307,7 @@ fn final_heads_carry_the_date_the_driver_set_unless_they_have_their_own() {
     c.request(7, "/c", true);
     c.events();
     let origin = "Sun, 29 Nov 2026 23:40:00 GMT";
-    let packed = sluice_http::PackedFields::copied([(&b"date"[..], origin.as_bytes())].into_iter());
+    let packed = sluice_http::PackedFields::copied([(&b"date"[..], origin.as_bytes())]);
     let fields = sluice_http::HeadFields { packed, ..Default::default() };
     c.conn.send_response(7, 200, fields, true).unwrap();
     assert_eq!(
@@ -635,6 +635,59 @@ fn content_length_mismatch_is_stream_error() {
     c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
     c.send(kind::DATA, flag::END_STREAM, 1, b"toolong");
     assert_eq!(c.output(), vec![F::Rst(1, Reason::PROTOCOL_ERROR)]);
+}
+
+#[test]
+fn a_complete_response_to_a_body_still_coming_resets_it_with_no_error() {
+    let mut c = Client::new(Config::default());
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up"), ("content-length", "1000000")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    c.send(kind::DATA, 0, 1, &[7u8; 1000]);
+    assert!(matches!(&c.events()[..], [Event::Request { stream: 1, .. }, Event::Data { stream: 1, .. }]));
+    // An early answer (413), complete: RST_STREAM(NO_ERROR) right after its last frame
+    // (RFC 9113 §8.1), and the body's reader learns it ends there.
+    c.conn.send_response(1, 413, vec![], true).unwrap();
+    // The reset comes a little later, apart from the response (`RESET_AFTER_RESPONSE`).
+    let out = c.output();
+    assert!(matches!(&out[..], [F::Headers(1, f, true)] if f[0].1 == "413"), "{out:?}");
+    assert_eq!(c.output(), vec![]);
+    let due = c.conn.poll_timeout().unwrap();
+    assert!(due <= c.now + Duration::from_millis(10));
+    c.now = due;
+    c.conn.handle_timeout(due);
+    assert_eq!(c.output(), vec![F::Rst(1, Reason::NO_ERROR)]);
+    assert!(matches!(&c.events()[..], [Event::Reset { stream: 1, .. }]));
+    assert_eq!(c.conn.open_streams(), 0);
+    // What the client sent before it read the reset is ignored, its bytes given back to the
+    // connection window; no second reset, no connection error.
+    c.send(kind::DATA, 0, 1, &[7u8; 16_000]);
+    let out = c.output();
+    assert!(out.iter().all(|f| !matches!(f, F::Rst(..) | F::GoAway(..))), "{out:?}");
+    // A response with a body, to a request whose body is still open: the same, after the data.
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 3, &b);
+    c.events();
+    c.conn.send_response(3, 200, vec![], false).unwrap();
+    c.conn.send_data(3, Bytes::from_static(b"early"), true).unwrap();
+    let out: Vec<F> = c.output().into_iter().filter(|f| !matches!(f, F::WindowUpdate(..))).collect();
+    assert_eq!(out, vec![F::Headers(3, vec![(":status".into(), "200".into())], false), F::Data(3, 5, true)]);
+    c.now += Duration::from_millis(10);
+    assert_eq!(c.output(), vec![F::Rst(3, Reason::NO_ERROR)]);
+    // A body that ends before the next write: no reset.
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 7, &b);
+    c.events();
+    c.conn.send_response(7, 200, vec![], true).unwrap();
+    assert_eq!(c.output(), vec![F::Headers(7, vec![(":status".into(), "200".into())], true)]);
+    c.send(kind::DATA, flag::END_STREAM, 7, b"done");
+    c.now += Duration::from_millis(10);
+    assert!(c.output().iter().all(|f| !matches!(f, F::Rst(..))));
+    assert_eq!(c.conn.open_streams(), 0);
+    // A request whose body had ended: no reset after its response.
+    c.events();
+    c.request(9, "/", true);
+    c.conn.send_response(9, 204, vec![], true).unwrap();
+    assert_eq!(c.output(), vec![F::Headers(9, vec![(":status".into(), "204".into())], true)]);
 }
 
 #[test]

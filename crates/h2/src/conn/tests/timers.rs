@@ -153,3 +153,38 @@ fn acknowledgement_stops_the_settings_timer() {
     let out = c.output();
     assert_eq!(goaway_reason(&out), None, "{out:?}");
 }
+
+/// A request waiting on its handler (a long poll, a slow upstream) keeps the connection from
+/// being idle: the idle timer starts over instead of closing it. Once answered, or when the
+/// stream waits on the peer instead (a request body that stopped coming), idleness counts.
+#[test]
+fn a_request_waiting_on_the_application_is_not_idleness() {
+    let cfg = Config { idle_timeout: 5 * S, ..Config::default() };
+    let mut c = Client::new(cfg);
+    c.request(1, "/long-poll", true);
+    assert!(matches!(&c.events()[..], [Event::Request { stream: 1, .. }]));
+    let t0 = c.now;
+    for k in 1..=4 {
+        let t = c.conn.poll_timeout().unwrap();
+        assert!(t >= t0 + k * 5 * S, "round {k}");
+        c.conn.handle_timeout(t);
+        assert_eq!(c.output(), vec![], "round {k}: no GOAWAY while the handler works");
+        c.now = t;
+    }
+    // Answered at last; then idle.
+    c.conn.send_response(1, 200, vec![], true).unwrap();
+    assert!(matches!(&c.output()[..], [F::Headers(1, _, true)]));
+    let t = c.conn.poll_timeout().unwrap();
+    c.conn.handle_timeout(t);
+    assert_eq!(c.output(), vec![F::GoAway(1, Reason::NO_ERROR)]);
+    assert_eq!(failure(&mut c), idle_close());
+
+    // A request whose body stopped coming waits on the peer: idle.
+    let mut c = Client::new(Config { idle_timeout: 5 * S, ..Config::default() });
+    let b = c.block(&[(":method", "POST"), (":scheme", "https"), (":path", "/up")]);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    c.events();
+    let t = c.conn.poll_timeout().unwrap();
+    c.conn.handle_timeout(t);
+    assert_eq!(c.output(), vec![F::GoAway(1, Reason::NO_ERROR)]);
+}

@@ -86,7 +86,12 @@ impl http_body::Body for UpBody {
                     }
                     Poll::Ready((b, None)) => {
                         self.finished();
-                        return Poll::Ready(b.trailers().map(|t| Ok(Frame::trailers(t))));
+                        // Only what may be a trailer goes on (RFC 9110 §6.5.1), whichever protocol
+                        // the client sent it over.
+                        return Poll::Ready(b.trailers().map(|mut t| {
+                            sluice_http::forward::strip_forbidden_trailers(&mut t);
+                            Ok(Frame::trailers(t))
+                        }));
                     }
                 },
             }
@@ -293,7 +298,7 @@ impl BodySource for UpstreamBody {
                     }
                     Err(f) => {
                         if let Ok(mut t) = f.into_trailers() {
-                            sluice_http::forward::strip_hop_by_hop(&mut t);
+                            sluice_http::forward::strip_forbidden_trailers(&mut t);
                             self.trailers = Some(t);
                         }
                     }

@@ -11,7 +11,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::body::UpBody;
-use super::ProxyError;
+use super::error::{ErrorType, ProxyError};
 use crate::config::{ServerAddr, Upstream, UpstreamProto};
 
 /// A byte stream to an upstream.
@@ -52,34 +52,37 @@ pub(crate) async fn transport(
             (None, ServerAddr::Unix(_)) => "localhost".to_owned(),
         };
         let name = rustls::pki_types::ServerName::try_from(name)
-            .map_err(|_| ProxyError::new("tls_protocol_error", "no valid server name for TLS"))?;
+            .map_err(|_| ProxyError::new(ErrorType::TlsProtocolError, "no valid server name for TLS"))?;
         let s = tls.connect(name, io).await.map_err(|e| {
             let certificate = e
                 .get_ref()
                 .and_then(|i| i.downcast_ref::<rustls::Error>())
                 .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
-            ProxyError::new(if certificate { "tls_certificate_error" } else { "tls_protocol_error" }, e.to_string())
+            ProxyError::new(
+                if certificate { ErrorType::TlsCertificateError } else { ErrorType::TlsProtocolError },
+                e.to_string(),
+            )
         })?;
         if cfg.protocol == UpstreamProto::H2 && s.get_ref().1.alpn_protocol() != Some(b"h2") {
-            return Err(ProxyError::new("tls_protocol_error", "the upstream did not agree to h2 in ALPN"));
+            return Err(ProxyError::new(ErrorType::TlsProtocolError, "the upstream did not agree to h2 in ALPN"));
         }
         Ok(Box::new(s) as Box<dyn Io>)
     };
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => r,
-        Err(_) => Err(ProxyError::timeout("connection_timeout", "connect timed out")),
+        Err(_) => Err(ProxyError::new(ErrorType::ConnectionTimeout, "connect timed out")),
     }
 }
 
 fn connect_error(e: &std::io::Error) -> ProxyError {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => {
-            ProxyError::new("connection_refused", e.to_string())
+            ProxyError::new(ErrorType::ConnectionRefused, e.to_string())
         }
         _ if e.to_string().contains("lookup") || e.to_string().contains("resolve") => {
-            ProxyError::new("dns_error", e.to_string())
+            ProxyError::new(ErrorType::DnsError, e.to_string())
         }
-        _ => ProxyError::new("destination_unavailable", e.to_string()),
+        _ => ProxyError::new(ErrorType::DestinationUnavailable, e.to_string()),
     }
 }
 
@@ -95,8 +98,8 @@ pub(crate) async fn h2(io: Box<dyn Io>, timeout: Duration) -> Result<http2::Send
         .keep_alive_interval(Duration::from_secs(30))
         .handshake(TokioIo::new(io));
     let (tx, conn) = match tokio::time::timeout(timeout, hs).await {
-        Ok(r) => r.map_err(|e| ProxyError::new("http_protocol_error", e.to_string()))?,
-        Err(_) => return Err(ProxyError::timeout("connection_timeout", "HTTP/2 handshake timed out")),
+        Ok(r) => r.map_err(|e| ProxyError::new(ErrorType::HttpProtocolError, e.to_string()))?,
+        Err(_) => return Err(ProxyError::new(ErrorType::ConnectionTimeout, "HTTP/2 handshake timed out")),
     };
     tokio::spawn(async move {
         if let Err(e) = conn.await {

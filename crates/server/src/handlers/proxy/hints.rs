@@ -374,6 +374,69 @@ fn attributes(s: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Phase two of a proxied GET: the route's configured Early Hints and, for a navigation, what
+/// the upstream's earlier responses to this URL carried, sent at once as a 103 (RFC 8297),
+/// before the upstream is asked. `key` makes the cache key (only when it is used: most
+/// requests have nothing learned). The links sent, for a 103 of the upstream's own to add only
+/// new ones to.
+pub(super) fn send_early(
+    cache: &HintCache,
+    req: &crate::message::Request,
+    configured: &[HeaderValue],
+    learning: bool,
+    key: &dyn Fn() -> String,
+) -> Vec<HeaderValue> {
+    use crate::message::accesslog::{HINTS_CONFIGURED, HINTS_LEARNED};
+    let interim = crate::message::Interim::of(&req.exchange);
+    if req.method != http::Method::GET || !interim.available() {
+        return Vec::new();
+    }
+    let mut flags = 0;
+    let mut links: Vec<HeaderValue> = configured.to_vec();
+    if !links.is_empty() {
+        flags |= HINTS_CONFIGURED;
+    }
+    if learning && navigation(&req.headers) {
+        for v in cache.get(&key(), Instant::now()).unwrap_or_default() {
+            if !links.contains(&v) {
+                links.push(v);
+                flags |= HINTS_LEARNED;
+            }
+        }
+    }
+    if links.is_empty() {
+        return links;
+    }
+    let mut h = http::HeaderMap::with_capacity(links.len());
+    for v in &links {
+        h.append(http::header::LINK, v.clone());
+    }
+    if !interim.send(http::StatusCode::EARLY_HINTS, &h) {
+        return Vec::new();
+    }
+    req.exchange.hints.fetch_or(flags, std::sync::atomic::Ordering::Relaxed);
+    links
+}
+
+/// Whether a request is a navigation (a browser loading a page): `Sec-Fetch-Mode: navigate`,
+/// or, from a client that sends no `Sec-Fetch-*` fields, an `Accept` naming `text/html`.
+pub(super) fn navigation(h: &http::HeaderMap) -> bool {
+    // One pass over the fields, no lookups by name and no lower-cased copy: this runs for
+    // every proxied GET.
+    let (mut mode, mut fetch, mut html) = (None, false, false);
+    for (n, v) in h {
+        let n = n.as_str();
+        if n == "sec-fetch-mode" {
+            mode = mode.or(Some(v.as_bytes().eq_ignore_ascii_case(b"navigate")));
+        } else if n.starts_with("sec-fetch-") {
+            fetch = true;
+        } else if n == "accept" && !html {
+            html = v.to_str().is_ok() && v.as_bytes().windows(9).any(|w| w.eq_ignore_ascii_case(b"text/html"));
+        }
+    }
+    mode.unwrap_or(!fetch && html)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use hyper::client::conn::http2;
 
 use super::body::UpBody;
-use super::{balance, connect, h1, health, hints, ProxyError};
+use super::error::{Blame, ErrorType, ProxyError};
+use super::{balance, connect, h1, health, hints};
 use crate::config::{Balance, HashKey, ServerAddr, Upstream as UpstreamCfg};
 use crate::message::Request;
 
@@ -189,7 +190,7 @@ impl Upstream {
             s.fails.store(0, Ordering::Relaxed);
             *lock(&s.ejected_until) = Some(Instant::now() + self.cfg.eject_for);
             s.ever_ejected.store(true, Ordering::Release);
-            tracing::warn!(upstream = %self.name, server = %s.addr, failures = n, last = why.kind,
+            tracing::warn!(upstream = %self.name, server = %s.addr, failures = n, last = %why.kind,
                 for_secs = self.cfg.eject_for.as_secs(), "upstream server ejected");
         }
     }
@@ -231,12 +232,13 @@ impl Upstream {
             tokio::select! {
                 p = sem.clone().acquire_owned() => match p {
                     Ok(p) => break Some(p),
-                    Err(_) => return Err(ProxyError::new("connection_limit_reached", "connection slots closed")),
+                    Err(_) => return Err(ProxyError::new(ErrorType::ConnectionLimitReached, "connection slots closed").blaming(Blame::Nobody)),
                 },
                 // A connection came back idle (`put_back` stores the wake-up if nobody waits).
                 () = s.returned.notified(), if !fresh => {}
                 () = tokio::time::sleep_until(deadline) => {
-                    return Err(ProxyError::new("connection_limit_reached", "every connection to the server is busy"));
+                    return Err(ProxyError::new(ErrorType::ConnectionLimitReached, "every connection to the server is busy")
+                        .blaming(Blame::Nobody));
                 }
             }
         };

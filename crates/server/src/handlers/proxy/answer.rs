@@ -1,0 +1,237 @@
+//! Phase four of a proxied request: the client's response from the upstream's answer. The
+//! head's fields are translated (hop-by-hop ones out, `Via` in; an HTTP/1.1 upstream's list
+//! goes to HTTP/2 and HTTP/3 clients as it lies), the body is streamed as the client takes it
+//! or sent whole when it came with the head, a 101 joins both connections into a tunnel, and
+//! a GET's answer teaches the Early Hints cache.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{HeaderValue, StatusCode};
+
+use super::body::{self, UpstreamBody};
+use super::error::{ErrorType, ProxyError};
+use super::hints;
+use super::upstream::{Counted, Upstream};
+use crate::message::{Body, Head, Response};
+use sluice_http::forward as headers;
+
+/// A response body of at most this many bytes that arrived with its head is sent as one
+/// piece, without streaming it from the upstream connection (which goes back to the pool at
+/// once). The read buffer holds that much after a head anyway.
+const WHOLE_MAX: u64 = 16 * 1024;
+
+/// An upstream's response head and the way to its body.
+pub(super) struct Answer {
+    pub(super) status: StatusCode,
+    pub(super) version: http::Version,
+    pub(super) fields: Fields,
+    pub(super) body: body::Source,
+}
+
+/// A response head's fields: a map from hyper's HTTP/2 client, a list from our HTTP/1.1 one
+/// (which goes to HTTP/2 and HTTP/3 clients as it is, without a map between).
+pub(super) enum Fields {
+    Map(http::HeaderMap),
+    List(sluice_http::PackedFields),
+}
+
+impl Fields {
+    /// The first values of `Link`, `Content-Type` and `Content-Encoding`, what learning hints
+    /// asks of every response (a list knows whether it has each without a pass over it; the
+    /// names are constants there, so their kinds are found at compile time, not per lookup).
+    fn for_hints(&self) -> [Option<&[u8]>; 3] {
+        match self {
+            Self::Map(m) => [&http::header::LINK, &http::header::CONTENT_TYPE, &http::header::CONTENT_ENCODING]
+                .map(|n| m.get(n).map(HeaderValue::as_bytes)),
+            Self::List(l) => {
+                [l.values(b"link").next(), l.values(b"content-type").next(), l.values(b"content-encoding").next()]
+            }
+        }
+    }
+
+    /// Every value of the fields named `name`, as values of a map.
+    fn values(&self, name: &http::HeaderName) -> Vec<HeaderValue> {
+        match self {
+            Self::Map(m) => m.get_all(name).iter().cloned().collect(),
+            Self::List(l) => {
+                l.values(name.as_str().as_bytes()).filter_map(|v| HeaderValue::from_bytes(v).ok()).collect()
+            }
+        }
+    }
+
+    fn into_map(self) -> http::HeaderMap {
+        match self {
+            Self::Map(m) => m,
+            Self::List(l) => {
+                let mut m = http::HeaderMap::with_capacity(l.len());
+                l.append_to_map(&mut m);
+                m
+            }
+        }
+    }
+}
+
+/// A 101 from the upstream: both connections become one tunnel once the client has the 101.
+pub(super) fn switch(
+    up: &Arc<Upstream>,
+    client: &mut Option<hyper::upgrade::OnUpgrade>,
+    answer: Answer,
+    asked: bool,
+) -> Response {
+    let upstream = match answer.body {
+        body::Source::H1(ex) => ex.into_upgraded(),
+        body::Source::H2(_) => None,
+    };
+    let (Some(down), Some((io, pre))) = (client.take().filter(|_| asked), upstream) else {
+        let err = ProxyError::new(ErrorType::HttpProtocolError, "a 101 that was not asked for");
+        tracing::warn!(upstream = %up.name, "502: {}", err.detail);
+        return err.response(&up.name);
+    };
+    let mut fields = answer.fields.into_map();
+    let proto = fields.get(http::header::UPGRADE).cloned();
+    headers::response(&mut fields, answer.version);
+    if let Some(p) = proto {
+        fields.insert(http::header::UPGRADE, p);
+    }
+    fields.insert(http::header::CONNECTION, HeaderValue::from_static("upgrade"));
+    let (idle, name) = (up.cfg.idle_timeout, up.name.clone());
+    tokio::spawn(async move {
+        match down.await {
+            Ok(d) => tunnel(hyper_util::rt::TokioIo::new(d), io, pre, idle).await,
+            Err(e) => tracing::debug!(upstream = %name, %e, "upgrade did not complete"),
+        }
+    });
+    Response::new(StatusCode::SWITCHING_PROTOCOLS, fields, Body::Empty)
+}
+
+/// Copy bytes both ways until both sides have closed, either fails, or nothing moves for
+/// `idle`; `pre` (what `b` sent right after its 101) goes to `a` first. A side's end of stream
+/// is passed on as a shutdown of the other side's writes.
+async fn tunnel<A, B>(a: A, b: B, pre: bytes::Bytes, idle: Duration)
+where
+    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut ar, mut aw) = tokio::io::split(a);
+    if !pre.is_empty() && aw.write_all(&pre).await.is_err() {
+        return;
+    }
+    let (mut br, mut bw) = tokio::io::split(b);
+    let mut abuf = vec![0u8; 16 * 1024];
+    let mut bbuf = vec![0u8; 16 * 1024];
+    let (mut a_open, mut b_open) = (true, true);
+    while a_open || b_open {
+        tokio::select! {
+            r = ar.read(&mut abuf), if a_open => match r {
+                Ok(0) | Err(_) => {
+                    a_open = false;
+                    let _ = bw.shutdown().await;
+                }
+                Ok(n) => {
+                    if bw.write_all(&abuf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            },
+            r = br.read(&mut bbuf), if b_open => match r {
+                Ok(0) | Err(_) => {
+                    b_open = false;
+                    let _ = aw.shutdown().await;
+                }
+                Ok(n) => {
+                    if aw.write_all(&bbuf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            },
+            () = tokio::time::sleep(idle) => return,
+        }
+    }
+}
+
+/// Learn from the upstream's answer to a GET: its hintable `Link` values now, or, for HTML
+/// without any `Link`, the `<head>` as it streams by (the returned scanner).
+pub(super) fn learn(
+    up: &Arc<Upstream>,
+    key: &dyn Fn() -> String,
+    status: StatusCode,
+    h: &Fields,
+) -> Option<body::Learner> {
+    if !matches!(status.as_u16(), 200 | 301 | 302) {
+        return None;
+    }
+    let [link, content_type, encoding] = h.for_hints();
+    if link.is_some() {
+        up.hints.learn(&key(), hints::from_link_fields(h.values(&http::header::LINK).iter()), Instant::now());
+        return None;
+    }
+    let html = content_type.is_some_and(|v| v.get(..9).is_some_and(|p| p.eq_ignore_ascii_case(b"text/html")));
+    // A compressed document is not scanned.
+    let plain = encoding.is_none_or(|v| v.eq_ignore_ascii_case(b"identity"));
+    if status == StatusCode::OK && html && plain {
+        return Some(body::Learner::new(up.clone(), key()));
+    }
+    // Nothing to learn any more: what was learned goes (nothing to do when nothing is).
+    if !up.hints.is_empty() {
+        up.hints.learn(&key(), Vec::new(), Instant::now());
+    }
+    None
+}
+
+/// The client's response from the upstream's.
+pub(super) fn response(
+    up: &Arc<Upstream>,
+    answer: Answer,
+    active: Counted<'_>,
+    learner: Option<body::Learner>,
+) -> Response {
+    let mut source = answer.body;
+    let whole = match &mut source {
+        body::Source::H1(ex) => ex.take_whole(WHOLE_MAX),
+        body::Source::H2(_) => None,
+    };
+    let body = if let Some(data) = whole {
+        // Already here in full: sent as it is, the exchange over and its connection pooled.
+        if let Some(mut l) = learner {
+            l.feed(&data);
+            l.finish();
+        }
+        Body::Full(data)
+    } else if source.is_end_stream() {
+        // An HTTP/1.1 connection already went back to the pool (`Exchange::set_home`).
+        if let Some(l) = learner {
+            l.finish();
+        }
+        Body::Empty
+    } else {
+        let h2 = answer.version == http::Version::HTTP_2;
+        let mut b = UpstreamBody::new(source, up.cfg.idle_timeout, active.keep(up), up.name.clone(), h2);
+        b.learner = learner;
+        Body::Source(Box::new(b))
+    };
+    // A 204 has no content and no `Content-Length` (RFC 9110 §8.6: it must not carry one), and
+    // a 304's would describe a representation not sent: both go without it, on every protocol
+    // (HTTP/2 and HTTP/3 clients such as curl and nghttp2 refuse a stream whose announced
+    // length its DATA does not match; hyper drops it for HTTP/1.1 clients).
+    let no_length = answer.status == StatusCode::NO_CONTENT || answer.status == StatusCode::NOT_MODIFIED;
+    match answer.fields {
+        Fields::Map(mut fields) => {
+            headers::response(&mut fields, answer.version);
+            if no_length {
+                fields.remove(http::header::CONTENT_LENGTH);
+            }
+            Response::new(answer.status, fields, body)
+        }
+        // The list goes to the engines as it is (`Response::head`; an HTTP/1.1 client's
+        // response, header rules or an upstream `alt-svc` make it a map first).
+        Fields::List(mut fields) => {
+            headers::response_fields(&mut fields, answer.version);
+            if no_length {
+                fields.retain(|n, _| n != b"content-length");
+            }
+            Response { status: answer.status, head: Some(Head::Packed(fields)), headers: http::HeaderMap::new(), body }
+        }
+    }
+}
