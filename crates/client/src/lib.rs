@@ -56,11 +56,13 @@ mod body;
 mod conn;
 mod h2;
 mod h3;
+pub mod mux;
 mod pool;
 mod progress;
 pub mod quic;
 
 pub use h2::{H2Conn, H2Connector, H2Setup};
+pub use mux::{H2Mux, MuxConfig, MuxError, MuxReceiver, MuxSender, StreamEvent};
 
 use std::error::Error as _;
 use std::future::Future;

@@ -14,7 +14,9 @@
 //! [`Client::poll_transmit`] within the server's flow-control windows (RFC 9113 §6.9), one
 //! frame per stream in turn; the caller bounds what it queues with [`Client::buffered`].
 //! Received data is taken as consumed when it is handed out, so credit goes back at once, once
-//! half a window has been used.
+//! half a window has been used; with [`ClientConfig::release_on_read`] off it goes back only as
+//! the caller [`Client::release`]s what it consumed, so a reader that does not keep up (a
+//! proxy whose client is slow) holds the server back by a window at most.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -51,6 +53,9 @@ pub struct ClientConfig {
     /// Time the server has to acknowledge our SETTINGS (RFC 9113 §6.5.3), from
     /// [`Client::new`]; then the connection fails with SETTINGS_TIMEOUT.
     pub settings_timeout: Duration,
+    /// Receive credit goes back as data is handed out (true), or only as the caller calls
+    /// [`Client::release`] (false).
+    pub release_on_read: bool,
 }
 
 impl Default for ClientConfig {
@@ -62,6 +67,7 @@ impl Default for ClientConfig {
             // As the server engine's `settings_timeout`: a round trip, with room for a slow
             // handshake on a lossy path.
             settings_timeout: Duration::from_secs(10),
+            release_on_read: true,
         }
     }
 }
@@ -181,6 +187,8 @@ struct Stream {
     recv_done: bool,
     /// Receive credit left.
     window: i64,
+    /// Bytes released and not yet credited back ([`Client::release`]).
+    released: i64,
     /// The request body; `None` once END_STREAM has been framed.
     send: Option<Upload>,
 }
@@ -205,6 +213,8 @@ pub struct Client {
     streams: HashMap<u32, Stream>,
     /// Connection receive credit left.
     window: i64,
+    /// Bytes released and not yet credited back on the connection.
+    released: i64,
     /// What the server lets us send on the connection.
     send_window: SendWindow,
     /// The server's SETTINGS_INITIAL_WINDOW_SIZE: each request body's first send window.
@@ -249,6 +259,7 @@ impl Client {
             next_stream: 1,
             streams: HashMap::new(),
             window: i64::from(connection_window),
+            released: 0,
             send_window: SendWindow::new(DEFAULT_WINDOW),
             peer_initial_window: DEFAULT_WINDOW,
             block: None,
@@ -298,8 +309,10 @@ impl Client {
             trailers: None,
             window: SendWindow::new(self.peer_initial_window),
         });
-        self.streams
-            .insert(id, Stream { got_head: false, recv_done: false, window: i64::from(self.stream_window()), send });
+        self.streams.insert(
+            id,
+            Stream { got_head: false, recv_done: false, window: i64::from(self.stream_window()), released: 0, send },
+        );
         Ok(id)
     }
 
@@ -684,14 +697,20 @@ impl Client {
         if self.window < 0 {
             return Err(Error::conn(Reason::FLOW_CONTROL_ERROR, "DATA beyond the connection window"));
         }
-        self.return_connection_credit();
+        let on_read = self.cfg.release_on_read;
+        if on_read {
+            self.return_connection_credit();
+        }
         if self.not_ours(d.stream) {
             return Err(Error::conn(Reason::PROTOCOL_ERROR, "DATA on a stream we did not open"));
         }
         let window = i64::from(self.stream_window());
         let Some(s) = self.streams.get_mut(&d.stream).filter(|s| !s.recv_done) else {
             // A stream we cancelled or whose response ended: the bytes only count for the
-            // connection.
+            // connection, and nobody will release them.
+            if !on_read {
+                self.release_connection(len);
+            }
             return Ok(());
         };
         if !s.got_head {
@@ -703,16 +722,54 @@ impl Client {
             self.reset_for(d.stream, Reason::FLOW_CONTROL_ERROR, "DATA beyond the stream window");
             return Ok(());
         }
-        if !d.end_stream && window - s.window >= window / 2 {
-            let increment = (window - s.window) as u32;
-            s.window = window;
-            WindowUpdate { stream: d.stream, increment }.encode(&mut self.out);
+        if on_read {
+            if !d.end_stream && window - s.window >= window / 2 {
+                let increment = (window - s.window) as u32;
+                s.window = window;
+                WindowUpdate { stream: d.stream, increment }.encode(&mut self.out);
+            }
+        } else {
+            // The padding is nobody's to consume: released at once.
+            let padding = len - d.data.len() as i64;
+            if padding > 0 {
+                self.release(d.stream, padding as usize);
+            }
         }
         if d.end_stream {
             self.finish_recv(d.stream);
         }
         self.events.push_back(ClientEvent::Data { stream: d.stream, data: d.data, end_stream: d.end_stream });
         Ok(())
+    }
+
+    /// `n` bytes of `stream`'s response were consumed (with [`ClientConfig::release_on_read`]
+    /// off): their credit goes back to the server once half a window's worth has been, on the
+    /// stream (while its response is still coming) and on the connection.
+    pub fn release(&mut self, stream: u32, n: usize) {
+        if self.failed.is_some() || self.cfg.release_on_read || n == 0 {
+            return;
+        }
+        let n = n as i64;
+        let window = i64::from(self.stream_window());
+        if let Some(s) = self.streams.get_mut(&stream).filter(|s| !s.recv_done) {
+            s.released += n;
+            if s.released >= window / 2 {
+                WindowUpdate { stream, increment: s.released as u32 }.encode(&mut self.out);
+                s.window += s.released;
+                s.released = 0;
+            }
+        }
+        self.release_connection(n);
+    }
+
+    /// `n` bytes of the connection's credit consumed: back once half its window has been.
+    fn release_connection(&mut self, n: i64) {
+        self.released += n;
+        if self.released >= i64::from(self.cfg.connection_window) / 2 {
+            WindowUpdate { stream: 0, increment: self.released as u32 }.encode(&mut self.out);
+            self.window += self.released;
+            self.released = 0;
+        }
     }
 
     fn return_connection_credit(&mut self) {

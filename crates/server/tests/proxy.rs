@@ -1317,3 +1317,40 @@ fn trailers_reach_the_upstream_without_the_fields_that_may_not_be_trailers() {
     }
     assert!(!heads.is_empty());
 }
+
+/// An HTTP/2 upstream's 103s reach the client as an HTTP/1.1 upstream's do (the upstream runs
+/// on Sluice's own HTTP/2 client, which reports interim responses: hyper's dropped them), over
+/// h2c and over TLS.
+#[test]
+fn interim_responses_from_an_http2_upstream_are_forwarded() {
+    require_tool!("curl", "interim_responses_from_an_http2_upstream_are_forwarded");
+    let origin = Server::start_with(&Options {
+        extra: "[[site.route]]\npath = \"/p/\"\nroot = \"www\"\nearly_hints = [\"</o.css>; rel=preload; as=style\"]\n"
+            .into(),
+        ..Options::default()
+    });
+    fs::create_dir_all(origin.www().join("p")).unwrap();
+    fs::write(origin.www().join("p/page.html"), "<!doctype html><title>page</title>").unwrap();
+    let cert = origin.scratch("data/self-signed-cert.pem");
+    for upstream in [
+        format!("servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2c\"", origin.plain_port),
+        format!(
+            "servers = [\"127.0.0.1:{}\"]\nprotocol = \"h2\"\ntls = {{ ca = '{}', sni = \"localhost\" }}",
+            origin.tls_port,
+            cert.display()
+        ),
+    ] {
+        let px = proxy(&upstream, "");
+        let r = curl(&px, Proto::H2Tls, "/p/page.html", &[]);
+        assert_eq!(r.status, 200, "{upstream}: {}", r.headers);
+        let hint = r.headers.find("HTTP/2 103").unwrap_or_else(|| panic!("{upstream}: no 103: {}", r.headers));
+        assert!(hint < r.headers.find("HTTP/2 200").unwrap(), "{}", r.headers);
+        assert!(r.headers.contains("link: </o.css>; rel=preload; as=style"), "{}", r.headers);
+        // The access log is written every 100 ms.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !px.log().lines().any(|l| l.contains("/p/page.html") && l.contains(" hints=upstream ")) {
+            assert!(std::time::Instant::now() < deadline, "{upstream}: no hints=upstream: {}", px.log());
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

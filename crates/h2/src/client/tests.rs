@@ -157,6 +157,43 @@ fn credit_goes_back_so_bodies_larger_than_the_windows_arrive() {
 }
 
 #[test]
+fn credit_released_by_the_reader_holds_the_server_to_a_window() {
+    let manual = ClientConfig {
+        stream_window: 65_535,
+        connection_window: 65_535,
+        release_on_read: false,
+        ..ClientConfig::default()
+    };
+    let mut p = Pair::new(manual, Config::default());
+    let id = p.client.request(&GET).unwrap();
+    p.pump();
+    let _ = p.server_request();
+    p.server.send_response(id, 200, vec![], false).unwrap();
+    p.server.send_data(id, Bytes::from(vec![1u8; 500_000]), true).unwrap();
+    p.pump();
+    // Nothing consumed: the server sent one window and waits.
+    let (got, done) = body_of(&p.client_events(), id);
+    assert_eq!((got, done), (65_535, false));
+    // Consumed and released, a window at a time, until the body is all there.
+    let (mut total, mut pending) = (got, got);
+    for _ in 0..40 {
+        p.client.release(id, pending);
+        p.pump();
+        let (more, end) = body_of(&p.client_events(), id);
+        total += more;
+        pending = more;
+        if end {
+            break;
+        }
+        assert!(more <= 65_535, "{more} beyond a window");
+    }
+    assert_eq!(total, 500_000);
+    // Releasing for a finished stream still credits the connection (no panic, no stream
+    // update).
+    p.client.release(id, 1000);
+}
+
+#[test]
 fn head_only_responses_and_trailers() {
     let mut p = Pair::new(ClientConfig::default(), Config::default());
     let _ = p.client_events();

@@ -29,46 +29,28 @@ pub(super) struct Answer {
     pub(super) body: body::Source,
 }
 
-/// A response head's fields: a map from hyper's HTTP/2 client, a list from our HTTP/1.1 one
-/// (which goes to HTTP/2 and HTTP/3 clients as it is, without a map between).
-pub(super) enum Fields {
-    Map(http::HeaderMap),
-    List(sluice_http::PackedFields),
-}
+/// A response head's fields as the upstream client parsed them (lower-case names): they go to
+/// HTTP/2 and HTTP/3 clients as they are, without a map between.
+pub(super) struct Fields(pub(super) sluice_http::PackedFields);
 
 impl Fields {
     /// The first values of `Link`, `Content-Type` and `Content-Encoding`, what learning hints
-    /// asks of every response (a list knows whether it has each without a pass over it; the
+    /// asks of every response (the list knows whether it has each without a pass over it; the
     /// names are constants there, so their kinds are found at compile time, not per lookup).
     fn for_hints(&self) -> [Option<&[u8]>; 3] {
-        match self {
-            Self::Map(m) => [&http::header::LINK, &http::header::CONTENT_TYPE, &http::header::CONTENT_ENCODING]
-                .map(|n| m.get(n).map(HeaderValue::as_bytes)),
-            Self::List(l) => {
-                [l.values(b"link").next(), l.values(b"content-type").next(), l.values(b"content-encoding").next()]
-            }
-        }
+        let l = &self.0;
+        [l.values(b"link").next(), l.values(b"content-type").next(), l.values(b"content-encoding").next()]
     }
 
     /// Every value of the fields named `name`, as values of a map.
     fn values(&self, name: &http::HeaderName) -> Vec<HeaderValue> {
-        match self {
-            Self::Map(m) => m.get_all(name).iter().cloned().collect(),
-            Self::List(l) => {
-                l.values(name.as_str().as_bytes()).filter_map(|v| HeaderValue::from_bytes(v).ok()).collect()
-            }
-        }
+        self.0.values(name.as_str().as_bytes()).filter_map(|v| HeaderValue::from_bytes(v).ok()).collect()
     }
 
     fn into_map(self) -> http::HeaderMap {
-        match self {
-            Self::Map(m) => m,
-            Self::List(l) => {
-                let mut m = http::HeaderMap::with_capacity(l.len());
-                l.append_to_map(&mut m);
-                m
-            }
-        }
+        let mut m = http::HeaderMap::with_capacity(self.0.len());
+        self.0.append_to_map(&mut m);
+        m
     }
 }
 
@@ -216,22 +198,12 @@ pub(super) fn response(
     // (HTTP/2 and HTTP/3 clients such as curl and nghttp2 refuse a stream whose announced
     // length its DATA does not match; hyper drops it for HTTP/1.1 clients).
     let no_length = answer.status == StatusCode::NO_CONTENT || answer.status == StatusCode::NOT_MODIFIED;
-    match answer.fields {
-        Fields::Map(mut fields) => {
-            headers::response(&mut fields, answer.version);
-            if no_length {
-                fields.remove(http::header::CONTENT_LENGTH);
-            }
-            Response::new(answer.status, fields, body)
-        }
-        // The list goes to the engines as it is (`Response::head`; an HTTP/1.1 client's
-        // response, header rules or an upstream `alt-svc` make it a map first).
-        Fields::List(mut fields) => {
-            headers::response_fields(&mut fields, answer.version);
-            if no_length {
-                fields.retain(|n, _| n != b"content-length");
-            }
-            Response { status: answer.status, head: Some(Head::Packed(fields)), headers: http::HeaderMap::new(), body }
-        }
+    // The list goes to the engines as it is (`Response::head`; an HTTP/1.1 client's response,
+    // header rules or an upstream `alt-svc` make it a map first).
+    let mut fields = answer.fields.0;
+    headers::response_fields(&mut fields, answer.version);
+    if no_length {
+        fields.retain(|n, _| n != b"content-length");
     }
+    Response { status: answer.status, head: Some(Head::Packed(fields)), headers: http::HeaderMap::new(), body }
 }

@@ -16,11 +16,11 @@ use http::{HeaderValue, Method, StatusCode};
 use super::answer::{Answer, Fields};
 use super::body::{self, UpBody};
 use super::error::{Blame, ErrorType, Failed, ProxyError, Retry};
-use super::plan::Plan;
+use super::plan::{H2Head, Plan};
 use super::upstream::{lock, Counted, Upstream};
 use super::{h1, hints};
 use crate::message::accesslog;
-use crate::message::{Interim, Request, Response};
+use crate::message::{BodyError, Interim, Request, Response};
 use sluice_http::forward as headers;
 
 /// Interim (1xx) responses of one request passed on to the client; more are dropped.
@@ -64,61 +64,60 @@ pub(super) async fn forward<'u>(
         let out = body.take().unwrap_or_else(UpBody::empty);
         let head = |o: &mut Vec<u8>| plan.write_h1_head(o);
         let length = plan.declared;
-        let attempt = match &plan.h2 {
-            None if interim.available() => {
-                let mut forwarded = 0u32;
-                let counters = &req.exchange;
-                let mut on_interim = move |status: StatusCode, fields: &http::HeaderMap| {
-                    // 100 (Continue) answers the upstream's own `Expect` handling. A budget on
-                    // the rest: an upstream sending endless 1xx heads does not flood the client
-                    // (the response-head timeout ends the exchange).
-                    let code = status.as_u16();
-                    if code == 100 {
+        let attempt = if interim.available() {
+            let mut forwarded = 0u32;
+            let counters = &req.exchange;
+            let mut on_interim = move |status: StatusCode, fields: &http::HeaderMap| {
+                // 100 (Continue) answers the upstream's own `Expect` handling. A budget on the
+                // rest: an upstream sending endless 1xx heads does not flood the client (the
+                // response-head timeout ends the exchange).
+                let code = status.as_u16();
+                if code == 100 {
+                    return;
+                }
+                forwarded += 1;
+                if forwarded > MAX_INTERIM {
+                    return;
+                }
+                let mut h = fields.clone();
+                headers::strip_hop_by_hop(&mut h);
+                if code == 103 {
+                    // Merged with the hints already sent: each link once.
+                    let mut sent = lock(sent);
+                    // Link by link: a field may join several (Node's `writeEarlyHints` does).
+                    let links = hints::each_link(h.get_all(http::header::LINK).iter());
+                    h.remove(http::header::LINK);
+                    let fresh: Vec<HeaderValue> = links.iter().filter(|l| !sent.contains(l)).cloned().collect();
+                    if !links.is_empty() && fresh.is_empty() {
                         return;
                     }
-                    forwarded += 1;
-                    if forwarded > MAX_INTERIM {
-                        return;
+                    for l in fresh {
+                        sent.push(l.clone());
+                        h.append(http::header::LINK, l);
                     }
-                    let mut h = fields.clone();
-                    headers::strip_hop_by_hop(&mut h);
-                    if code == 103 {
-                        // Merged with the hints already sent: each link once.
-                        let mut sent = lock(sent);
-                        // Link by link: a field may join several (Node's `writeEarlyHints` does).
-                        let links = hints::each_link(h.get_all(http::header::LINK).iter());
-                        h.remove(http::header::LINK);
-                        let fresh: Vec<HeaderValue> = links.iter().filter(|l| !sent.contains(l)).cloned().collect();
-                        if !links.is_empty() && fresh.is_empty() {
-                            return;
-                        }
-                        for l in fresh {
-                            sent.push(l.clone());
-                            h.append(http::header::LINK, l);
-                        }
-                    }
-                    if interim.send(status, &h) && code == 103 {
-                        counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
-                    }
-                };
-                Box::pin(attempt_h1(up, i, (&plan.method, &head, length), out, &mut on_interim, fresh, &mut done)).await
+                }
+                if interim.send(status, &h) && code == 103 {
+                    counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
+                }
+            };
+            match &plan.h2 {
+                None => {
+                    Box::pin(attempt_h1(up, i, (&plan.method, &head, length), out, &mut on_interim, fresh, &mut done))
+                        .await
+                }
+                Some(h2) => Box::pin(attempt_h2(up, i, plan, h2, out, &mut on_interim, &mut done)).await,
             }
+        } else {
             // Boxed too: inline, the exchange's future (about 730 bytes) made this one over
             // 1.5 KiB, which glibc serves from its bins instead of the per-thread cache, several
             // times the cost to allocate and free (about 1,000 instructions a request); two
             // blocks under 1 KiB cost less than that one.
-            None => {
-                Box::pin(attempt_h1(up, i, (&plan.method, &head, length), out, &mut |_, _| {}, fresh, &mut done)).await
-            }
-            Some(parts) => {
-                let (uri, fields) = &**parts;
-                let mut hreq = hyper::Request::new(out);
-                *hreq.method_mut() = plan.method.clone();
-                *hreq.uri_mut() = uri.clone();
-                *hreq.headers_mut() = fields.clone();
-                // Boxed: hyper's client makes this future twice the size of the rest of the
-                // request's, which HTTP/1.1 upstreams would carry too.
-                Box::pin(attempt_h2(up, i, hreq, &mut done)).await
+            match &plan.h2 {
+                None => {
+                    Box::pin(attempt_h1(up, i, (&plan.method, &head, length), out, &mut |_, _| {}, fresh, &mut done))
+                        .await
+                }
+                Some(h2) => Box::pin(attempt_h2(up, i, plan, h2, out, &mut |_, _| {}, &mut done)).await,
             }
         };
         let f = match attempt {
@@ -243,7 +242,7 @@ async fn attempt_h1(
             Ok(Answer {
                 status: head.status,
                 version: head.version,
-                fields: Fields::List(head.fields),
+                fields: Fields(head.fields),
                 body: body::Source::H1(ex),
             })
         }
@@ -268,110 +267,145 @@ async fn attempt_h1(
     }
 }
 
-/// One try on server `i` over HTTP/2 (hyper's client, one shared connection).
+/// One try on server `i` over HTTP/2: a stream of the server's shared connection (Sluice's
+/// client engine); its 1xx heads go to `interim`. The request body goes on a task of its own,
+/// as the upstream takes it (the response may come while it is still going, as a gRPC stream's
+/// does).
 async fn attempt_h2(
     up: &Arc<Upstream>,
     i: usize,
-    hreq: hyper::Request<UpBody>,
+    plan: &Plan<'_>,
+    head: &H2Head,
+    body: UpBody,
+    interim: &mut (dyn FnMut(StatusCode, &http::HeaderMap) + Send),
     done: &mut Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Result<Answer, Failed> {
+    use http_body::Body as _;
+    use sluice_client::{MuxError, StreamEvent};
     let cfg = &up.cfg;
-    let (mut tx, reused) = match up.h2(i).await {
+    let (mux, reused) = match up.h2(i).await {
         Ok(t) => t,
-        Err(err) => return Err(Failed { err, back: Some(hreq.into_body()) }),
+        Err(err) => return Err(Failed { err, back: Some(body) }),
     };
+    let fields: Vec<(&str, &str)> = head.fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let req = sluice_h2::client::Request {
+        method: plan.method.as_str(),
+        scheme: head.scheme,
+        // Invariant: the plan checked that it is UTF-8.
+        authority: std::str::from_utf8(plan.authority).unwrap_or_default(),
+        path: &plan.target,
+        fields: &fields,
+    };
+    let end = body.is_end_stream();
     // Waits while the upstream's MAX_CONCURRENT_STREAMS are all in use.
-    match tokio::time::timeout(cfg.connect_timeout, tx.ready()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            up.forget_h2(i);
-            let err = ProxyError::new(ErrorType::ConnectionTerminated, e.to_string());
-            let err = if reused { err.blaming(Blame::Nobody).retry(Retry::Stale) } else { err };
-            return Err(Failed { err, back: Some(hreq.into_body()) });
-        }
-        Err(_) => {
+    let (tx, mut rx) = match mux.request(&req, end, cfg.connect_timeout).await {
+        Ok(s) => s,
+        Err(MuxError::Busy) => {
             let err =
                 ProxyError::new(ErrorType::ConnectionLimitReached, "every stream of the HTTP/2 connection is busy")
                     .blaming(Blame::Nobody);
-            return Err(Failed { err, back: Some(hreq.into_body()) });
+            return Err(Failed { err, back: Some(body) });
         }
-    }
-    let sent = tx.try_send_request(hreq);
-    let mut timer = std::pin::pin!(tokio::time::sleep(cfg.response_head_timeout));
-    let result = tokio::select! {
-        r = sent => r,
-        () = head_timer(done, timer.as_mut(), cfg.response_head_timeout) => return Err(head_timed_out()),
+        Err(e) => {
+            up.forget_h2(i);
+            let err = ProxyError::new(ErrorType::ConnectionTerminated, e.to_string());
+            let err = if reused { err.blaming(Blame::Nobody).retry(Retry::Stale) } else { err };
+            return Err(Failed { err, back: Some(body) });
+        }
     };
-    match result {
-        Ok(resp) => {
-            let (parts, incoming) = resp.into_parts();
-            Ok(Answer {
-                status: parts.status,
-                version: parts.version,
-                fields: Fields::Map(parts.headers),
-                body: body::Source::H2(incoming),
-            })
-        }
-        Err(mut e) => {
-            let back = e.take_message().map(hyper::Request::into_body);
-            let err = e.into_error();
-            // RFC 9113 §8.7: a stream refused (REFUSED_STREAM, or above a GOAWAY's last
-            // stream id) was not processed and may be retried.
-            let reason = h2_reason(&err);
-            let refused = reason == Some(h2::Reason::REFUSED_STREAM);
-            // A connection-level failure (no stream reason, or the request never left):
-            // the next request opens a new connection.
-            let client = client_body_error(&err);
-            if (reason.is_none() && client.is_none()) || back.is_some() {
-                up.forget_h2(i);
-            }
-            let mut out = ProxyError::new(classify(&err), err.to_string());
-            if let Some(c) = client {
-                out = out.blaming(Blame::Client(c));
-            } else if refused {
-                out = out.blaming(Blame::Nobody).retry(Retry::Unprocessed);
-            }
-            if back.is_some() && reused {
-                out = out.retry(Retry::Stale);
-            }
-            Err(Failed { err: out, back })
-        }
+    // The client's own body failing is its fault, not the upstream's (413, 408 or 400).
+    let (client_tx, mut client_failed) = tokio::sync::oneshot::channel();
+    if !end {
+        tokio::spawn(pump(body, tx, client_tx));
     }
+    let mut timer = std::pin::pin!(tokio::time::sleep(cfg.response_head_timeout));
+    let err = loop {
+        let event = tokio::select! {
+            biased;
+            e = rx.next_event() => e,
+            Ok(e) = &mut client_failed => {
+                let err = ProxyError::new(ErrorType::ProxyInternalResponse, e.to_string()).blaming(Blame::Client(e));
+                return Err(err.into());
+            }
+            () = head_timer(done, timer.as_mut(), cfg.response_head_timeout) => return Err(head_timed_out()),
+        };
+        match event {
+            Some(StreamEvent::Interim { status, fields }) => {
+                if let Ok(s) = StatusCode::from_u16(status) {
+                    interim(s, &body::to_map(&fields));
+                }
+                continue;
+            }
+            Some(StreamEvent::Head { status, fields, end_stream }) => {
+                let Ok(status) = StatusCode::from_u16(status) else {
+                    break ProxyError::new(ErrorType::HttpProtocolError, format!("status {status}"));
+                };
+                let len = fields.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.trim().parse().ok());
+                let list = sluice_http::PackedFields::copied(fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+                return Ok(Answer {
+                    status,
+                    version: http::Version::HTTP_2,
+                    fields: Fields(list),
+                    body: body::Source::H2(Box::new(body::H2Body::new(rx, len, end_stream))),
+                });
+            }
+            // RFC 9113 §8.7: a stream refused (REFUSED_STREAM, or above a GOAWAY's last stream
+            // id) was not processed and may be retried.
+            Some(StreamEvent::Reset(MuxError::Refused)) => {
+                break ProxyError::new(ErrorType::ConnectionTerminated, MuxError::Refused.to_string())
+                    .blaming(Blame::Nobody)
+                    .retry(Retry::Unprocessed);
+            }
+            Some(StreamEvent::Reset(e @ MuxError::Reset { remote: false, .. })) => {
+                break ProxyError::new(ErrorType::HttpProtocolError, e.to_string());
+            }
+            Some(StreamEvent::Reset(e)) => {
+                if matches!(e, MuxError::Broken(_)) {
+                    up.forget_h2(i);
+                }
+                break ProxyError::new(ErrorType::ConnectionTerminated, e.to_string());
+            }
+            Some(StreamEvent::Data { .. } | StreamEvent::Trailers(_)) | None => {
+                break ProxyError::new(ErrorType::HttpProtocolError, "the stream ended without a response head");
+            }
+        };
+    };
+    Err(err.into())
 }
 
-/// The first error of type `T` in `err`'s source chain.
-fn source_of<T: std::error::Error + 'static>(err: &hyper::Error) -> Option<&T> {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
-    while let Some(e) = src {
-        if let Some(t) = e.downcast_ref::<T>() {
-            return Some(t);
+/// Send the client's body on an HTTP/2 stream as the upstream takes it: data, then trailers or
+/// the end. The client's own failure goes to `failed` (and the stream is cancelled: the sender
+/// is dropped before the end).
+async fn pump(body: UpBody, mut tx: sluice_client::MuxSender, failed: tokio::sync::oneshot::Sender<BodyError>) {
+    use http_body::Body as _;
+    let mut body = std::pin::pin!(body);
+    loop {
+        match std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+            None => {
+                let _ = tx.send_data(bytes::Bytes::new(), true).await;
+                return;
+            }
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(d) => {
+                    if tx.send_data(d, false).await.is_err() {
+                        return;
+                    }
+                }
+                Err(frame) => {
+                    if let Ok(t) = frame.into_trailers() {
+                        let list = t
+                            .iter()
+                            .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+                            .collect();
+                        let _ = tx.send_trailers(list);
+                    }
+                    return;
+                }
+            },
+            Some(Err(e)) => {
+                let _ = failed.send(e);
+                return;
+            }
         }
-        src = e.source();
-    }
-    None
-}
-
-/// The client's own request-body failure behind a hyper error, if that is what it was (the
-/// body over `limits.max_request_body`, sent too slowly, or reset): the client's fault, not the
-/// upstream's.
-fn client_body_error(err: &hyper::Error) -> Option<crate::message::BodyError> {
-    source_of::<crate::message::BodyError>(err).cloned()
-}
-
-fn h2_reason(err: &hyper::Error) -> Option<h2::Reason> {
-    source_of::<h2::Error>(err).and_then(h2::Error::reason)
-}
-
-fn classify(err: &hyper::Error) -> ErrorType {
-    if err.is_parse_too_large() {
-        ErrorType::HttpResponseHeaderSectionSize
-    } else if err.is_parse() || err.is_parse_status() {
-        ErrorType::HttpProtocolError
-    } else if err.is_incomplete_message() || err.is_canceled() || err.is_closed() {
-        ErrorType::ConnectionTerminated
-    } else if err.is_timeout() {
-        ErrorType::HttpResponseTimeout
-    } else {
-        ErrorType::ProxyInternalResponse
     }
 }

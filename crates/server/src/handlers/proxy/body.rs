@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::{Frame, SizeHint};
 
 use crate::message::{BodyError, BodySource, RequestBody};
 
@@ -114,8 +114,24 @@ impl http_body::Body for UpBody {
 pub(crate) enum Source {
     /// An HTTP/1.1 exchange of our own client (its connection goes back to the pool at the end).
     H1(Box<super::h1::Exchange>),
-    /// A stream of hyper's HTTP/2 client.
-    H2(hyper::body::Incoming),
+    /// A stream of the server's shared HTTP/2 connection.
+    H2(Box<H2Body>),
+}
+
+/// A response body on a stream of a shared HTTP/2 connection.
+pub(crate) struct H2Body {
+    rx: sluice_client::MuxReceiver,
+    /// The `content-length` the head declared.
+    len: Option<u64>,
+    ended: bool,
+}
+
+impl H2Body {
+    /// The body of the response whose head `rx` gave (`len`: its declared length; `ended`: the
+    /// head ended the stream).
+    pub(crate) fn new(rx: sluice_client::MuxReceiver, len: Option<u64>, ended: bool) -> Self {
+        Self { rx, len, ended }
+    }
 }
 
 impl Source {
@@ -123,14 +139,14 @@ impl Source {
     pub(crate) fn is_end_stream(&self) -> bool {
         match self {
             Self::H1(x) => x.is_end_stream(),
-            Self::H2(b) => b.is_end_stream(),
+            Self::H2(b) => b.ended,
         }
     }
 
     fn len(&self) -> Option<u64> {
         match self {
             Self::H1(x) => x.len(),
-            Self::H2(b) => b.size_hint().exact(),
+            Self::H2(b) => b.len,
         }
     }
 
@@ -142,9 +158,43 @@ impl Source {
                 Some(Err(e)) => Poll::Ready(Some(Err(e.to_string()))),
                 None => Poll::Ready(x.take_trailers().map(|t| Ok(Frame::trailers(t)))),
             },
-            Self::H2(b) => Pin::new(b).poll_frame(cx).map(|f| f.map(|r| r.map_err(|e| e.to_string()))),
+            Self::H2(b) => loop {
+                use sluice_client::StreamEvent;
+                return match std::task::ready!(b.rx.poll_event(cx)) {
+                    Some(StreamEvent::Data { data, end_stream }) => {
+                        // Handed on to the client's bounded send queue: the upstream may send
+                        // as much again.
+                        b.rx.release(data.len());
+                        b.ended |= end_stream;
+                        Poll::Ready(Some(Ok(Frame::data(data))))
+                    }
+                    Some(StreamEvent::Trailers(fields)) => {
+                        b.ended = true;
+                        Poll::Ready(Some(Ok(Frame::trailers(to_map(&fields)))))
+                    }
+                    Some(StreamEvent::Reset(e)) => Poll::Ready(Some(Err(e.to_string()))),
+                    // Heads come before the body; nothing else follows.
+                    Some(StreamEvent::Interim { .. } | StreamEvent::Head { .. }) => continue,
+                    None => {
+                        b.ended = true;
+                        Poll::Ready(None)
+                    }
+                };
+            },
         }
     }
+}
+
+/// Fields from the HTTP/2 client (lower-case names) as a map; a field `http` refuses is left out
+/// (the engine checked them as RFC 9113 §8.2 asks).
+pub(crate) fn to_map(fields: &[(String, String)]) -> HeaderMap {
+    let mut map = HeaderMap::with_capacity(fields.len());
+    for (n, v) in fields {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(n.as_bytes()), http::HeaderValue::from_str(v)) {
+            map.append(n, v);
+        }
+    }
+    map
 }
 
 /// Scans an HTML response's `<head>` for hints as it streams by, then stores them.

@@ -1,16 +1,13 @@
 //! Opening a connection to an upstream server: TCP (no Nagle) or a Unix socket, then TLS when
-//! the upstream has it. HTTP/1.1 then runs on our own client ([`super::h1`]); HTTP/2 on a
-//! hyper client connection (hyper does the HTTP/2 framing; the pool, the retries and the
-//! timeouts around it are ours, because hyper's pooled client offers no per-server connection
-//! limit, ejection or learned keep-alive deadline).
+//! the upstream has it. HTTP/1.1 then runs on our own client ([`super::h1`]); HTTP/2 on one
+//! connection per server shared by its requests (`sluice_client::H2Mux`, on the client engine
+//! of `sluice_h2`, which reports interim responses).
 
 use std::time::Duration;
 
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use sluice_client::{H2Mux, MuxConfig, MuxError};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::body::UpBody;
 use super::error::{ErrorType, ProxyError};
 use crate::config::{ServerAddr, Upstream, UpstreamProto};
 
@@ -86,25 +83,17 @@ fn connect_error(e: &std::io::Error) -> ProxyError {
     }
 }
 
-/// An HTTP/2 connection over `io`, within `timeout` for the SETTINGS exchange.
-pub(crate) async fn h2(io: Box<dyn Io>, timeout: Duration) -> Result<http2::SendRequest<UpBody>, ProxyError> {
-    let hs = http2::Builder::new(TokioExecutor::new())
-        // Responses stream to the client as it takes them; these windows bound what one
-        // stream and the connection buffer from the upstream meanwhile.
-        .initial_stream_window_size(1 << 20)
-        .initial_connection_window_size(4 << 20)
-        .max_header_list_size(MAX_RESPONSE_HEAD as u32)
-        .timer(hyper_util::rt::TokioTimer::new())
-        .keep_alive_interval(Duration::from_secs(30))
-        .handshake(TokioIo::new(io));
-    let (tx, conn) = match tokio::time::timeout(timeout, hs).await {
-        Ok(r) => r.map_err(|e| ProxyError::new(ErrorType::HttpProtocolError, e.to_string()))?,
-        Err(_) => return Err(ProxyError::new(ErrorType::ConnectionTimeout, "HTTP/2 handshake timed out")),
-    };
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(%e, "upstream HTTP/2 connection ended");
+/// An HTTP/2 connection over `io` (Sluice's own client engine, shared by every request to the
+/// server), within `timeout` for the SETTINGS exchange.
+pub(crate) async fn h2(io: Box<dyn Io>, timeout: Duration) -> Result<H2Mux, ProxyError> {
+    let mut cfg = MuxConfig::default();
+    // Responses stream to the client as it takes them; the windows bound what one stream
+    // (1 MiB) and the connection (4 MiB) buffer from the upstream meanwhile.
+    cfg.engine.max_header_list = MAX_RESPONSE_HEAD as u32;
+    H2Mux::handshake(io, cfg, timeout).await.map_err(|e| match e {
+        MuxError::Closed(why) if why.starts_with("no HTTP/2 SETTINGS") => {
+            ProxyError::new(ErrorType::ConnectionTimeout, "HTTP/2 handshake timed out")
         }
-    });
-    Ok(tx)
+        e => ProxyError::new(ErrorType::HttpProtocolError, e.to_string()),
+    })
 }

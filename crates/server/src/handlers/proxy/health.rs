@@ -57,10 +57,9 @@ async fn check(up: &Upstream, i: usize) -> Result<u16, String> {
         .host
         .clone()
         .unwrap_or_else(|| HeaderValue::from_str(&s.addr.to_string()).unwrap_or(HeaderValue::from_static("localhost")));
-    let mut req = hyper::Request::new(UpBody::empty());
-    req.headers_mut().insert("user-agent", HeaderValue::from_static("sluice-health-check"));
     let status = if cfg.protocol == UpstreamProto::Http1 {
-        let mut fields = std::mem::take(req.headers_mut());
+        let mut fields = http::HeaderMap::new();
+        fields.insert("user-agent", HeaderValue::from_static("sluice-health-check"));
         fields.insert(http::header::HOST, host);
         fields.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
         if !h.path.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
@@ -75,13 +74,26 @@ async fn check(up: &Upstream, i: usize) -> Result<u16, String> {
         let conn = h1::Conn::new(io, None);
         let mut interim = |_, _: &http::HeaderMap| {};
         let mut ex = h1::Exchange::new(conn, &http::Method::GET, &head, None, UpBody::empty());
-        ex.read_head(&http::Method::GET, &mut interim).await.map_err(|f| f.fail.to_string())?.status
+        ex.read_head(&http::Method::GET, &mut interim).await.map_err(|f| f.fail.to_string())?.status.as_u16()
     } else {
         let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
-        *req.uri_mut() =
-            format!("{scheme}://{}{}", host.to_str().unwrap_or("localhost"), h.path).parse().map_err(|_| "bad path")?;
-        let mut tx = connect::h2(io, cfg.connect_timeout).await.map_err(|e| e.detail)?;
-        tx.send_request(req).await.map_err(|e| e.to_string())?.status()
+        let mux = connect::h2(io, cfg.connect_timeout).await.map_err(|e| e.detail)?;
+        let req = sluice_h2::client::Request {
+            method: "GET",
+            scheme,
+            authority: host.to_str().unwrap_or("localhost"),
+            path: &h.path,
+            fields: &[("user-agent", "sluice-health-check")],
+        };
+        let (_tx, mut rx) = mux.request(&req, true, cfg.connect_timeout).await.map_err(|e| e.to_string())?;
+        loop {
+            match rx.next_event().await {
+                Some(sluice_client::StreamEvent::Head { status, .. }) => break status,
+                Some(sluice_client::StreamEvent::Interim { .. }) => continue,
+                Some(sluice_client::StreamEvent::Reset(e)) => return Err(e.to_string()),
+                _ => return Err("no response head".into()),
+            }
+        }
     };
-    Ok(status.as_u16())
+    Ok(status)
 }

@@ -27,9 +27,16 @@ pub(super) struct Plan<'a> {
     pub(super) trailer: bool,
     /// The body's declared length, when it goes with one.
     pub(super) declared: Option<u64>,
-    /// For an HTTP/2 upstream, the request's URI and fields as a map (boxed, as the attempts
-    /// are: see `attempt.rs`).
-    pub(super) h2: Option<Box<(http::Uri, http::HeaderMap)>>,
+    /// For an HTTP/2 upstream, the request's scheme and fields as the client engine takes them
+    /// (boxed: most upstreams are HTTP/1.1, and these would grow every proxied request's plan).
+    pub(super) h2: Option<Box<H2Head>>,
+}
+
+/// What an HTTP/2 upstream's request head holds besides the method, authority and target.
+pub(super) struct H2Head {
+    pub(super) scheme: &'static str,
+    /// Lower-case names, no connection-specific fields, no `host` (`:authority` says it).
+    pub(super) fields: Vec<(String, String)>,
 }
 
 impl<'a> Plan<'a> {
@@ -106,12 +113,19 @@ impl<'a> Plan<'a> {
             // require `te: trailers` over HTTP/2.
             map.insert(http::header::TE, HeaderValue::from_static("trailers"));
             let scheme = if cfg.protocol == UpstreamProto::H2 { "https" } else { "http" };
-            match format!("{scheme}://{}{target}", std::str::from_utf8(authority).unwrap_or("localhost"))
-                .parse::<http::Uri>()
-            {
-                Ok(uri) => Some(Box::new((uri, map))),
-                Err(_) => return Err("the request target cannot be forwarded"),
+            if std::str::from_utf8(authority).is_err() || target.is_empty() {
+                return Err("the request target cannot be forwarded");
             }
+            let mut list = Vec::with_capacity(map.len());
+            for (n, v) in &map {
+                // The client engine takes text; a value that is not UTF-8 (obs-text, RFC 9110
+                // §5.5) is refused rather than changed.
+                let Ok(v) = std::str::from_utf8(v.as_bytes()) else {
+                    return Err("a field value that cannot be forwarded over HTTP/2");
+                };
+                list.push((n.as_str().to_owned(), v.to_owned()));
+            }
+            Some(Box::new(H2Head { scheme, fields: list }))
         };
         Ok(Self { method: req.method.clone(), fields, authority, target, upgrade, trailer, declared, h2 })
     }

@@ -7,9 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hyper::client::conn::http2;
-
-use super::body::UpBody;
 use super::error::{Blame, ErrorType, ProxyError};
 use super::{balance, connect, h1, health, hints};
 use crate::config::{Balance, HashKey, ServerAddr, Upstream as UpstreamCfg};
@@ -24,7 +21,7 @@ pub(crate) struct ServerState {
     /// Idle HTTP/1.1 connections, most recent last.
     idle: Mutex<Vec<IdleH1>>,
     /// The shared HTTP/2 connection.
-    h2: tokio::sync::Mutex<Option<http2::SendRequest<UpBody>>>,
+    h2: tokio::sync::Mutex<Option<sluice_client::H2Mux>>,
     /// Connections open (busy and idle), when `max_connections` bounds them.
     slots: Option<Arc<tokio::sync::Semaphore>>,
     /// Told when a connection goes back to the idle list (requests waiting at the limit).
@@ -249,10 +246,10 @@ impl Upstream {
     }
 
     /// The shared HTTP/2 connection to server `i` (opened when there is none or it closed).
-    pub(super) async fn h2(&self, i: usize) -> Result<(http2::SendRequest<UpBody>, bool), ProxyError> {
+    pub(super) async fn h2(&self, i: usize) -> Result<(sluice_client::H2Mux, bool), ProxyError> {
         let s = &self.servers[i];
         let mut g = s.h2.lock().await;
-        if let Some(tx) = g.as_ref().filter(|tx| !tx.is_closed()) {
+        if let Some(tx) = g.as_ref().filter(|tx| tx.is_open()) {
             return Ok((tx.clone(), true));
         }
         *g = None;
