@@ -48,8 +48,9 @@ impl Line {
 
 /// The kind of `name` (see [`Line`]). The names known are those looked up in nearly every
 /// proxied response (its framing, its connection options, the fields a proxy removes,
-/// priority and the hints the proxy learns): told by their kind, one byte, not by comparing
-/// names, and when none of a kind is there a lookup reads no line. A `match` on byte-string
+/// priority, the hints the proxy learns, and `date`, which the engines add when it is
+/// missing): told by their kind, one byte, not by comparing names, and when none of a kind is
+/// there a lookup reads no line. A `match` on byte-string
 /// literals, compared inline, which works at compile time too. Kinds are bits of a `u16`: at
 /// most 15 names.
 #[inline] // with a constant name (a lookup's), folded away
@@ -62,6 +63,7 @@ const fn kind_of(name: &[u8]) -> u8 {
         },
         4 => match name {
             b"link" => 10,
+            b"date" => 13,
             _ => 0,
         },
         7 => match name {

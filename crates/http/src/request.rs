@@ -46,7 +46,7 @@ impl HeadFields {
     pub fn has_date(&self) -> bool {
         // The parsed fields are a proxied response's: the origin's `Date` stays (RFC 9110
         // §6.6.1 has a recipient add one only when it is missing).
-        self.own.iter().any(|f| &f.name[..] == b"date") || self.packed.iter().any(|(n, _)| n == b"date")
+        self.own.iter().any(|f| &f.name[..] == b"date") || self.packed.has(b"date")
     }
 
     /// Every field as (name, value), in order.

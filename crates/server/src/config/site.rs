@@ -326,6 +326,7 @@ pub(super) fn sites(
 impl Config {
     /// The site serving `authority`: the one naming its host, else the default site; its
     /// index in `sites`.
+    #[inline]
     pub(crate) fn site_for(&self, authority: &str) -> Option<usize> {
         let host = host_of(authority);
         self.sites
@@ -338,6 +339,7 @@ impl Config {
     /// (routes are kept longest first). A prefix ending in `/` matches what starts with it;
     /// one that does not also matches the same path with a `/` after it, never a longer name
     /// (`/api` matches `/api` and `/api/x`, not `/apis`). Its indexes: site, route.
+    #[inline] // into the router: a call per request to a function of a few instructions
     pub(crate) fn route_for(&self, authority: &str, path: &str) -> Option<(usize, usize)> {
         let site = self.site_for(authority)?;
         let route = self.sites[site].routes.iter().position(|r| prefix_matches(&r.path, path))?;
@@ -361,6 +363,7 @@ fn prefix_matches(prefix: &str, path: &str) -> bool {
 
 /// The host part of an authority: no port, no IPv6 brackets, no trailing dot (the config
 /// stores site hosts the same way).
+#[inline]
 pub(crate) fn host_of(authority: &str) -> &str {
     let host = if let Some(rest) = authority.strip_prefix('[') {
         rest.split(']').next().unwrap_or(rest)
