@@ -23,23 +23,21 @@
 //! interim response and last byte) into the DOM, which `--dump-dom` prints; an image that is
 //! never shown holds the load event until then (see the origin script).
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::case::Case;
+use super::chromium;
+use super::common::{first_line, fmt_duration, rotation, write_random};
 use super::digest;
-use super::pageload;
-use super::priority::Case;
+use super::plan::{select_proxies, Active, Plan, Skipped};
+use super::prepare::{prepare, Estimate, Site, Want};
 use super::proc;
-use super::report::Stat;
+use super::report::{fmt_stat, Stat};
 use super::servers::{self, ServerKind, Setup};
-use super::stage::Stage;
-use super::statics::fmt_stat;
-use super::upload::rotation;
-use super::{Plan, Skipped};
 use crate::net::{SERVER_ADDR, SERVER_NS};
 
 /// How long the origin thinks before it answers a page, ms.
@@ -213,7 +211,7 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
             fill(&head, ".c{color:#123456;margin:0 auto;padding:1px 2px}\n", CSS_BYTES).as_bytes(),
         )?;
         write(&d.join("app.js"), fill("var lab = 0;\n", "lab += 1;\n", JS_BYTES).as_bytes())?;
-        super::write_random(&d.join("font.woff2"), FONT_BYTES, 3000)?;
+        write_random(&d.join("font.woff2"), FONT_BYTES, 3000)?;
         pages.insert(v.page_path(), serde_json::json!({"links": links(v), "send103": v.sends_103()}));
     }
     let json = serde_json::Value::Object(pages).to_string();
@@ -495,7 +493,7 @@ pub fn markdown(rows: &[LoadRow], notes: &[String]) -> String {
 /// The servers to run for `requested`: the global default list means [`DEFAULT`]; the servers
 /// that are no reverse proxy here are skipped with the reason.
 pub fn select_servers(requested: &[ServerKind]) -> (Vec<ServerKind>, Vec<Skipped>) {
-    super::select_proxies(
+    select_proxies(
         requested,
         &DEFAULT,
         &[
@@ -515,133 +513,67 @@ pub fn origin_addr() -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, ORIGIN_PORT))
 }
 
-/// Writes a PEM of `cert` then `key` to `path` (HAProxy's `crt`), readable by root only.
-pub(crate) fn write_combined_pem(path: &Path, cert: &Path, key: &Path) -> Result<(), String> {
-    let read = |p: &Path| fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()));
-    let text = format!("{}\n{}", read(cert)?.trim_end(), read(key)?);
-    super::upload::write_private(path, &text)
-}
-
-/// The setup of `kind` under `work`; HAProxy's certificate is the combined PEM `combined`.
-pub(crate) fn proxy_setup(kind: ServerKind, work: &Path, cert: &Path, key: &Path, combined: &Path) -> Setup {
-    let c = if kind == ServerKind::Haproxy { combined } else { cert };
-    Setup::new(kind, work, SERVER_ADDR, c, key)
-}
-
-/// Start each reverse proxy of `active` (configured by `setup`) in front of `origin`, checked
-/// by fetching `path` through it. One that does not start is skipped, with the reason; none
-/// started is an error. Returns the kinds started.
-pub(crate) fn start_proxies(
-    stage: &mut Stage,
-    active: &[super::Active],
-    setup: impl Fn(ServerKind) -> Setup,
-    origin: SocketAddr,
-    path: &str,
-    skipped: &mut Vec<Skipped>,
-) -> Result<Vec<ServerKind>, String> {
-    let mut running = Vec::new();
-    for (kind, bin) in active {
-        let setup = setup(*kind);
-        let url = format!("https://{SERVER_ADDR}:{}{path}", kind.port());
-        let started =
-            servers::proxy_launch(*kind, &setup, origin).and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
-        match started {
-            Ok(()) => running.push(*kind),
-            Err(e) => {
-                eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", first_line(&e)) });
-            }
-        }
-    }
-    if running.is_empty() {
-        return Err("no proxy started (see above)".into());
-    }
-    Ok(running)
-}
-
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(plan.quick), |c| &c.name)?;
-    let (wanted, mut skipped) = select_servers(&plan.servers);
+    let (wanted, skipped) = select_servers(&plan.servers);
     let runs = plan.runs_or(LOADS);
-    let narrowed = Plan { servers: wanted, ..plan.clone() };
-    let (active, more) = super::resolve_servers(&narrowed)?;
-    skipped.extend(more);
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no server to run (see the SKIP notes above)".into());
-    }
-    let chromium = servers::find_program("chromium")
-        .ok_or("`chromium` not found: the earlyhints experiment needs the Debian package (scripts/setup.sh)")?;
-    let node = servers::find_program("node").ok_or(
-        "`node` not found: the earlyhints experiment's origin needs Node.js (Debian nodejs; scripts/setup.sh)",
+    let estimate = |active: &[Active]| {
+        let loads = cases.len() * Variant::ALL.len() * active.len() * (runs as usize + 1);
+        let per_load = |c: &Case| 1.5 + THINK_MS as f64 / 1e3 + 12.0 * c.rtt_ms / 1e3 + PAUSE.as_secs_f64();
+        Estimate {
+            what: format!(
+                "{} case(s) × {} variants × {} server(s) × (1 warm-up + {runs}) = {loads} page loads",
+                cases.len(),
+                Variant::ALL.len(),
+                active.len(),
+            ),
+            expected: Duration::from_secs_f64(
+                cases.iter().map(per_load).sum::<f64>()
+                    * (Variant::ALL.len() * active.len() * (runs as usize + 1)) as f64
+                    + 5.0 * active.len() as f64,
+            ),
+        }
+    };
+    let tools = [
+        ("chromium", "`chromium` not found: the earlyhints experiment needs the Debian package (scripts/setup.sh)"),
+        (
+            "node",
+            "`node` not found: the earlyhints experiment's origin needs Node.js (Debian nodejs; scripts/setup.sh)",
+        ),
+    ];
+    let mut p = prepare(
+        plan,
+        Want {
+            skipped,
+            tools: &tools,
+            site: Some(Site { write: &write_docroot, reach: 0o711 }),
+            combined: true,
+            line: first_line,
+            ..Want::new("earlyhints", wanted, &estimate, CSV_HEADER)
+        },
     )?;
-    crate::net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let work = plan.out.join("work");
-    let scratch = work.join("chromium");
+    let (chromium, node) = (p.tools[0].clone(), p.tools[1].clone());
+    let scratch = p.work.join("chromium");
     fs::create_dir_all(&scratch).map_err(|e| format!("creating {}: {e}", scratch.display()))?;
-    let loads = cases.len() * Variant::ALL.len() * active.len() * (runs as usize + 1);
-    let per_load = |c: &Case| 1.5 + THINK_MS as f64 / 1e3 + 12.0 * c.rtt_ms / 1e3 + PAUSE.as_secs_f64();
-    let expected = Duration::from_secs_f64(
-        cases.iter().map(per_load).sum::<f64>() * (Variant::ALL.len() * active.len() * (runs as usize + 1)) as f64
-            + 5.0 * active.len() as f64,
-    );
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "earlyhints: {} case(s) × {} variants × {} server(s) × (1 warm-up + {runs}) = {loads} page loads: expected ≈ {} \
-         (bounded to {}); results in {}",
-        cases.len(),
-        Variant::ALL.len(),
-        active.len(),
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let deadline = started + bound;
-    let mut versions = super::versions(&active, &work);
-    for (label, program) in [("chromium", &chromium), ("node", &node)] {
-        let mut cmd = std::process::Command::new(program);
-        cmd.arg("--version");
-        if let Ok(f) = proc::run_bounded(cmd, Duration::from_secs(20), &scratch) {
-            if f.success() {
-                versions.push(format!("{label}: {}", f.stdout.trim()));
-            }
-        }
-    }
-    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
-    let pin = digest::spki_pin(&fs::read_to_string(&key).map_err(|e| format!("reading {}: {e}", key.display()))?)?;
-    let combined = work.join("combined.pem");
-    write_combined_pem(&combined, &cert, &key)?;
-    let docroot = work.join("docroot");
-    write_docroot(&docroot)?;
-    for dir in [&work, &plan.out] {
-        if let Ok(m) = fs::metadata(dir) {
-            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(m.permissions().mode() | 0o711));
-        }
-    }
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(CSV_HEADER.as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+    let pin = digest::spki_pin(&fs::read_to_string(&p.key).map_err(|e| format!("reading {}: {e}", p.key.display()))?)?;
     let mut rows: Vec<LoadRow> = Vec::new();
     let mut logs: Vec<(String, String)> = Vec::new();
     let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&cases[0].link(), &work)?;
+        let mut stage = p.stage(&cases[0].link())?;
         // The origin.
         let setup = Setup {
-            dir: work.join("origin"),
+            dir: p.work.join("origin"),
             listen: origin_addr(),
-            cert: cert.clone(),
-            key: key.clone(),
+            cert: p.cert.clone(),
+            key: p.key.clone(),
             sink: servers::sink_addr(),
         };
         let script = setup.dir.join("origin.js");
         let launch = servers::Launch {
             args: vec![
                 servers::check_config_path(&script)?,
-                servers::check_config_path(&docroot)?,
+                servers::check_config_path(&p.docroot)?,
                 ORIGIN_PORT.to_string(),
                 THINK_MS.to_string(),
             ],
@@ -651,10 +583,17 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         let probe = format!("http://{}/links/style.css", origin_addr());
         stage.start_checked("origin", &node, &setup, &launch, SERVER_NS, &probe)?;
         // The proxies.
-        let setup = |k| proxy_setup(k, &work, &cert, &key, &combined);
-        let running = start_proxies(&mut stage, &active, setup, origin_addr(), "/links/style.css", &mut skipped)?;
+        let active = p.active.clone();
+        let running = p.start_each(&mut stage, &active, |stage, kind, bin, setup| {
+            let url = format!("https://{SERVER_ADDR}:{}/links/style.css", kind.port());
+            servers::proxy_launch(kind, setup, origin_addr())
+                .and_then(|l| stage.start_static(kind, bin, setup, &l, &url))
+        });
+        if running.is_empty() {
+            return Err("no proxy started (see above)".into());
+        }
         let flags = vec![format!("--ignore-certificate-errors-spki-list={pin}")];
-        let timings = work.join("timings");
+        let timings = p.work.join("timings");
         fs::create_dir_all(&timings).map_err(|e| format!("creating {}: {e}", timings.display()))?;
         for case in &cases {
             stage.set_link(&case.link());
@@ -662,10 +601,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
             for variant in Variant::ALL {
                 for run in 0..=runs {
                     for kind in rotation(&running, run.max(1)) {
-                        proc::check_interrupt()?;
-                        if Instant::now() >= deadline {
-                            return Err(format!("the run exceeded its time bound of {}", super::fmt_duration(bound)));
-                        }
+                        p.go_on(String::new)?;
                         let mut row = LoadRow {
                             case: case.name.clone(),
                             rate_mbit: case.rate_mbit,
@@ -678,7 +614,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                         };
                         let url = format!("https://{SERVER_ADDR}:{}{}", kind.port(), variant.page_path());
                         let measured = stage.check_alive(kind.name()).and_then(|()| {
-                            let dom = pageload::dump_dom(&chromium, &url, &scratch, &flags)?;
+                            let dom = chromium::dump_dom(&chromium, &url, &scratch, &flags)?;
                             // Every load's own report, for a closer look.
                             let saved =
                                 timings.join(format!("{}-{}-{}-{run}.json", case.name, variant.name(), kind.name()));
@@ -719,9 +655,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                                 row.error
                             );
                         }
-                        csv.write_all(csv_line(&row).as_bytes())
-                            .and_then(|()| csv.flush())
-                            .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+                        p.csv.line(&csv_line(&row))?;
                         rows.push(row);
                         proc::sleep(PAUSE)?;
                     }
@@ -736,10 +670,10 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     })();
     let mut notes = notes(&cases, runs);
     notes.extend(hint_marks(&logs));
-    if !versions.is_empty() {
-        notes.push(format!("Versions: {}.", versions.join("; ")));
+    if !p.versions.is_empty() {
+        notes.push(format!("Versions: {}.", p.versions.join("; ")));
     }
-    for s in &skipped {
+    for s in &p.skipped {
         notes.push(format!("Skipped `{}`: {}", s.server.name(), s.reason));
     }
     let measured = rows.iter().filter(|r| r.run > 0);
@@ -749,7 +683,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         measured.count(),
         rows.iter().filter(|r| r.run == 0 && r.ok()).count(),
         rows.iter().filter(|r| r.run == 0).count(),
-        super::fmt_duration(started.elapsed())
+        fmt_duration(p.started.elapsed())
     ));
     if let Err(e) = &outcome {
         notes.insert(0, format!("**Incomplete run**: {}", first_line(e)));
@@ -761,7 +695,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     written?;
     println!(
         "earlyhints: done in {}; wrote {}/{{results.csv,summary.md}}",
-        super::fmt_duration(started.elapsed()),
+        fmt_duration(p.started.elapsed()),
         plan.out.display()
     );
     let (cs, vs, ss) = order(&rows);
@@ -805,10 +739,6 @@ fn hint_marks(logs: &[(String, String)]) -> Vec<String> {
         }
     }
     out
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default().to_string()
 }
 
 fn notes(cases: &[Case], runs: u32) -> Vec<String> {
@@ -981,7 +911,7 @@ mod tests {
         assert!(s[0].reason.contains("not a reverse proxy"));
         let c = cases(false);
         assert_eq!(c.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["20mbit-40ms", "5mbit-80ms"]);
-        assert_eq!(c[1].link(), crate::experiments::stage::link_spec(5.0, 80.0));
+        assert_eq!(c[1].link(), crate::experiments::case::link_spec(5.0, 80.0));
         assert_eq!(cases(true).len(), 1);
         assert_eq!(Variant::Origin103.page_path(), "/origin103/page.html");
         assert!(Variant::Origin103.sends_103() && !Variant::Links.sends_103());
@@ -1003,6 +933,12 @@ mod tests {
         assert_eq!(n.len(), 2, "{n:?}");
         assert_eq!(n[0], "`sluice`'s access log: 103s sent: `hints=learned` × 2, `hints=learned+upstream` × 1.");
         assert_eq!(n[1], "`sluice-nolearn`'s access log: 103s sent: none.");
+    }
+
+    /// The setup `Prepared::setup` gives: HAProxy's certificate is the combined PEM.
+    fn proxy_setup(kind: ServerKind, work: &Path, cert: &Path, key: &Path, combined: &Path) -> Setup {
+        let c = if kind == ServerKind::Haproxy { combined } else { cert };
+        Setup::new(kind, work, SERVER_ADDR, c, key)
     }
 
     #[test]
@@ -1041,17 +977,5 @@ mod tests {
             origin
         )
         .is_err());
-    }
-
-    #[test]
-    fn combined_pem() {
-        let dir = tempfile::tempdir().unwrap();
-        let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
-        fs::write(&c, "CERT\n\n").unwrap();
-        fs::write(&k, "KEY\n").unwrap();
-        let out = dir.path().join("both.pem");
-        write_combined_pem(&out, &c, &k).unwrap();
-        assert_eq!(fs::read_to_string(&out).unwrap(), "CERT\nKEY\n");
-        assert_eq!(fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
     }
 }

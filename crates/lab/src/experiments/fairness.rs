@@ -20,22 +20,21 @@
 //! Cases: 20 Mbit/s × 40 ms RTT with a 1 MB drop-tail queue (as `pageload`'s first case), and
 //! 100 Mbit/s × 13 ms with the lab's default queue (1.5 × BDP).
 
-use std::fs::{self, File};
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::download::{self, Proto};
-use super::priority::Case;
+use super::case::Case;
+use super::common::{fmt_duration, one_line, rotation};
+use super::plan::{Active, Plan, Skipped};
+use super::prepare::{prepare, Estimate, Site, Want};
 use super::proc::{self, Service};
-use super::report::{LinkWindow, Stat};
-use super::servers::{self, Flow, ServerKind, Setup};
+use super::report::{fmt_stat, LinkWindow, Stat};
+use super::servers::{self, Flow, ServerKind};
 use super::stage::Stage;
-use super::statics::{self, fmt_stat, order, Row};
-use super::upload::rotation;
-use super::{Plan, Skipped};
-use crate::net::{self, Stats, CLIENT_NS, SERVER_ADDR};
+use super::statics::{self, order, Row};
+use super::transfer::{self, Proto};
+use crate::net::{self, Stats, CLIENT_NS};
 
 /// Time from starting both downloads to the start of the window: handshakes and the first round
 /// trips of slow start.
@@ -181,10 +180,10 @@ pub fn figures(w: &Stats) -> Outcome {
 /// The body bytes a client's log reports: the JSON's `bytes` when it finished, else the count
 /// in its time-out message.
 pub fn client_bytes(log: &str) -> Option<u64> {
-    download::partial_bytes(log).or_else(|| {
+    transfer::partial_bytes(log).or_else(|| {
         log.lines()
             .filter(|l| l.trim_start().starts_with('{'))
-            .find_map(|l| download::parse_get_json(l).ok())
+            .find_map(|l| transfer::parse_get_json(l).ok())
             .map(|f| f.bytes)
     })
 }
@@ -221,7 +220,7 @@ pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<
 /// Starts one `sluice get` in the client namespace, its output in `log`.
 fn spawn_client(client: &str, proto: Proto, url: &str, limit: Duration, log: &Path) -> Result<Service, String> {
     let mut cmd = net::ns_command(CLIENT_NS, client);
-    cmd.args(download::get_args(proto, url, limit));
+    cmd.args(transfer::get_args(proto, url, limit));
     Service::spawn(&format!("{} client", proto.name()), cmd, log)
 }
 
@@ -247,15 +246,15 @@ fn measure(
         error: String::new(),
     };
     if let Err(e) = stage.check_alive(kind.name()).and_then(|()| stage.check_alive(COMPETITOR.name())) {
-        row.error = download::one_line(&e);
+        row.error = one_line(&e);
         return Ok(row);
     }
     let limit = client_limit(window);
     let stem = format!("{}-{}-run{run}", case.name, kind.name());
     let (h3_log, tcp_log) = (logs.join(format!("{stem}-h3.log")), logs.join(format!("{stem}-tcp.log")));
-    let file = download::FILE;
-    let mut h3 = spawn_client(client, Proto::H3, &download::url(kind, file), limit, &h3_log)?;
-    let mut tcp = spawn_client(client, Proto::H2, &download::url(COMPETITOR, file), limit, &tcp_log)?;
+    let file = transfer::FILE;
+    let mut h3 = spawn_client(client, Proto::H3, &transfer::url(kind, file), limit, &h3_log)?;
+    let mut tcp = spawn_client(client, Proto::H2, &transfer::url(COMPETITOR, file), limit, &tcp_log)?;
     let started = Instant::now();
     proc::sleep(WARMUP)?;
     let before = stage.stats();
@@ -424,79 +423,51 @@ pub fn expected_seconds(cases: usize, servers: usize, runs: u32, window: Duratio
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(plan.quick), |c| &c.name)?;
     let window = window(plan.quick);
-    let (wanted, mut skipped) = select_servers(&plan.servers)?;
-    let narrowed = Plan { servers: wanted, ..plan.clone() };
-    let (active, more) = super::resolve_servers(&narrowed)?;
-    skipped.extend(more);
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no HTTP/3 server to run (see the SKIP notes above)".into());
-    }
-    let sluice = super::sluice_path(&active, plan)
-        .map_err(|e| format!("the fairness experiment's client and TCP competitor are Sluice: {e}"))?;
-    let client = sluice.to_str().ok_or("the sluice binary's path is not UTF-8")?.to_string();
-    net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let work = plan.out.join("work");
-    let logs = work.join("clients");
-    fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+    let (wanted, skipped) = select_servers(&plan.servers)?;
     let file = file_bytes(&cases, window);
-    let expected = Duration::from_secs_f64(expected_seconds(cases.len(), active.len(), plan.runs, window));
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "fairness: {} case(s) × {} HTTP/3 server(s) × {} run(s), each an HTTP/3 and a TCP download together, \
-         {} s window: expected ≈ {} (bounded to {}); results in {}",
-        cases.len(),
-        active.len(),
-        plan.runs,
-        window.as_secs(),
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let deadline = started + bound;
-    let mut versions = super::versions(&active, &work);
-    versions.push(format!("client: {client} get"));
-    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
-    let docroot = work.join("docroot");
-    download::write_docroot(&docroot, file)?;
-    for dir in [&work, &plan.out] {
-        if let Ok(m) = fs::metadata(dir) {
-            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(m.permissions().mode() | 0o711));
-        }
-    }
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(CSV_HEADER.as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+    let estimate = |active: &[Active]| Estimate {
+        what: format!(
+            "{} case(s) × {} HTTP/3 server(s) × {} run(s), each an HTTP/3 and a TCP download together, {} s window",
+            cases.len(),
+            active.len(),
+            plan.runs,
+            window.as_secs(),
+        ),
+        expected: Duration::from_secs_f64(expected_seconds(cases.len(), active.len(), plan.runs, window)),
+    };
+    let write = |dir: &Path| transfer::write_docroot(dir, file);
+    let mut p = prepare(
+        plan,
+        Want {
+            skipped,
+            none: "no HTTP/3 server to run (see the SKIP notes above)",
+            sluice: Some("the fairness experiment's client and TCP competitor are Sluice"),
+            site: Some(Site { write: &write, reach: 0o711 }),
+            ..Want::new("fairness", wanted, &estimate, CSV_HEADER)
+        },
+    )?;
+    let sluice = p.sluice.clone().unwrap_or_default();
+    let client = sluice.to_str().ok_or("the sluice binary's path is not UTF-8")?.to_string();
+    p.versions.push(format!("client: {client} get"));
+    let logs = p.work.join("clients");
+    fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
 
     let mut rows: Vec<FRow> = Vec::new();
     let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&cases[0].link(), &work)?;
-        let setup = Setup::new(COMPETITOR, &work, SERVER_ADDR, &cert, &key);
+        let mut stage = p.stage(&cases[0].link())?;
+        let docroot = p.docroot.clone();
+        let setup = p.setup(COMPETITOR);
+        let ready = transfer::url(COMPETITOR, transfer::READY_FILE);
         servers::static_launch(COMPETITOR, &setup, &docroot)
-            .and_then(|l| {
-                stage.start_static(COMPETITOR, &sluice, &setup, &l, &download::url(COMPETITOR, download::READY_FILE))
-            })
+            .and_then(|l| stage.start_static(COMPETITOR, &sluice, &setup, &l, &ready))
             .map_err(|e| format!("the TCP competitor `{}` did not start: {e}", COMPETITOR.name()))?;
-        let mut running: Vec<ServerKind> = Vec::new();
-        for (kind, bin) in &active {
-            let setup = Setup::new(*kind, &work, SERVER_ADDR, &cert, &key);
-            let ready = download::url(*kind, download::READY_FILE);
-            let started = servers::static_launch_h3(*kind, &setup, &docroot)
-                .and_then(|l| stage.start_static(*kind, bin, &setup, &l, &ready))
-                .and_then(|()| download::probe_h3(&stage, &client, &ready, download::READY_TEXT.len() as u64));
-            match started {
-                Ok(()) => running.push(*kind),
-                Err(e) => {
-                    eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                    stage.stop_service(kind.name());
-                    skipped
-                        .push(Skipped { server: *kind, reason: format!("did not start: {}", download::one_line(&e)) });
-                }
-            }
-        }
+        let active = p.active.clone();
+        let running = p.start_each(&mut stage, &active, |stage, kind, bin, setup| {
+            let ready = transfer::url(kind, transfer::READY_FILE);
+            servers::static_launch_h3(kind, setup, &docroot)
+                .and_then(|l| stage.start_static(kind, bin, setup, &l, &ready))
+                .and_then(|()| transfer::probe_h3(stage, &client, &ready, transfer::READY_TEXT.len() as u64))
+        });
         if running.is_empty() {
             return Err("no HTTP/3 server started (see above)".into());
         }
@@ -513,13 +484,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
             );
             for run in 1..=plan.runs {
                 for kind in rotation(&running, run) {
-                    proc::check_interrupt()?;
-                    if Instant::now() >= deadline {
-                        return Err(format!(
-                            "the run exceeded its time bound of {} after {done} of {total} measurements",
-                            super::fmt_duration(bound)
-                        ));
-                    }
+                    p.go_on(|| format!(" after {done} of {total} measurements"))?;
                     done += 1;
                     let row = measure(&mut stage, &client, case, kind, run, window, &logs)?;
                     proc::check_interrupt()?;
@@ -546,9 +511,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                             row.error
                         );
                     }
-                    csv.write_all(csv_line(&row).as_bytes())
-                        .and_then(|()| csv.flush())
-                        .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+                    p.csv.line(&csv_line(&row))?;
                     rows.push(row);
                     proc::sleep(PAUSE)?;
                 }
@@ -557,20 +520,20 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         stage.stop();
         Ok(())
     })();
-    let _ = fs::remove_file(docroot.join(download::FILE));
+    let _ = fs::remove_file(p.docroot.join(transfer::FILE));
 
-    let mut notes = notes(plan, &cases, window, file, &versions);
-    for s in &skipped {
+    let mut notes = notes(plan, &cases, window, file, &p.versions);
+    for s in &p.skipped {
         notes.push(format!("Skipped `{}`: {}", s.server.name(), s.reason));
     }
     notes.push(format!(
         "{} of {} runs succeeded; wall time {}.",
         rows.iter().filter(|r| r.ok()).count(),
         rows.len(),
-        super::fmt_duration(started.elapsed())
+        fmt_duration(p.started.elapsed())
     ));
     if let Err(e) = &outcome {
-        notes.insert(0, format!("**Incomplete run**: {}", download::one_line(e)));
+        notes.insert(0, format!("**Incomplete run**: {}", one_line(e)));
     }
     let md_path = plan.out.join("summary.md");
     let written =
@@ -579,7 +542,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     written?;
     println!(
         "fairness: done in {}; {} of {} runs ok; wrote {}/{{results.csv,summary.md}}",
-        super::fmt_duration(started.elapsed()),
+        fmt_duration(p.started.elapsed()),
         rows.iter().filter(|r| r.ok()).count(),
         rows.len(),
         plan.out.display()
@@ -615,7 +578,7 @@ mod tests {
         let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["20mbit-40ms", "100mbit-13ms"]);
         assert_eq!(c[0].link().down.queue, crate::model::Queue::Bytes(1_000_000));
-        assert_eq!(c[1].link(), super::super::stage::link_spec(100.0, 13.0));
+        assert_eq!(c[1].link(), crate::experiments::case::link_spec(100.0, 13.0));
         assert_eq!(cases(true), c[..1]);
         assert_eq!((window(false), window(true)), (WINDOW, QUICK_WINDOW));
         // 2 + 25 + 2 s of clients, plus 10 s, at 100 Mbit/s: 487.5 MB, rounded up.

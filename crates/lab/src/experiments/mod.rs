@@ -46,28 +46,41 @@
 //! full queue, by the random loss) and the queue as arriving packets found it (p50/p95/peak,
 //! packets and ms).
 
-pub mod chart;
-pub mod digest;
+// The experiments, at the top: each names the layers below, never another experiment.
 pub mod download;
 pub mod earlyhints;
 pub mod fairness;
-pub mod h2client;
 pub mod pageload;
 pub mod priority;
-pub mod proc;
 pub mod proxymem;
-pub mod report;
-pub mod servers;
-pub mod stage;
-pub mod statics;
 pub mod upload;
 
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+// What several experiments share, each module naming only those listed after it (the test
+// `tests/layers.rs` keeps it so): the static-docroot runner, the set-up every experiment
+// repeats, the clients, the lab with its servers, the run's plan, reports and helpers.
+pub mod statics;
+
+pub mod prepare;
+pub mod transfer;
+
+pub mod chromium;
+pub mod digest;
+pub mod h2client;
+pub mod stage;
+
+pub mod plan;
+pub mod servers;
+
+pub mod case;
+pub mod chart;
+pub mod common;
+pub mod proc;
+pub mod report;
+
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use report::{Row, Summary};
+use plan::Plan;
 use servers::ServerKind;
 
 /// The experiments, present and planned.
@@ -179,62 +192,6 @@ pub struct RunArgs {
     pub cap_secs: Option<u32>,
 }
 
-/// What an experiment runs: resolved arguments.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    /// Servers requested, in first-run order.
-    pub servers: Vec<ServerKind>,
-    /// Runs per case.
-    pub runs: u32,
-    /// Whether `--runs` was given (else `runs` is the global default, which an experiment may
-    /// replace with its own).
-    pub runs_given: bool,
-    /// Smoke run: first case only.
-    pub quick: bool,
-    /// Add the 1 Gbit/s × 2 ms case.
-    pub gigabit: bool,
-    /// Only the cases of these names (empty: all).
-    pub cases: Vec<String>,
-    /// Output directory.
-    pub out: PathBuf,
-    /// Explicit Sluice binary.
-    pub sluice: Option<PathBuf>,
-    /// Explicit bound on the whole run.
-    pub bound: Option<Duration>,
-    /// `proxymem`: the downloads' time cap, when given.
-    pub cap: Option<Duration>,
-}
-
-/// A server that can run, with its binary.
-pub type Active = (ServerKind, PathBuf);
-
-/// A server left out, and why.
-#[derive(Clone, Debug)]
-pub struct Skipped {
-    /// The server.
-    pub server: ServerKind,
-    /// Why.
-    pub reason: String,
-}
-
-/// The servers of `requested` that `experiment` runs as reverse proxies (those in `known`), the
-/// global default list standing for the experiment's `default`; the others are skipped with the
-/// reason.
-pub fn select_proxies(
-    requested: &[ServerKind],
-    default: &[ServerKind],
-    known: &[ServerKind],
-    experiment: &str,
-) -> (Vec<ServerKind>, Vec<Skipped>) {
-    if requested == servers::DEFAULT {
-        return (default.to_vec(), Vec::new());
-    }
-    let names: Vec<&str> = known.iter().map(|k| k.name()).collect();
-    let (keep, out): (Vec<ServerKind>, Vec<ServerKind>) = requested.iter().partition(|k| known.contains(k));
-    let reason = format!("not a reverse proxy here ({experiment} knows {})", names.join(", "));
-    (keep, out.into_iter().map(|server| Skipped { server, reason: reason.clone() }).collect())
-}
-
 /// `sluice-lab run`.
 pub fn run_main(a: RunArgs) -> Result<(), String> {
     let servers = ServerKind::parse_list(&a.servers)?;
@@ -259,126 +216,6 @@ pub fn run_main(a: RunArgs) -> Result<(), String> {
     a.experiment.run(&plan)
 }
 
-impl Plan {
-    /// The runs: `--runs` when given, else `default` (the experiment's own; 1 with `--quick`).
-    pub fn runs_or(&self, default: u32) -> u32 {
-        match (self.runs_given, self.quick) {
-            (true, _) => self.runs,
-            (false, true) => 1,
-            (false, false) => default,
-        }
-    }
-
-    /// The experiment's `cases` that `--cases` names (all without it); a name no case has is
-    /// an error that lists the names there are.
-    pub fn select<C>(&self, cases: Vec<C>, name: impl Fn(&C) -> &str) -> Result<Vec<C>, String> {
-        if self.cases.is_empty() {
-            return Ok(cases);
-        }
-        if let Some(unknown) = self.cases.iter().find(|w| !cases.iter().any(|c| name(c) == w.as_str())) {
-            let known: Vec<&str> = cases.iter().map(&name).collect();
-            return Err(format!("--cases: no case `{unknown}` here; the cases are {}", known.join(", ")));
-        }
-        Ok(cases.into_iter().filter(|c| self.cases.iter().any(|w| w == name(c))).collect())
-    }
-}
-
-/// Splits the requested servers into those that can run (with their binary) and those
-/// skipped for a missing binary. The peers also need Sluice (their upstream sink).
-pub fn resolve_servers(plan: &Plan) -> Result<(Vec<Active>, Vec<Skipped>), String> {
-    let sluice = servers::find_sluice(plan.sluice.as_deref());
-    if plan.sluice.is_some() {
-        // An explicit --sluice that does not exist is a usage error, not a skip.
-        sluice.clone()?;
-    }
-    let mut active = Vec::new();
-    let mut skipped = Vec::new();
-    for &k in &plan.servers {
-        let bin = if k.is_sluice() {
-            sluice.clone()
-        } else {
-            servers::find_program(k.program())
-                .ok_or_else(|| format!("`{}` not found (Debian package {})", k.program(), k.package()))
-        };
-        let bin = bin.and_then(|b| match (&sluice, k.uses_sink()) {
-            (Err(e), true) => Err(format!("needs Sluice as its upstream sink, and {e}")),
-            _ => Ok(b),
-        });
-        match bin {
-            Ok(b) => active.push((k, b)),
-            Err(reason) => skipped.push(Skipped { server: k, reason }),
-        }
-    }
-    Ok((active, skipped))
-}
-
-/// The Sluice binary for the sink.
-pub fn sluice_path(active: &[Active], plan: &Plan) -> Result<PathBuf, String> {
-    match active.iter().find(|(k, _)| *k == ServerKind::Sluice) {
-        Some((_, p)) => Ok(p.clone()),
-        None => servers::find_sluice(plan.sluice.as_deref()),
-    }
-}
-
-/// One-line versions of the tools in play (curl and each server), best effort.
-pub fn versions(active: &[Active], scratch: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut seen = Vec::new();
-    let mut probe = |label: &str, program: &Path, args: &[&str]| {
-        let mut cmd = Command::new(program);
-        cmd.args(args);
-        if let Ok(f) = proc::run_bounded(cmd, Duration::from_secs(5), scratch) {
-            let text = if f.stdout.trim().is_empty() { f.stderr } else { f.stdout };
-            if let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
-                out.push(format!("{label}: {line}"));
-            }
-        }
-    };
-    if let Some(curl) = servers::find_program("curl") {
-        probe("curl", &curl, &["--version"]);
-    }
-    for (k, bin) in active {
-        if seen.contains(&k.program()) {
-            continue;
-        }
-        seen.push(k.program());
-        let args: &[&str] = match k {
-            ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned | ServerKind::Haproxy => &["-v"],
-            ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => &["version"],
-            _ => &["--version"],
-        };
-        probe(k.program(), bin, args);
-    }
-    if let Ok(v) = fs::read_to_string("/proc/sys/kernel/osrelease") {
-        out.push(format!("Linux {}", v.trim()));
-    }
-    out
-}
-
-/// The default bound on a whole run: 3 × the expected duration, and at least 3 minutes more.
-pub fn default_bound(expected: Duration) -> Duration {
-    (expected * 3).max(expected + Duration::from_secs(180))
-}
-
-/// `1 h 02 min`, `3 min 20 s`, `45 s`.
-pub fn fmt_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..=59 => format!("{s} s"),
-        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
-        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
-    }
-}
-
-/// Writes `summary.md` and the charts `<stem>.png`/`.svg` from `rows` into `dir`.
-pub fn write_outputs(dir: &Path, stem: &str, rows: &[Row], title: &str, notes: &[String]) -> Result<(), String> {
-    let summary = Summary::from_rows(rows);
-    let md = report::markdown(&summary, title, notes);
-    let md_path = dir.join("summary.md");
-    fs::write(&md_path, md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
-    chart::write_charts(dir, stem, &summary, title)
-}
-
 /// UTC `YYYYMMDD-HHMMSS` for output directory names.
 pub fn timestamp() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -401,32 +238,6 @@ fn format_utc(secs: u64) -> String {
     format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
-/// Writes `n` pseudo-random bytes (xorshift64*: incompressible, no RNG dependency),
-/// world-readable (the servers may read it after dropping privileges).
-pub(crate) fn write_random(path: &Path, n: u64, seed: u64) -> Result<(), String> {
-    use std::fs::{self, File};
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let mut f = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ seed;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut left = n;
-    while left > 0 {
-        for chunk in buf.chunks_mut(8) {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            let v = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-        let k = left.min(buf.len() as u64) as usize;
-        f.write_all(&buf[..k]).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        left -= k as u64;
-    }
-    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o644));
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,15 +247,6 @@ mod tests {
         assert_eq!(format_utc(0), "19700101-000000");
         assert_eq!(format_utc(951_782_400), "20000229-000000");
         assert_eq!(format_utc(1_700_000_000), "20231114-221320");
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(fmt_duration(Duration::from_secs(45)), "45 s");
-        assert_eq!(fmt_duration(Duration::from_secs(200)), "3 min 20 s");
-        assert_eq!(fmt_duration(Duration::from_secs(3720)), "1 h 02 min");
-        assert_eq!(default_bound(Duration::from_secs(30)), Duration::from_secs(210));
-        assert_eq!(default_bound(Duration::from_secs(600)), Duration::from_secs(1800));
     }
 
     #[test]
@@ -463,68 +265,5 @@ mod tests {
         };
         let e = ExperimentName::Origin.run(&plan).unwrap_err();
         assert!(e.contains("not yet available") && e.contains("download"), "{e}");
-    }
-
-    #[test]
-    fn cases_are_selected_by_name() {
-        let mut plan = Plan {
-            servers: vec![ServerKind::Sluice],
-            runs: 1,
-            runs_given: false,
-            quick: false,
-            gigabit: false,
-            cases: vec![],
-            out: PathBuf::from("/nonexistent"),
-            sluice: None,
-            bound: None,
-            cap: None,
-        };
-        let names = || vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
-        assert_eq!(plan.select(names(), |c| c).unwrap(), ["a", "b", "c"]);
-        plan.cases = vec!["c".into(), "a".into()];
-        assert_eq!(plan.select(names(), |c| c).unwrap(), ["a", "c"]);
-        plan.cases = vec!["d".into()];
-        let e = plan.select(names(), |c| c).unwrap_err();
-        assert!(e.contains("`d`") && e.contains("a, b, c"), "{e}");
-    }
-
-    #[test]
-    fn missing_binaries_are_skipped_with_a_reason() {
-        let plan = Plan {
-            servers: vec![ServerKind::Sluice, ServerKind::Nginx],
-            runs: 1,
-            runs_given: false,
-            quick: true,
-            gigabit: false,
-            cases: vec![],
-            out: PathBuf::from("/nonexistent"),
-            sluice: None,
-            bound: None,
-            cap: None,
-        };
-        // Whatever is installed here, every requested server is either active or skipped.
-        let (active, skipped) = resolve_servers(&plan).unwrap();
-        assert_eq!(active.len() + skipped.len(), 2);
-        for s in &skipped {
-            assert!(!s.reason.is_empty());
-        }
-        let bad = Plan { sluice: Some(PathBuf::from("/nonexistent/sluice")), ..plan };
-        assert!(resolve_servers(&bad).unwrap_err().contains("/nonexistent/sluice"));
-    }
-
-    #[test]
-    fn outputs_from_rows() {
-        let dir = tempfile::tempdir().unwrap();
-        let csv = "\
-experiment,case,rtt_ms,rate_mbit,server,protocol,run,mbps,seconds,ok
-upload,200mbit-40ms,40,200,sluice,h1,1,180,0.5,true
-upload,200mbit-40ms,40,200,sluice,h2,1,90,1,true
-";
-        let rows = report::parse_csv(csv).unwrap();
-        write_outputs(dir.path(), "upload", &rows, "t", &["note".into()]).unwrap();
-        let md = fs::read_to_string(dir.path().join("summary.md")).unwrap();
-        assert!(md.contains("| sluice | 180.0 (180.0–180.0) | 90.0 (90.0–90.0) | 0.50 |"), "{md}");
-        assert!(dir.path().join("upload.png").metadata().unwrap().len() > 0);
-        assert!(dir.path().join("upload.svg").metadata().unwrap().len() > 0);
     }
 }

@@ -32,16 +32,18 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::case::Case;
 use super::chart::{self, Axis};
+use super::chromium::{client_cpu, dump_dom};
+use super::common::{fmt_duration, write_random};
 use super::digest;
-use super::priority::Case;
+use super::plan::Plan;
 use super::proc;
-use super::report::{self, LinkWindow, Stat, Summary};
+use super::report::{self, fmt_stat, LinkWindow, Stat, Summary};
 use super::servers::{self, ServerKind};
 use super::stage::Stage;
-use super::statics::{self, fmt_stat, order, Row, Spec};
-use super::Plan;
-use crate::net::{self, CLIENT_NS, SERVER_ADDR};
+use super::statics::{self, order, Row, Spec};
+use crate::net::SERVER_ADDR;
 
 /// The servers added to the global default `--servers`: Sluice and Caddy serving HTTP/3 too,
 /// Chromium forced onto it.
@@ -62,8 +64,6 @@ pub const JS_BYTES: usize = 60_000;
 pub const FONT_BYTES: u64 = 60_000;
 /// The bar for Sluice: font time on the busy page ≤ this × on the idle page.
 pub const BAR: f64 = 1.3;
-/// Bound on one page load (Chromium start-up included).
-const LOAD_LIMIT: Duration = Duration::from_secs(120);
 /// Pause between loads, so queues drain.
 const PAUSE: Duration = Duration::from_millis(500);
 /// The marker around the timings in the dumped DOM.
@@ -221,7 +221,7 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
     let rule = ".c{color:#123456;margin:0 auto;padding:1px 2px}\n";
     write("style.css", &fill(head, rule, CSS_BYTES))?;
     write("app.js", &fill("var lab = 0;\n", "lab += 1;\n", JS_BYTES))?;
-    super::write_random(&dir.join("font.woff2"), FONT_BYTES, 1000)?;
+    write_random(&dir.join("font.woff2"), FONT_BYTES, 1000)?;
     for i in 0..IMAGES {
         let p = dir.join(format!("img{i:02}.bmp"));
         fs::write(&p, bmp(IMAGE_SIDE, 2000 + i as u64)).map_err(|e| format!("writing {}: {e}", p.display()))?;
@@ -320,21 +320,6 @@ pub fn parse_dom(dom: &str) -> Result<Load, String> {
     })
 }
 
-/// Loads `url` once in a fresh headless Chromium inside the client namespace.
-/// The CPU Chromium is confined to: the last one, when the machine has two or more and
-/// `taskset` is there. Client, server and emulated link share this machine; a browser decoding
-/// twenty images would otherwise take CPU time from the server and the link's forwarder that
-/// separate machines would not (traced: requests waited up to 21 ms between arriving at the
-/// server's interface and being read, and image requests were read 5–13 ms apart). Every server
-/// meets the same confinement.
-pub(crate) fn client_cpu() -> Option<usize> {
-    static CPU: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *CPU.get_or_init(|| {
-        let n = std::thread::available_parallelism().map_or(1, usize::from);
-        (n >= 2 && servers::find_program("taskset").is_some()).then(|| n - 1)
-    })
-}
-
 /// How Chromium reaches a server forced onto HTTP/3: `--origin-to-force-quic-on` for its
 /// origin, and the pin of the lab's certificate (Chromium ignores `--ignore-certificate-errors`
 /// over QUIC).
@@ -356,48 +341,6 @@ fn load(chromium: &Path, url: &str, scratch: &Path, quic: Option<&Quic>) -> Resu
     let l = parse_dom(&dom)?;
     l.check_protocols(if quic.is_some() { "h3" } else { "h2" })?;
     Ok(l)
-}
-
-/// Loads `url` once in a fresh headless Chromium (a new profile under `scratch`, removed after)
-/// inside the client namespace, confined to [`client_cpu`] where there is one, with `flags` (the
-/// certificate flags) after the common ones; the DOM once the page's load event fired.
-pub(crate) fn dump_dom(chromium: &Path, url: &str, scratch: &Path, flags: &[String]) -> Result<String, String> {
-    let profile = scratch.join("profile");
-    let _ = fs::remove_dir_all(&profile);
-    fs::create_dir_all(&profile).map_err(|e| format!("creating {}: {e}", profile.display()))?;
-    let program = chromium.to_str().ok_or("chromium path is not UTF-8")?;
-    let mut cmd = match client_cpu() {
-        Some(cpu) => {
-            let mut c = net::ns_command(CLIENT_NS, "taskset");
-            c.args(["-c", &cpu.to_string(), program]);
-            c
-        }
-        None => net::ns_command(CLIENT_NS, program),
-    };
-    cmd.args([
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-default-apps",
-        "--mute-audio",
-    ]);
-    cmd.arg(format!("--user-data-dir={}", profile.display()));
-    cmd.args(flags);
-    cmd.env("HOME", &profile).env("XDG_CONFIG_HOME", &profile).env("XDG_CACHE_HOME", &profile);
-    cmd.args(["--dump-dom", url]);
-    let f = proc::run_bounded(cmd, LOAD_LIMIT, scratch)?;
-    let _ = fs::remove_dir_all(&profile);
-    if !f.success() {
-        let last = f.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
-        return Err(format!("chromium: {} ({last})", f.describe()));
-    }
-    Ok(f.stdout)
 }
 
 /// One measurement of `kind`: the idle page, then the busy one (both over HTTP/3 for the `-h3`
@@ -638,7 +581,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     let rows = ran.rows;
     println!(
         "pageload: done in {}; {} of {} runs ok; wrote {}/{{results.csv,summary.md,pageload.png,pageload.svg}}",
-        super::fmt_duration(ran.elapsed),
+        fmt_duration(ran.elapsed),
         rows.iter().filter(|r| r.ok()).count(),
         rows.len(),
         plan.out.display()
@@ -702,7 +645,7 @@ fn notes(cases: &[Case], runs: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::stage;
+    use crate::experiments::case::link_spec;
 
     fn dom(font: (f64, f64, f64), proto: &str) -> String {
         format!(
@@ -824,7 +767,7 @@ mod tests {
     fn the_cases() {
         let c = cases(false);
         assert_eq!(c.len(), 2);
-        assert_eq!(c[1].link(), stage::link_spec(20.0, 40.0));
+        assert_eq!(c[1].link(), link_spec(20.0, 40.0));
         assert_eq!(cases(true).len(), 1);
         // 5 MB of images at 5 Mbit/s: about 8 s, plus Chromium start-ups and pauses.
         assert!((seconds(&c[0]) - 15.5).abs() < 0.5, "{}", seconds(&c[0]));

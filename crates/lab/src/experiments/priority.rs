@@ -28,19 +28,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
+use super::case::Case;
 use super::chart::{self, Axis};
+use super::common::{fmt_duration, write_random};
 use super::h2client::{self, Outcome, CSS_BYTES, IMAGES, IMAGE_BYTES, LONE_BYTES, LONE_PATH};
-use super::report::{self, Stat, Summary};
+use super::plan::Plan;
+use super::report::{self, fmt_stat, Stat, Summary};
 use super::servers::ServerKind;
 use super::stage;
-use super::statics::{self, fmt_stat, order, Row, Spec};
-use super::Plan;
-use crate::model::{LinkSpec, Queue};
+use super::statics::{self, order, Row, Spec};
 use crate::net::{self, CLIENT_NS, SERVER_ADDR};
-
-/// The write-up's tuning: (sysctl, value).
-pub const TUNING: [(&str, &str); 2] =
-    [("net.ipv4.tcp_notsent_lowat", "16384"), ("net.ipv4.tcp_congestion_control", "bbr")];
 /// The bar for Sluice's busy/idle ratio.
 pub const BAR: f64 = 1.2;
 /// Pause between measurements, so queues drain.
@@ -50,39 +47,11 @@ const PAUSE: Duration = Duration::from_millis(500);
 /// delivered about this much when what it sends first exceeds the link and its queue.
 pub const LONE_TRIGGER: u64 = 500_000;
 
-/// One link setting.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Case {
-    /// Name in the CSV: `5mbit-40ms-q1MB`.
-    pub name: String,
-    /// Rate, Mbit/s.
-    pub rate_mbit: f64,
-    /// Round trip, ms.
-    pub rtt_ms: f64,
-    /// Drop-tail queue in bytes (`None`: the lab's default 1.5 × BDP).
-    pub queue_bytes: Option<usize>,
-    /// `priority` only: `Some(n)`, the busy connection carries one download instead of the
-    /// images, and the stylesheet is requested once `n` bytes of it have arrived.
-    pub lone: Option<u64>,
-}
-
-impl Case {
-    /// The link of this case.
-    pub fn link(&self) -> LinkSpec {
-        let mut spec = stage::link_spec(self.rate_mbit, self.rtt_ms);
-        if let Some(q) = self.queue_bytes {
-            spec.up.queue = Queue::Bytes(q);
-            spec.down.queue = Queue::Bytes(q);
-        }
-        spec
-    }
-
-    /// Rough seconds per measurement: the images (or the download) at the link rate, plus
-    /// handshakes.
-    fn seconds(&self) -> f64 {
-        let busy = if self.lone.is_some() { LONE_BYTES as f64 } else { IMAGES as f64 * IMAGE_BYTES as f64 };
-        (busy + 2.0 * CSS_BYTES as f64) * 8.0 / (self.rate_mbit * 1e6) + 10.0 * self.rtt_ms / 1e3 + PAUSE.as_secs_f64()
-    }
+/// Rough seconds per measurement of `case`: the images (or the download) at the link rate,
+/// plus handshakes.
+fn seconds(case: &Case) -> f64 {
+    let busy = if case.lone.is_some() { LONE_BYTES as f64 } else { IMAGES as f64 * IMAGE_BYTES as f64 };
+    (busy + 2.0 * CSS_BYTES as f64) * 8.0 / (case.rate_mbit * 1e6) + 10.0 * case.rtt_ms / 1e3 + PAUSE.as_secs_f64()
 }
 
 /// The cases; `quick` keeps the first.
@@ -243,9 +212,9 @@ pub fn write_docroot(dir: &Path) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
     for i in 0..IMAGES {
-        super::write_random(&dir.join(format!("img{i}.jpg")), IMAGE_BYTES, i as u64 + 1)?;
+        write_random(&dir.join(format!("img{i}.jpg")), IMAGE_BYTES, i as u64 + 1)?;
     }
-    super::write_random(&dir.join(LONE_PATH.trim_start_matches('/')), LONE_BYTES, IMAGES as u64 + 1)?;
+    write_random(&dir.join(LONE_PATH.trim_start_matches('/')), LONE_BYTES, IMAGES as u64 + 1)?;
     let rule = ".c{color:#123456;margin:0 auto;padding:1px 2px}\n";
     let css: String = rule.repeat(CSS_BYTES as usize / rule.len() + 1).chars().take(CSS_BYTES as usize).collect();
     let p = dir.join("style.css");
@@ -263,7 +232,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     let spec = Spec {
         name: "priority",
         cases: &cases,
-        seconds_per_run: cases.iter().map(Case::seconds).sum(),
+        seconds_per_run: cases.iter().map(seconds).sum(),
         docroot: &write_docroot,
         measure: &measure,
         csv_header: CSV_HEADER,
@@ -282,7 +251,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     let rows = ran.rows;
     println!(
         "priority: done in {}; {} of {} runs ok; wrote {}/{{results.csv,summary.md,priority.png,priority.svg}}",
-        super::fmt_duration(ran.elapsed),
+        fmt_duration(ran.elapsed),
         rows.iter().filter(|r| r.ok()).count(),
         rows.len(),
         plan.out.display()
@@ -342,6 +311,8 @@ fn notes(cases: &[Case], runs: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::case::link_spec;
+    use crate::model::Queue;
 
     fn row(case: &str, server: &str, run: u32, busy: f64, idle: f64, error: &str) -> PRow {
         PRow {
@@ -363,13 +334,13 @@ mod tests {
         assert_eq!(c[2].lone, Some(LONE_TRIGGER));
         assert_eq!(c[2].link(), c[1].link(), "the lone case runs on the page case's link");
         // 10 MB at 50 Mbit/s is 1.6 s.
-        assert!((c[2].seconds() - 2.316).abs() < 0.01, "{}", c[2].seconds());
+        assert!((seconds(&c[2]) - 2.316).abs() < 0.01, "{}", seconds(&c[2]));
         assert_eq!(c[0].link().down.queue, Queue::Bytes(1_000_000));
         assert_eq!(c[0].link().up.delay, Duration::from_millis(20));
-        assert_eq!(c[1].link(), stage::link_spec(50.0, 20.0));
+        assert_eq!(c[1].link(), link_spec(50.0, 20.0));
         assert_eq!(cases(true), c[..1]);
         // 10 MB at 5 Mbit/s is 16 s.
-        assert!((c[0].seconds() - 17.06).abs() < 0.01, "{}", c[0].seconds());
+        assert!((seconds(&c[0]) - 17.06).abs() < 0.01, "{}", seconds(&c[0]));
     }
 
     #[test]

@@ -23,15 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use super::earlyhints::{proxy_setup, start_proxies, write_combined_pem};
-use super::priority::Case;
+use super::case::Case;
+use super::common::{first_line, fmt_duration, rotation, write_random};
+use super::plan::{select_proxies, Active, Plan, Skipped};
+use super::prepare::{prepare, Estimate, Site, Want};
 use super::proc;
-use super::report::Stat;
+use super::report::{fmt_stat, Stat};
 use super::servers::{self, ServerKind, Setup};
-use super::stage::Stage;
-use super::statics::fmt_stat;
-use super::upload::rotation;
-use super::{Plan, Skipped};
 use crate::net::{self, CLIENT_NS, SERVER_ADDR, SERVER_NS};
 
 /// Concurrent clients.
@@ -310,7 +308,7 @@ pub fn markdown(rows: &[MemRow], notes: &[String], file_bytes: u64) -> String {
 /// The proxies to run for `requested`: the global default list means [`DEFAULT`]; the servers
 /// that are no reverse proxy here are skipped with the reason.
 pub fn select_servers(requested: &[ServerKind]) -> (Vec<ServerKind>, Vec<Skipped>) {
-    super::select_proxies(
+    select_proxies(
         requested,
         &DEFAULT,
         &[
@@ -333,57 +331,45 @@ pub fn origin_addr() -> SocketAddr {
 /// Runs the experiment.
 pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(), |c| &c.name)?;
-    let (wanted, mut skipped) = select_servers(&plan.servers);
+    let (wanted, skipped) = select_servers(&plan.servers);
     let runs = plan.runs_or(1);
     let cap = plan.cap.unwrap_or(if plan.quick { Duration::from_secs(10) } else { DEFAULT_CAP });
     let file_bytes = if plan.quick { QUICK_FILE_BYTES } else { FILE_BYTES };
-    let narrowed = Plan { servers: wanted, ..plan.clone() };
-    let (active, more) = super::resolve_servers(&narrowed)?;
-    skipped.extend(more);
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no server to run (see the SKIP notes above)".into());
-    }
-    net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let sluice =
-        super::servers::find_sluice(plan.sluice.as_deref()).map_err(|e| format!("the origin is a Sluice: {e}"))?;
-    let work = plan.out.join("work");
-    fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    // Each measurement: at most the cap (the clients at 5 Mbit/s each need FILE × 8 / 5e6 s), the
-    // reading after, the pause.
-    let per = cap.as_secs_f64().min(file_bytes as f64 * 8.0 / (100e6 / CLIENTS as f64)) + 5.0 + PAUSE.as_secs_f64();
-    let expected = Duration::from_secs_f64(per * (active.len() * runs as usize * cases.len()) as f64 + 15.0);
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "proxymem: {} proxies × {runs} run(s): {CLIENTS} clients × {file_bytes} bytes each, capped at {} s: \
-         expected ≈ {} (bounded to {}); results in {}",
-        active.len(),
-        cap.as_secs(),
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let deadline = started + bound;
-    let versions = super::versions(&active, &work);
-    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
-    let combined = work.join("combined.pem");
-    write_combined_pem(&combined, &cert, &key)?;
-    let docroot = work.join("docroot");
-    fs::create_dir_all(&docroot).map_err(|e| format!("creating {}: {e}", docroot.display()))?;
-    super::write_random(&docroot.join("big.bin"), file_bytes, 4000)?;
-    fs::write(docroot.join("small.txt"), "ready\n").map_err(|e| format!("writing small.txt: {e}"))?;
-    for dir in [&work, &plan.out, &docroot] {
-        if let Ok(m) = fs::metadata(dir) {
-            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(m.permissions().mode() | 0o755));
+    let estimate = |active: &[Active]| {
+        // Each measurement: at most the cap (the clients at 5 Mbit/s each need FILE × 8 / 5e6 s),
+        // the reading after, the pause.
+        let per = cap.as_secs_f64().min(file_bytes as f64 * 8.0 / (100e6 / CLIENTS as f64)) + 5.0 + PAUSE.as_secs_f64();
+        Estimate {
+            what: format!(
+                "{} proxies × {runs} run(s): {CLIENTS} clients × {file_bytes} bytes each, capped at {} s",
+                active.len(),
+                cap.as_secs(),
+            ),
+            expected: Duration::from_secs_f64(per * (active.len() * runs as usize * cases.len()) as f64 + 15.0),
         }
-    }
-    let _ = fs::set_permissions(docroot.join("small.txt"), fs::Permissions::from_mode(0o644));
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(CSV_HEADER.as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+    };
+    let write = |docroot: &Path| {
+        fs::create_dir_all(docroot).map_err(|e| format!("creating {}: {e}", docroot.display()))?;
+        write_random(&docroot.join("big.bin"), file_bytes, 4000)?;
+        fs::write(docroot.join("small.txt"), "ready\n").map_err(|e| format!("writing small.txt: {e}"))?;
+        if let Ok(m) = fs::metadata(docroot) {
+            let _ = fs::set_permissions(docroot, fs::Permissions::from_mode(m.permissions().mode() | 0o755));
+        }
+        let _ = fs::set_permissions(docroot.join("small.txt"), fs::Permissions::from_mode(0o644));
+        Ok(())
+    };
+    let mut p = prepare(
+        plan,
+        Want {
+            skipped,
+            sluice: Some("the origin is a Sluice"),
+            site: Some(Site { write: &write, reach: 0o755 }),
+            combined: true,
+            line: first_line,
+            ..Want::new("proxymem", wanted, &estimate, CSV_HEADER)
+        },
+    )?;
+    let sluice = p.sluice.clone().unwrap_or_default();
     let samples_path = plan.out.join("samples.csv");
     let mut samples_csv =
         File::create(&samples_path).map_err(|e| format!("creating {}: {e}", samples_path.display()))?;
@@ -392,16 +378,16 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         .map_err(|e| format!("writing {}: {e}", samples_path.display()))?;
     let mut rows: Vec<MemRow> = Vec::new();
     let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&cases[0].link(), &work)?;
-        let origin_dir = work.join("origin");
+        let mut stage = p.stage(&cases[0].link())?;
+        let origin_dir = p.work.join("origin");
         let setup = Setup {
             dir: origin_dir.clone(),
             listen: origin_addr(),
-            cert: cert.clone(),
-            key: key.clone(),
+            cert: p.cert.clone(),
+            key: p.key.clone(),
             sink: servers::sink_addr(),
         };
-        let launch = servers::static_origin_launch(&origin_dir, origin_addr(), &docroot)?;
+        let launch = servers::static_origin_launch(&origin_dir, origin_addr(), &p.docroot)?;
         stage.start_checked(
             "origin",
             &sluice,
@@ -410,19 +396,23 @@ pub fn run(plan: &Plan) -> Result<(), String> {
             SERVER_NS,
             &format!("http://{}/small.txt", origin_addr()),
         )?;
-        let setup = |k| proxy_setup(k, &work, &cert, &key, &combined);
-        let running = start_proxies(&mut stage, &active, setup, origin_addr(), "/small.txt", &mut skipped)?;
-        let clients_dir = work.join("clients");
+        let active = p.active.clone();
+        let running = p.start_each(&mut stage, &active, |stage, kind, bin, setup| {
+            let url = format!("https://{SERVER_ADDR}:{}/small.txt", kind.port());
+            servers::proxy_launch(kind, setup, origin_addr())
+                .and_then(|l| stage.start_static(kind, bin, setup, &l, &url))
+        });
+        if running.is_empty() {
+            return Err("no proxy started (see above)".into());
+        }
+        let clients_dir = p.work.join("clients");
         fs::create_dir_all(&clients_dir).map_err(|e| format!("creating {}: {e}", clients_dir.display()))?;
         for case in &cases {
             stage.set_link(&case.link());
             println!("== {}: {} Mbit/s, {} ms RTT", case.name, case.rate_mbit, case.rtt_ms);
             for run in 1..=runs {
                 for kind in rotation(&running, run) {
-                    proc::check_interrupt()?;
-                    if Instant::now() >= deadline {
-                        return Err(format!("the run exceeded its time bound of {}", super::fmt_duration(bound)));
-                    }
+                    p.go_on(String::new)?;
                     let mut row = MemRow {
                         case: case.name.clone(),
                         server: kind.name().into(),
@@ -474,9 +464,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                     } else {
                         println!("{} run {run} {:<8} FAILED: {}", case.name, kind.name(), row.error);
                     }
-                    csv.write_all(csv_line(&row).as_bytes())
-                        .and_then(|()| csv.flush())
-                        .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+                    p.csv.line(&csv_line(&row))?;
                     rows.push(row);
                     proc::sleep(PAUSE)?;
                 }
@@ -485,19 +473,19 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         stage.stop();
         Ok(())
     })();
-    let _ = fs::remove_file(docroot.join("big.bin"));
+    let _ = fs::remove_file(p.docroot.join("big.bin"));
     let mut notes = notes(&cases, runs, cap, file_bytes);
-    if !versions.is_empty() {
-        notes.push(format!("Versions: {}.", versions.join("; ")));
+    if !p.versions.is_empty() {
+        notes.push(format!("Versions: {}.", p.versions.join("; ")));
     }
-    for s in &skipped {
+    for s in &p.skipped {
         notes.push(format!("Skipped `{}`: {}", s.server.name(), s.reason));
     }
     notes.push(format!(
         "{} of {} measurements succeeded; wall time {}. Every reading is in `samples.csv`.",
         rows.iter().filter(|r| r.ok()).count(),
         rows.len(),
-        super::fmt_duration(started.elapsed())
+        fmt_duration(p.started.elapsed())
     ));
     if let Err(e) = &outcome {
         notes.insert(0, format!("**Incomplete run**: {}", e.lines().next().unwrap_or_default()));
@@ -509,7 +497,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     written?;
     println!(
         "proxymem: done in {}; wrote {}/{{results.csv,samples.csv,summary.md}}",
-        super::fmt_duration(started.elapsed()),
+        fmt_duration(p.started.elapsed()),
         plan.out.display()
     );
     Ok(())
@@ -753,6 +741,6 @@ mod tests {
                 && l.config.1.contains("root = \"/w/docroot\"")
         );
         assert_eq!(l.args, ["serve", "--config", "/w/origin/sluice.toml"]);
-        assert_eq!(cases()[0].link(), crate::experiments::stage::link_spec(100.0, 20.0));
+        assert_eq!(cases()[0].link(), crate::experiments::case::link_spec(100.0, 20.0));
     }
 }

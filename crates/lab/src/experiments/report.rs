@@ -404,6 +404,11 @@ impl Stat {
     }
 }
 
+/// `median (min–max)`.
+pub fn fmt_stat(s: &Stat, decimals: usize) -> String {
+    format!("{:.*} ({:.*}–{:.*})", decimals, s.median, decimals, s.min, decimals, s.max)
+}
+
 /// A case as the summary lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CaseInfo {

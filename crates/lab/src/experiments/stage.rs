@@ -11,23 +11,13 @@ use std::time::{Duration, Instant};
 
 use super::proc::{self, run_bounded, Service};
 use super::servers::{self, Launch, ServerKind, Setup};
-use crate::model::{DirSpec, LinkSpec, Queue};
+use crate::model::LinkSpec;
 use crate::net::{self, Lab, Stats, CLIENT_NS, SERVER_ADDR, SERVER_NS};
 
 /// How long a server may take to answer its first request.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Pause between readiness probes.
 const READY_POLL: Duration = Duration::from_millis(250);
-
-/// The link of a case: `rate_mbit` both ways, one-way delay RTT/2 each way, no loss, a
-/// drop-tail queue of 1.5 × the bandwidth-delay product (at least 20 full-size packets).
-pub fn link_spec(rate_mbit: f64, rtt_ms: f64) -> LinkSpec {
-    let rtt = Duration::from_secs_f64(rtt_ms.max(0.0) / 1e3);
-    let bdp = rate_mbit * 1e6 / 8.0 * rtt.as_secs_f64();
-    let queue = Queue::Bytes(((1.5 * bdp).round() as usize).max(20 * 1500));
-    let dir = DirSpec { rate_mbit, delay: rtt / 2, queue, loss_pct: 0.0 };
-    LinkSpec { up: dir, down: dir }
-}
 
 /// The lab plus the services running in it.
 pub struct Stage {
@@ -266,18 +256,6 @@ fn probe_ok(out: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn link_of_a_case() {
-        let s = link_spec(200.0, 40.0);
-        assert_eq!(s.up, s.down);
-        assert_eq!(s.up.delay, Duration::from_millis(20));
-        assert_eq!(s.up.rate_mbit, 200.0);
-        // BDP = 25 MB/s × 40 ms = 1 MB; 1.5 × BDP.
-        assert_eq!(s.up.queue, Queue::Bytes(1_500_000));
-        assert_eq!(link_spec(200.0, 10.0).up.queue, Queue::Bytes(375_000));
-        assert_eq!(link_spec(1.0, 1.0).up.queue, Queue::Bytes(30_000));
-    }
 
     #[test]
     fn probe_parsing() {

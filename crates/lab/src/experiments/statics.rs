@@ -4,20 +4,23 @@
 //! (restored afterwards, also on error); in every case each run measures each server once, in
 //! an order rotating run by run, and appends a CSV line as soon as it has it.
 
-use std::fs::{self, File};
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::priority::{Case, TUNING};
+use super::case::Case;
+use super::common::{fmt_duration, rotation, whole_on_one_line};
+use super::plan::{Active, Plan, Skipped};
+use super::prepare::{prepare, Estimate, Prepared, Site, Want};
 use super::proc;
-use super::report::Stat;
-use super::servers::{self, ServerKind, Setup};
+use super::servers::{self, ServerKind};
 use super::stage::Stage;
-use super::upload::rotation;
-use super::{Active, Plan, Skipped};
+use super::transfer;
 use crate::net::{self, SERVER_ADDR, SERVER_NS};
+
+/// The prioritization write-up's tuning, set in the server namespace for the `-tuned` servers:
+/// (sysctl, value).
+pub const TUNING: [(&str, &str); 2] =
+    [("net.ipv4.tcp_notsent_lowat", "16384"), ("net.ipv4.tcp_congestion_control", "bbr")];
 
 /// One measurement of one server in one case.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,11 +63,6 @@ pub fn order<O>(rows: &[Row<O>]) -> (Vec<(String, f64, f64)>, Vec<String>) {
     (cases, servers)
 }
 
-/// `median (min–max)`.
-pub fn fmt_stat(s: &Stat, decimals: usize) -> String {
-    format!("{:.*} ({:.*}–{:.*})", decimals, s.median, decimals, s.min, decimals, s.max)
-}
-
 /// The "Links: …; runs: …" note.
 pub fn links_note(cases: &[Case], runs: u32) -> String {
     format!(
@@ -100,7 +98,7 @@ pub fn closing_notes<O>(ran: &Ran<O>) -> Vec<String> {
         "{} of {} runs succeeded; wall time {}.",
         ran.rows.iter().filter(|r| r.ok()).count(),
         ran.rows.len(),
-        super::fmt_duration(ran.elapsed)
+        fmt_duration(ran.elapsed)
     ));
     if let Err(e) = &ran.outcome {
         n.insert(0, format!("**Incomplete run**: {}", e.lines().next().unwrap_or_default()));
@@ -149,11 +147,6 @@ pub struct Spec<'a, O> {
     pub probe_bytes: u64,
 }
 
-/// A multi-line message on one line.
-fn one_line(s: &str) -> String {
-    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ")
-}
-
 /// What a run produced; `outcome` is the error that stopped it early, if any (the rows so far
 /// are still reported).
 pub struct Ran<O> {
@@ -172,70 +165,31 @@ pub struct Ran<O> {
 /// Runs `spec`: starts the lab, the servers phase by phase, measures, writes `results.csv`.
 /// Errors before the first measurement are returned; later ones end up in [`Ran::outcome`].
 pub fn run<O: Default>(plan: &Plan, spec: &Spec<'_, O>, extra_versions: Vec<String>) -> Result<Ran<O>, String> {
-    let (mut active, mut skipped) = super::resolve_servers(plan)?;
-    if !spec.h3 {
-        for (k, _) in active.iter().filter(|(k, _)| k.is_h3()) {
-            let reason = format!("the {} experiment has no HTTP/3 client; `{}` is for pageload", spec.name, k.name());
-            skipped.push(Skipped { server: *k, reason });
-        }
-        active.retain(|(k, _)| !k.is_h3());
-    }
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no server to run (see the SKIP notes above)".into());
-    }
-    net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let work = plan.out.join("work");
-    fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let expected = Duration::from_secs_f64(
-        spec.seconds_per_run * (active.len() * plan.runs as usize) as f64 + 5.0 * active.len() as f64,
-    );
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "{}: {} case(s) × {} server(s) × {} run(s): expected ≈ {} (bounded to {}); results in {}",
-        spec.name,
-        spec.cases.len(),
-        active.len(),
-        plan.runs,
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let mut versions = super::versions(&active, &work);
-    versions.extend(extra_versions);
-    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
-    let docroot = work.join("docroot");
-    (spec.docroot)(&docroot)?;
-    // nginx and h2o workers read the files as nobody: every parent must be traversable.
-    for dir in [&work, &plan.out] {
-        if let Ok(m) = fs::metadata(dir) {
-            let mode = m.permissions().mode();
-            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o711));
-        }
-    }
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(spec.csv_header.as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
-
-    let mut p = Phases {
-        plan,
-        spec,
-        work: &work,
-        docroot: &docroot,
-        cert: &cert,
-        key: &key,
-        deadline: started + bound,
-        bound,
-        csv,
-        csv_path: &csv_path,
-        rows: Vec::new(),
+    let refuse = |k: ServerKind| {
+        (!spec.h3 && k.is_h3())
+            .then(|| format!("the {} experiment has no HTTP/3 client; `{}` is for pageload", spec.name, k.name()))
     };
+    let estimate = |active: &[Active]| Estimate {
+        what: format!("{} case(s) × {} server(s) × {} run(s)", spec.cases.len(), active.len(), plan.runs),
+        expected: Duration::from_secs_f64(
+            spec.seconds_per_run * (active.len() * plan.runs as usize) as f64 + 5.0 * active.len() as f64,
+        ),
+    };
+    let mut p = prepare(
+        plan,
+        Want {
+            refuse: &refuse,
+            // nginx and h2o workers read the files as nobody: every parent must be traversable.
+            site: Some(Site { write: spec.docroot, reach: 0o711 }),
+            line: whole_on_one_line,
+            ..Want::new(spec.name, plan.servers.clone(), &estimate, spec.csv_header)
+        },
+    )?;
+    p.versions.extend(extra_versions);
+    let mut rows = Vec::new();
     let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&spec.cases[0].link(), &work)?;
-        let (plain, tuned): (Vec<Active>, Vec<Active>) = active.iter().cloned().partition(|(k, _)| !k.is_tuned());
+        let mut stage = p.stage(&spec.cases[0].link())?;
+        let (plain, tuned): (Vec<Active>, Vec<Active>) = p.active.iter().cloned().partition(|(k, _)| !k.is_tuned());
         for (phase, tuned_phase) in [(plain, false), (tuned, true)] {
             if phase.is_empty() {
                 continue;
@@ -246,7 +200,7 @@ pub fn run<O: Default>(plan: &Plan, spec: &Spec<'_, O>, extra_versions: Vec<Stri
             } else {
                 Vec::new()
             };
-            let r = p.phase(&mut stage, &phase, &mut skipped);
+            let r = run_phase(plan, spec, &mut p, &mut stage, &phase, &mut rows);
             for (k, _) in &phase {
                 stage.stop_service(k.name());
             }
@@ -256,101 +210,78 @@ pub fn run<O: Default>(plan: &Plan, spec: &Spec<'_, O>, extra_versions: Vec<Stri
         stage.stop();
         Ok(())
     })();
-    Ok(Ran { rows: p.rows, skipped, versions, elapsed: started.elapsed(), outcome })
+    Ok(Ran { rows, skipped: p.skipped, versions: p.versions, elapsed: p.started.elapsed(), outcome })
 }
 
-struct Phases<'a, O> {
-    plan: &'a Plan,
-    spec: &'a Spec<'a, O>,
-    work: &'a Path,
-    docroot: &'a Path,
-    cert: &'a Path,
-    key: &'a Path,
-    deadline: Instant,
-    bound: Duration,
-    csv: File,
-    csv_path: &'a Path,
-    rows: Vec<Row<O>>,
-}
-
-impl<O: Default> Phases<'_, O> {
-    /// Starts the phase's servers and runs every case (the caller stops the servers).
-    fn phase(&mut self, stage: &mut Stage, phase: &[Active], skipped: &mut Vec<Skipped>) -> Result<(), String> {
-        let mut running = Vec::new();
-        for (kind, bin) in phase {
-            let setup = Setup::new(*kind, self.work, SERVER_ADDR, self.cert, self.key);
-            let url = format!("https://{SERVER_ADDR}:{}/style.css", kind.port());
-            let launch = if kind.is_h3() {
-                servers::static_launch_h3(*kind, &setup, self.docroot)
-            } else {
-                servers::static_launch(*kind, &setup, self.docroot)
-            };
-            let started = launch.and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url));
-            match started {
-                Ok(()) => running.push(*kind),
-                Err(e) => {
-                    eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                    skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", one_line(&e)) });
-                    continue;
-                }
-            }
-            if kind.is_h3() {
-                // The UDP listener may come up after the TCP one: wait until HTTP/3 answers too,
-                // with the project's client (a load that misses it fails on its protocol check).
-                let probe = servers::find_sluice(self.plan.sluice.as_deref()).and_then(|client| {
-                    let client = client.to_str().ok_or("the sluice binary's path is not UTF-8")?.to_string();
-                    super::download::probe_h3(stage, &client, &url, self.spec.probe_bytes)
-                });
-                if let Err(e) = probe {
-                    eprintln!("sluice-lab: WARNING {}: HTTP/3 does not answer ({})", kind.name(), one_line(&e));
-                }
-            }
-        }
-        for case in self.spec.cases {
-            stage.set_link(&case.link());
-            println!(
-                "== {}: {} Mbit/s, {} ms RTT, queue {:?}",
-                case.name,
-                case.rate_mbit,
-                case.rtt_ms,
-                case.link().down.queue
-            );
-            for run in 1..=self.plan.runs {
-                for kind in rotation(&running, run) {
-                    proc::check_interrupt()?;
-                    if Instant::now() >= self.deadline {
-                        return Err(format!("the run exceeded its time bound of {}", super::fmt_duration(self.bound)));
-                    }
-                    let mut row = Row {
-                        case: case.name.clone(),
-                        rate_mbit: case.rate_mbit,
-                        rtt_ms: case.rtt_ms,
-                        server: kind.name().into(),
-                        run,
-                        outcome: O::default(),
-                        error: String::new(),
-                    };
-                    match stage.check_alive(kind.name()).and_then(|()| (self.spec.measure)(kind, stage, case)) {
-                        Ok(o) => row.outcome = o,
-                        Err(e) => row.error = e.lines().next().unwrap_or_default().to_string(),
-                    }
-                    proc::check_interrupt()?;
-                    if row.ok() {
-                        println!("{} run {run} {:<12} {}", case.name, kind.name(), (self.spec.describe)(&row.outcome));
-                    } else {
-                        println!("{} run {run} {:<12} FAILED: {}", case.name, kind.name(), row.error);
-                    }
-                    self.csv
-                        .write_all((self.spec.csv_line)(&row).as_bytes())
-                        .and_then(|()| self.csv.flush())
-                        .map_err(|e| format!("writing {}: {e}", self.csv_path.display()))?;
-                    self.rows.push(row);
-                    proc::sleep(self.spec.pause)?;
-                }
+/// Starts the phase's servers and runs every case (the caller stops the servers).
+fn run_phase<O: Default>(
+    plan: &Plan,
+    spec: &Spec<'_, O>,
+    p: &mut Prepared,
+    stage: &mut Stage,
+    phase: &[Active],
+    rows: &mut Vec<Row<O>>,
+) -> Result<(), String> {
+    let docroot = p.docroot.clone();
+    let running = p.start_each(stage, phase, |stage, kind, bin, setup| {
+        let url = format!("https://{SERVER_ADDR}:{}/style.css", kind.port());
+        let launch = if kind.is_h3() {
+            servers::static_launch_h3(kind, setup, &docroot)
+        } else {
+            servers::static_launch(kind, setup, &docroot)
+        };
+        launch.and_then(|l| stage.start_static(kind, bin, setup, &l, &url))?;
+        if kind.is_h3() {
+            // The UDP listener may come up after the TCP one: wait until HTTP/3 answers too,
+            // with the project's client (a load that misses it fails on its protocol check).
+            let probe = servers::find_sluice(plan.sluice.as_deref()).and_then(|client| {
+                let client = client.to_str().ok_or("the sluice binary's path is not UTF-8")?.to_string();
+                transfer::probe_h3(stage, &client, &url, spec.probe_bytes)
+            });
+            if let Err(e) = probe {
+                eprintln!("sluice-lab: WARNING {}: HTTP/3 does not answer ({})", kind.name(), whole_on_one_line(&e));
             }
         }
         Ok(())
+    });
+    for case in spec.cases {
+        stage.set_link(&case.link());
+        println!(
+            "== {}: {} Mbit/s, {} ms RTT, queue {:?}",
+            case.name,
+            case.rate_mbit,
+            case.rtt_ms,
+            case.link().down.queue
+        );
+        for run in 1..=plan.runs {
+            for kind in rotation(&running, run) {
+                p.go_on(String::new)?;
+                let mut row = Row {
+                    case: case.name.clone(),
+                    rate_mbit: case.rate_mbit,
+                    rtt_ms: case.rtt_ms,
+                    server: kind.name().into(),
+                    run,
+                    outcome: O::default(),
+                    error: String::new(),
+                };
+                match stage.check_alive(kind.name()).and_then(|()| (spec.measure)(kind, stage, case)) {
+                    Ok(o) => row.outcome = o,
+                    Err(e) => row.error = e.lines().next().unwrap_or_default().to_string(),
+                }
+                proc::check_interrupt()?;
+                if row.ok() {
+                    println!("{} run {run} {:<12} {}", case.name, kind.name(), (spec.describe)(&row.outcome));
+                } else {
+                    println!("{} run {run} {:<12} FAILED: {}", case.name, kind.name(), row.error);
+                }
+                p.csv.line(&(spec.csv_line)(&row))?;
+                rows.push(row);
+                proc::sleep(spec.pause)?;
+            }
+        }
     }
+    Ok(())
 }
 
 /// Sets the tuning sysctls in the server namespace; returns the previous values to restore.

@@ -5,17 +5,19 @@
 //! alike (`-H 'Expect:'`): curl would otherwise wait up to a second, or a round trip, before
 //! sending an HTTP/1.1 body this large, and HTTP/2 never waits.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::case::link_spec;
+use super::chart;
+use super::common::{fmt_duration, one_line, rotation, write_random};
+use super::plan::{sluice_path, Active, Plan, Skipped};
+use super::prepare::{prepare, Estimate, Want};
 use super::proc;
 use super::report::{self, Row, Summary};
-use super::servers::{self, ServerKind, Setup};
+use super::servers::{self, ServerKind};
 use super::stage::{self, Stage};
-use super::{Plan, Skipped};
-use crate::net::SERVER_ADDR;
 
 /// Body size: 10 MiB, as the write-up's `dd if=/dev/urandom of=test.dat bs=1M count=10`.
 pub const BODY_BYTES: u64 = 10 * 1024 * 1024;
@@ -181,29 +183,6 @@ pub fn judge(
     (mbps, fig.time_total, sink_secs, error)
 }
 
-/// Writes the private key readable by root only (the servers read it before dropping
-/// privileges).
-pub(super) fn write_private(path: &Path, text: &str) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = fs::remove_file(path);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("creating {}: {e}", path.display()))?;
-    f.write_all(text.as_bytes()).map_err(|e| format!("writing {}: {e}", path.display()))
-}
-
-/// The order of servers in run `run` (from 1): rotated by one each run.
-pub fn rotation<T: Copy>(items: &[T], run: u32) -> Vec<T> {
-    if items.is_empty() {
-        return Vec::new();
-    }
-    let k = (run.saturating_sub(1) as usize) % items.len();
-    items[k..].iter().chain(&items[..k]).copied().collect()
-}
-
 /// The order of protocols in run `run`: h1 first in odd runs, h2 first in even runs.
 pub fn proto_order(run: u32) -> [Proto; 2] {
     if run % 2 == 1 {
@@ -223,87 +202,63 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         servers: if plan.servers == servers::DEFAULT { default_servers() } else { plan.servers.clone() },
         ..plan.clone()
     };
-    // Servers: which can run here.
-    let (active, mut skipped) = super::resolve_servers(plan)?;
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no server to run (see the SKIP notes above)".into());
-    }
-    crate::net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let work = plan.out.join("work");
-    fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
     // HTTP/3 uploads too where the server is Sluice (its own `/__up`; the peers' Debian
     // packages have no HTTP/3, or proxy it).
     let protos_of = |k: ServerKind| if k.uses_sink() { 2 } else { 3 };
-    let uploads = cases.len() * active.iter().map(|(k, _)| protos_of(*k)).sum::<usize>() * plan.runs as usize;
-    let expected = Duration::from_secs_f64(uploads as f64 * SECS_PER_UPLOAD + 10.0 + 3.0 * active.len() as f64);
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "upload: {} case(s) × {} server(s) × 2–3 protocols × {} run(s) = {uploads} uploads of {BODY_BYTES} bytes, \
-         ~{SECS_PER_UPLOAD:.0} s each: expected ≈ {} (bounded to {}); results in {}",
-        cases.len(),
-        active.len(),
-        plan.runs,
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let deadline = started + bound;
-
-    let versions = super::versions(&active, &work);
-    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
+    let uploads_of = |servers: &[ServerKind]| {
+        cases.len() * servers.iter().map(|&k| protos_of(k)).sum::<usize>() * plan.runs as usize
+    };
+    let estimate = |active: &[Active]| {
+        let uploads = uploads_of(&active.iter().map(|(k, _)| *k).collect::<Vec<_>>());
+        Estimate {
+            what: format!(
+                "{} case(s) × {} server(s) × 2–3 protocols × {} run(s) = {uploads} uploads of {BODY_BYTES} bytes, \
+                 ~{SECS_PER_UPLOAD:.0} s each",
+                cases.len(),
+                active.len(),
+                plan.runs,
+            ),
+            expected: Duration::from_secs_f64(uploads as f64 * SECS_PER_UPLOAD + 10.0 + 3.0 * active.len() as f64),
+        }
+    };
+    let csv_header = report::csv_header_line();
+    let mut p = prepare(plan, Want::new("upload", plan.servers.clone(), &estimate, &csv_header))?;
+    let work = p.work.clone();
     let body = work.join("body.bin");
-    super::write_random(&body, BODY_BYTES, u64::from(std::process::id()))?;
+    write_random(&body, BODY_BYTES, u64::from(std::process::id()))?;
     let body_arg = format!("@{}", servers::check_config_path(&body)?);
-
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&csv_path)
-        .map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(report::csv_header_line().as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
 
     let mut rows: Vec<Row> = Vec::new();
     let mut cpu_max = 0.0f64;
     let mut final_stats = None;
     let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&stage::link_spec(cases[0].rate_mbit, cases[0].rtt_ms), &work)?;
+        let mut stage = p.stage(&link_spec(cases[0].rate_mbit, cases[0].rtt_ms))?;
         let mut running: Vec<ServerKind> = Vec::new();
         let mut sink_error = None;
-        if active.iter().any(|(k, _)| k.uses_sink()) {
-            let started = super::sluice_path(&active, plan).and_then(|p| stage.start_sink(&p, &work, &cert, &key));
+        if p.active.iter().any(|(k, _)| k.uses_sink()) {
+            let started = sluice_path(&p.active, plan).and_then(|s| stage.start_sink(&s, &work, &p.cert, &p.key));
             if let Err(e) = started {
                 eprintln!("sluice-lab: the upstream sink did not start, so the proxies are skipped: {e}");
                 sink_error = Some(one_line(&e));
             }
         }
-        for (kind, bin) in &active {
-            if let (true, Some(e)) = (kind.uses_sink(), &sink_error) {
-                skipped.push(Skipped { server: *kind, reason: format!("the upstream sink did not start: {e}") });
+        for server in p.active.clone() {
+            if let (true, Some(e)) = (server.0.uses_sink(), &sink_error) {
+                p.skipped.push(Skipped { server: server.0, reason: format!("the upstream sink did not start: {e}") });
                 continue;
             }
-            let setup = Setup::new(*kind, &work, SERVER_ADDR, &cert, &key);
-            match stage.start_server(*kind, bin, &setup) {
-                Ok(()) => running.push(*kind),
-                Err(e) => {
-                    eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                    skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", one_line(&e)) });
-                }
-            }
+            let started =
+                p.start_each(&mut stage, &[server], |stage, kind, bin, setup| stage.start_server(kind, bin, setup));
+            running.extend(started);
         }
         if running.is_empty() {
             return Err("no server started (see above)".into());
         }
-        let total = cases.len() * running.iter().map(|k| protos_of(*k)).sum::<usize>() * plan.runs as usize;
-        let sluice_bin = super::sluice_path(&active, plan)?;
+        let total = uploads_of(&running);
+        let sluice_bin = sluice_path(&p.active, plan)?;
         let mut done = 0;
         for case in &cases {
-            stage.set_link(&stage::link_spec(case.rate_mbit, case.rtt_ms));
+            stage.set_link(&link_spec(case.rate_mbit, case.rtt_ms));
             println!("== {}: {} Mbit/s, {} ms RTT", case.name, case.rate_mbit, case.rtt_ms);
             for run in 1..=plan.runs {
                 for kind in rotation(&running, run) {
@@ -312,13 +267,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                         protos.push(Proto::H3);
                     }
                     for proto in protos {
-                        proc::check_interrupt()?;
-                        if Instant::now() >= deadline {
-                            return Err(format!(
-                                "the run exceeded its time bound of {} after {done} of {total} uploads",
-                                super::fmt_duration(bound)
-                            ));
-                        }
+                        p.go_on(|| format!(" after {done} of {total} uploads"))?;
                         done += 1;
                         let before = stage.stats();
                         let mut row = if proto == Proto::H3 {
@@ -338,9 +287,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                             proto.name(),
                             describe_row(&row, window.cpu_pct(), window.up.dropped())
                         );
-                        csv.write_all(report::csv_line(&row).as_bytes())
-                            .and_then(|()| csv.flush())
-                            .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+                        p.csv.line(&report::csv_line(&row))?;
                         rows.push(row);
                         proc::sleep(PAUSE)?;
                     }
@@ -353,19 +300,19 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     let _ = fs::remove_file(&body);
 
     // Whatever happened, write what we have.
-    let mut notes = notes(plan, &cases, &versions, &skipped, &rows, cpu_max, started.elapsed());
+    let mut notes = notes(plan, &cases, &p.versions, &p.skipped, &rows, cpu_max, p.started.elapsed());
     if let Some(s) = final_stats {
         notes.push(format!("Link forwarder over the whole run: {}", s.to_string().replace('\n', "; ")));
     }
     if let Err(e) = &outcome {
         notes.insert(0, format!("**Incomplete run**: {}", one_line(e)));
     }
-    let written = super::write_outputs(&plan.out, "upload", &rows, &upload_title(), &notes);
+    let written = write_outputs(&plan.out, "upload", &rows, &upload_title(), &notes);
     match (outcome, written) {
         (Ok(()), Ok(())) => {
             println!(
                 "upload: done in {}; {} of {} uploads ok; wrote {}/{{results.csv,summary.md,upload.png,upload.svg}}",
-                super::fmt_duration(started.elapsed()),
+                fmt_duration(p.started.elapsed()),
                 rows.iter().filter(|r| r.ok).count(),
                 rows.len(),
                 plan.out.display()
@@ -376,6 +323,15 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         (Err(e), _) => Err(e),
         (Ok(()), Err(e)) => Err(e),
     }
+}
+
+/// Writes `summary.md` and the charts `<stem>.png`/`.svg` from `rows` into `dir`.
+pub fn write_outputs(dir: &Path, stem: &str, rows: &[Row], title: &str, notes: &[String]) -> Result<(), String> {
+    let summary = Summary::from_rows(rows);
+    let md = report::markdown(&summary, title, notes);
+    let md_path = dir.join("summary.md");
+    fs::write(&md_path, md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
+    chart::write_charts(dir, stem, &summary, title)
 }
 
 /// One HTTP/3 upload: `sluice put --http3` in the client namespace, judged into a row like
@@ -500,16 +456,6 @@ fn describe_row(r: &Row, cpu_pct: f64, drops: u64) -> String {
     }
 }
 
-/// A multi-line message (an error with a log tail) on one line, at most 400 characters.
-fn one_line(s: &str) -> String {
-    let joined = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
-    if joined.chars().count() > 400 {
-        joined.chars().take(399).chain(['…']).collect()
-    } else {
-        joined
-    }
-}
-
 fn upload_title() -> String {
     format!("upload: {} MiB POST, curl -w %{{speed_upload}}, TLS", BODY_BYTES / (1024 * 1024))
 }
@@ -608,7 +554,7 @@ fn notes(
         "{ok} of {} uploads succeeded (failed ones are in results.csv with their error, out of the figures); \
          wall time {}; link forwarder peaked at {cpu_max:.0} % of one core during an upload{}.",
         rows.len(),
-        super::fmt_duration(elapsed),
+        fmt_duration(elapsed),
         if cpu_max > 85.0 { " (near CPU-bound: figures near the link rate may be capped by the emulator)" } else { "" }
     ));
     n
@@ -617,6 +563,7 @@ fn notes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::SERVER_ADDR;
 
     #[test]
     fn h3_upload_verdicts() {
@@ -720,19 +667,29 @@ mod tests {
     }
 
     #[test]
-    fn one_line_messages() {
-        assert_eq!(one_line("a\n  b \n\nc"), "a | b | c");
-        assert_eq!(one_line(&"x".repeat(1000)).chars().count(), 400);
-    }
-
-    #[test]
     fn random_body_has_the_size() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b");
-        crate::experiments::write_random(&p, 100_003, u64::from(std::process::id())).unwrap();
+        write_random(&p, 100_003, u64::from(std::process::id())).unwrap();
         let b = fs::read(&p).unwrap();
         assert_eq!(b.len(), 100_003);
         // Not constant (incompressible data is the point).
         assert!(b.windows(2).filter(|w| w[0] != w[1]).count() > 90_000);
+    }
+
+    #[test]
+    fn outputs_from_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = "\
+experiment,case,rtt_ms,rate_mbit,server,protocol,run,mbps,seconds,ok
+upload,200mbit-40ms,40,200,sluice,h1,1,180,0.5,true
+upload,200mbit-40ms,40,200,sluice,h2,1,90,1,true
+";
+        let rows = report::parse_csv(csv).unwrap();
+        write_outputs(dir.path(), "upload", &rows, "t", &["note".into()]).unwrap();
+        let md = fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(md.contains("| sluice | 180.0 (180.0–180.0) | 90.0 (90.0–90.0) | 0.50 |"), "{md}");
+        assert!(dir.path().join("upload.png").metadata().unwrap().len() > 0);
+        assert!(dir.path().join("upload.svg").metadata().unwrap().len() > 0);
     }
 }

@@ -17,6 +17,8 @@ use std::env;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 
+use super::common::write_private;
+
 /// Port of the upstream sink on 127.0.0.1 inside the server namespace.
 pub const SINK_PORT: u16 = 9000;
 
@@ -696,7 +698,7 @@ pub fn write_self_signed(dir: &Path, addr: Ipv4Addr) -> Result<(PathBuf, PathBuf
     let cert = dir.join("cert.pem");
     let key = dir.join("key.pem");
     std::fs::write(&cert, cert_pem).map_err(|e| format!("writing {}: {e}", cert.display()))?;
-    super::upload::write_private(&key, &key_pem)?;
+    write_private(&key, &key_pem)?;
     Ok((cert, key))
 }
 

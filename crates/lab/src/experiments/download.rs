@@ -46,43 +46,34 @@
 //! cases) and `download-loss.png`/`.svg` (the loss case: the chart's panel titles show rate
 //! and RTT only, so it gets a chart of its own).
 
-mod client;
-
-pub use client::*;
-
-use std::fs::{self, File};
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::fs;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::case::link_spec;
 use super::chart;
+use super::common::{fmt_duration, one_line, rotation};
+use super::plan::{Active, Plan, Skipped};
+use super::prepare::{prepare, Estimate, Site, Want};
 use super::proc;
-use super::report::{self, LinkWindow, Row, Summary};
-use super::servers::{self, ServerKind, Setup};
-use super::stage::{self, Stage};
-use super::statics::fmt_stat;
-use super::upload::rotation;
-use super::{Plan, Skipped};
+use super::report::{self, fmt_stat, LinkWindow, Row, Summary};
+use super::servers::{self, ServerKind};
+use super::stage::Stage;
+use super::transfer::{
+    curl_args, get_args, judge, probe_h3, proto_order, url, write_docroot, Proto, FILE, FLOOR_MBIT, H3_READY_TIMEOUT,
+    READY_FILE, READY_TEXT,
+};
 use crate::model::{LinkSpec, Queue};
-use crate::net::{self, SERVER_ADDR, SERVER_NS};
+use crate::net::{self, SERVER_NS};
 
 /// The issue's body: 200 MB.
 pub const BODY_BYTES: u64 = 200_000_000;
 /// The body of a `--quick` run.
 pub const QUICK_BODY_BYTES: u64 = 20_000_000;
-/// The file served, in the docroot.
-pub const FILE: &str = "body.bin";
-/// A small file for the readiness probes.
-pub(crate) const READY_FILE: &str = "ready.txt";
-/// Its contents.
-pub(crate) const READY_TEXT: &str = "ready\n";
 /// The bar for Sluice's h3/h2 ratio without loss.
 pub const BAR: f64 = 0.95;
 /// The bar with loss (HTTP/2 on BBR).
 pub const LOSS_BAR: f64 = 0.8;
-/// A transfer slower than this (Mbit/s) over the whole body is cut off by `--max-time`.
-pub const FLOOR_MBIT: f64 = 10.0;
 /// Slack on top of the body at [`FLOOR_MBIT`]: handshakes, start-up.
 const MAX_TIME_SLACK: Duration = Duration::from_secs(30);
 /// The bound in the loss case: a download still running after a minute is far below the bar
@@ -91,8 +82,6 @@ const MAX_TIME_SLACK: Duration = Duration::from_secs(30);
 const LOSS_MAX_TIME: Duration = Duration::from_secs(60);
 /// Pause between transfers, so queues drain and closed connections finish.
 const PAUSE: Duration = Duration::from_millis(300);
-/// How long a server's HTTP/3 listener may take to answer after its TLS one does.
-const H3_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The sysctl that gives Caddy's HTTP/2 BBR in the loss case.
 const CC_SYSCTL: &str = "net.ipv4.tcp_congestion_control";
 
@@ -138,7 +127,7 @@ impl Case {
     /// The link: the lab's default (1.5 × BDP drop-tail queue, RTT/2 each way) plus the loss,
     /// both ways.
     pub fn link(&self) -> LinkSpec {
-        let mut spec = stage::link_spec(self.rate_mbit, self.rtt_ms);
+        let mut spec = link_spec(self.rate_mbit, self.rtt_ms);
         spec.up.loss_pct = self.loss_pct;
         spec.down.loss_pct = self.loss_pct;
         spec
@@ -246,11 +235,6 @@ pub fn select_servers(requested: &[ServerKind]) -> Result<(Vec<ServerKind>, Vec<
             .into());
     }
     Ok((keep, skipped))
-}
-
-/// `https://<server>:<port>/<file>`.
-pub(crate) fn url(kind: ServerKind, file: &str) -> String {
-    format!("https://{SERVER_ADDR}:{}/{file}", kind.port())
 }
 
 /// Expected seconds of a whole run.
@@ -446,84 +430,57 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     let cases = plan.select(cases(plan.quick), |c| &c.name)?;
     let body = body_bytes(plan.quick);
     let limit = max_time(body);
-    let (wanted, mut skipped) = select_servers(&plan.servers)?;
+    let (wanted, skipped) = select_servers(&plan.servers)?;
     let default_list = plan.servers == servers::DEFAULT;
-    let narrowed = Plan { servers: wanted, ..plan.clone() };
-    let (active, more) = super::resolve_servers(&narrowed)?;
-    skipped.extend(more);
-    for s in &skipped {
-        eprintln!("sluice-lab: SKIP {}: {}", s.server.name(), s.reason);
-    }
-    if active.is_empty() {
-        return Err("no server to run (see the SKIP notes above)".into());
-    }
-    let client = super::sluice_path(&active, plan)
-        .map_err(|e| format!("the download experiment's client is `sluice get`: {e}"))?;
-    let client = client.to_str().ok_or("the sluice binary's path is not UTF-8")?.to_string();
-    net::available().map_err(|e| format!("the lab is not available: {e}"))?;
-    let work = plan.out.join("work");
-    fs::create_dir_all(&work).map_err(|e| format!("creating {}: {e}", work.display()))?;
-    let kinds: Vec<ServerKind> = active.iter().map(|(k, _)| *k).collect();
-    let transfers = cases.len() * downloads_per_run(&kinds) * plan.runs as usize;
-    let expected = Duration::from_secs_f64(expected_seconds(&cases, &kinds, plan.runs, body));
-    let bound = plan.bound.unwrap_or_else(|| super::default_bound(expected));
-    println!(
-        "download: {} case(s) × {} server(s) (3 downloads each, 2 without HTTP/3) × {} run(s) = {transfers} \
-         downloads of {body} bytes (each bounded to {} s): expected ≈ {} (bounded to {}); results in {}",
-        cases.len(),
-        active.len(),
-        plan.runs,
-        limit.as_secs(),
-        super::fmt_duration(expected),
-        super::fmt_duration(bound),
-        plan.out.display()
-    );
-    let started = Instant::now();
-    let deadline = started + bound;
-
-    let mut versions = super::versions(&active, &work);
-    versions.push(format!("client: {client} get"));
-    let (cert, key) = servers::write_self_signed(&work, SERVER_ADDR)?;
-    let docroot = work.join("docroot");
-    write_docroot(&docroot, body)?;
-    // The servers may read the files as another user: every parent must be traversable.
-    for dir in [&work, &plan.out] {
-        if let Ok(m) = fs::metadata(dir) {
-            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(m.permissions().mode() | 0o711));
+    let estimate = |active: &[Active]| {
+        let kinds: Vec<ServerKind> = active.iter().map(|(k, _)| *k).collect();
+        let transfers = cases.len() * downloads_per_run(&kinds) * plan.runs as usize;
+        Estimate {
+            what: format!(
+                "{} case(s) × {} server(s) (3 downloads each, 2 without HTTP/3) × {} run(s) = {transfers} \
+                 downloads of {body} bytes (each bounded to {} s)",
+                cases.len(),
+                active.len(),
+                plan.runs,
+                limit.as_secs(),
+            ),
+            expected: Duration::from_secs_f64(expected_seconds(&cases, &kinds, plan.runs, body)),
         }
-    }
-
-    let csv_path = plan.out.join("results.csv");
-    let mut csv = File::create(&csv_path).map_err(|e| format!("creating {}: {e}", csv_path.display()))?;
-    csv.write_all(report::csv_header_line().as_bytes()).map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+    };
+    let csv_header = report::csv_header_line();
+    let write = |dir: &Path| write_docroot(dir, body);
+    let mut p = prepare(
+        plan,
+        Want {
+            skipped,
+            sluice: Some("the download experiment's client is `sluice get`"),
+            // The servers may read the files as another user: every parent must be traversable.
+            site: Some(Site { write: &write, reach: 0o711 }),
+            ..Want::new("download", wanted, &estimate, &csv_header)
+        },
+    )?;
+    let client = p.sluice.clone().unwrap_or_default();
+    let client = client.to_str().ok_or("the sluice binary's path is not UTF-8")?.to_string();
+    p.versions.push(format!("client: {client} get"));
 
     let mut rows: Vec<Row> = Vec::new();
     let mut run_notes: Vec<String> = Vec::new();
     let mut cpu_max = 0.0f64;
     let mut final_stats = None;
     let outcome = (|| -> Result<(), String> {
-        let mut stage = Stage::start(&cases[0].link(), &work)?;
-        let mut running: Vec<ServerKind> = Vec::new();
-        for (kind, bin) in &active {
-            let setup = Setup::new(*kind, &work, SERVER_ADDR, &cert, &key);
-            let launch = match no_h3(*kind) {
-                None => servers::static_launch_h3(*kind, &setup, &docroot),
-                Some(_) => servers::static_launch(*kind, &setup, &docroot),
+        let mut stage = p.stage(&cases[0].link())?;
+        let (docroot, active) = (p.docroot.clone(), p.active.clone());
+        let running = p.start_each(&mut stage, &active, |stage, kind, bin, setup| {
+            let launch = match no_h3(kind) {
+                None => servers::static_launch_h3(kind, setup, &docroot),
+                Some(_) => servers::static_launch(kind, setup, &docroot),
             };
-            let started = launch.and_then(|l| stage.start_static(*kind, bin, &setup, &l, &url(*kind, READY_FILE)));
-            match started {
-                Ok(()) => running.push(*kind),
-                Err(e) => {
-                    eprintln!("sluice-lab: SKIP {}: {e}", kind.name());
-                    skipped.push(Skipped { server: *kind, reason: format!("did not start: {}", one_line(&e)) });
-                    continue;
-                }
-            }
-            if let Some(why) = no_h3(*kind) {
+            launch.and_then(|l| stage.start_static(kind, bin, setup, &l, &url(kind, READY_FILE)))?;
+            if let Some(why) = no_h3(kind) {
                 run_notes.push(format!("`{}` ran HTTP/2 only: {why}.", kind.name()));
-                continue;
+                return Ok(());
             }
-            if let Err(e) = probe_h3(&stage, &client, &url(*kind, READY_FILE), READY_TEXT.len() as u64) {
+            if let Err(e) = probe_h3(stage, &client, &url(kind, READY_FILE), READY_TEXT.len() as u64) {
                 eprintln!("sluice-lab: WARNING {}: HTTP/3 does not answer ({e}); its h3 runs will fail", kind.name());
                 run_notes.push(format!(
                     "`{}` did not answer the HTTP/3 readiness probe within {} s ({}); its h3 runs are recorded \
@@ -533,7 +490,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                     one_line(&e)
                 ));
             }
-        }
+            Ok(())
+        });
         if running.is_empty() {
             return Err("no server started (see above)".into());
         }
@@ -567,13 +525,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                         if proto == Proto::H3 && no_h3(kind).is_some() {
                             continue;
                         }
-                        proc::check_interrupt()?;
-                        if Instant::now() >= deadline {
-                            return Err(format!(
-                                "the run exceeded its time bound of {} after {done} of {total} downloads",
-                                super::fmt_duration(bound)
-                            ));
-                        }
+                        p.go_on(|| format!(" after {done} of {total} downloads"))?;
                         done += 1;
                         let before = stage.stats();
                         let limit = if case.lossy() { limit.min(LOSS_MAX_TIME) } else { limit };
@@ -608,9 +560,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
                             kind.name(),
                             proto.name()
                         );
-                        csv.write_all(report::csv_line(&row).as_bytes())
-                            .and_then(|()| csv.flush())
-                            .map_err(|e| format!("writing {}: {e}", csv_path.display()))?;
+                        p.csv.line(&report::csv_line(&row))?;
                         rows.push(row);
                         proc::sleep(PAUSE)?;
                     }
@@ -620,9 +570,10 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         final_stats = stage.stop();
         Ok(())
     })();
-    let _ = fs::remove_file(docroot.join(FILE));
+    let _ = fs::remove_file(p.docroot.join(FILE));
 
-    let mut notes = notes(plan, &cases, body, default_list, &versions, &skipped, &rows, cpu_max, started.elapsed());
+    let elapsed = p.started.elapsed();
+    let mut notes = notes(plan, &cases, body, default_list, &p.versions, &p.skipped, &rows, cpu_max, elapsed);
     notes.extend(run_notes);
     if let Some(s) = final_stats {
         notes.push(format!("Link forwarder over the whole run: {}", s.to_string().replace('\n', "; ")));
@@ -635,7 +586,7 @@ pub fn run(plan: &Plan) -> Result<(), String> {
     written?;
     println!(
         "download: done in {}; {} of {} downloads ok; wrote {}/{{results.csv,summary.md,download.png,download.svg{}}}",
-        super::fmt_duration(started.elapsed()),
+        fmt_duration(p.started.elapsed()),
         rows.iter().filter(|r| r.ok).count(),
         rows.len(),
         plan.out.display(),
@@ -648,36 +599,6 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         println!("h3/h2 at {} (bar for Sluice ≥ {}): {}", case.name, case.bar, parts.join(", "));
     }
     Ok(())
-}
-
-/// The docroot: [`FILE`] (`body` random bytes) and [`READY_FILE`].
-pub fn write_docroot(dir: &Path, body: u64) -> Result<(), String> {
-    fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
-    super::write_random(&dir.join(FILE), body, u64::from(std::process::id()))?;
-    let p = dir.join(READY_FILE);
-    fs::write(&p, READY_TEXT).map_err(|e| format!("writing {}: {e}", p.display()))?;
-    let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o644));
-    Ok(())
-}
-
-/// Polls `url` (a file of `bytes` bytes) with `sluice get --http3` (`client`) from the client
-/// namespace until it arrives, or [`H3_READY_TIMEOUT`] passes.
-pub(crate) fn probe_h3(stage: &Stage, client: &str, url: &str, bytes: u64) -> Result<(), String> {
-    let end = Instant::now() + H3_READY_TIMEOUT;
-    let limit = Duration::from_secs(3);
-    loop {
-        proc::check_interrupt()?;
-        let f = stage.client(client, &get_args(Proto::H3, url, limit), limit + Duration::from_secs(2))?;
-        let (_, _, error) = judge(f.success(), &f.describe(), &f.stderr, &f.stdout, Proto::H3, bytes, limit);
-        if error.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() >= end {
-            return Err(error);
-        }
-        proc::sleep(Duration::from_millis(500))?;
-    }
 }
 
 /// One download: `sluice get` in the client namespace, judged into a row (a failed download
@@ -790,7 +711,7 @@ fn notes(
          QUIC and its crypto in user space at both ends, on the same cores as the emulator: at high rates on a \
          small machine it is partly CPU-bound.",
         rows.len(),
-        super::fmt_duration(elapsed),
+        fmt_duration(elapsed),
         if cpu_max > 85.0 { " (near CPU-bound: figures near the link rate may be capped by the emulator)" } else { "" }
     ));
     n
@@ -812,7 +733,7 @@ mod tests {
         let l = c[3].link();
         assert_eq!((l.up.loss_pct, l.down.loss_pct), (0.5, 0.5));
         assert_eq!(l.down.queue, Queue::Bytes(1_500_000));
-        assert_eq!(c[1].link(), stage::link_spec(200.0, 40.0));
+        assert_eq!(c[1].link(), link_spec(200.0, 40.0));
         let half = c[0].link().down.delay.as_secs_f64();
         assert!((half - 0.0065).abs() < 1e-6, "{half}");
         assert_eq!(c[3].title(), "200 Mbit/s × 40 ms RTT, 0.5 % loss each way");

@@ -1,9 +1,30 @@
-//! The download experiment's clients: `sluice get --http2`/`--http3` and `curl --http2`, their
-//! arguments, what they print, and the verdict on one download.
+//! One large file fetched from the servers with the project's client and with curl (the
+//! `download` and `fairness` experiments; the static-docroot ones use its HTTP/3 readiness
+//! probe): the docroot ([`write_docroot`]: [`FILE`] and [`READY_FILE`]), the clients (`sluice get
+//! --http2`/`--http3` and `curl --http2`), their arguments, what they print, the verdict on one
+//! transfer, and [`probe_h3`].
 
-use std::time::Duration;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
-use super::FLOOR_MBIT;
+use super::common::{one_line, write_random};
+use super::proc;
+use super::servers::ServerKind;
+use super::stage::Stage;
+use crate::net::SERVER_ADDR;
+
+/// The file served, in the docroot.
+pub const FILE: &str = "body.bin";
+/// A small file for the readiness probes.
+pub(crate) const READY_FILE: &str = "ready.txt";
+/// Its contents.
+pub(crate) const READY_TEXT: &str = "ready\n";
+/// A transfer slower than this (Mbit/s) over the whole body is cut off by `--max-time`.
+pub const FLOOR_MBIT: f64 = 10.0;
+/// How long a server's HTTP/3 listener may take to answer after its TLS one does.
+pub const H3_READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `sluice get --connect-timeout`, seconds (QUIC or TCP + TLS handshake).
 const CONNECT_TIMEOUT_S: u32 = 10;
@@ -142,16 +163,6 @@ pub(crate) fn partial_bytes(stderr: &str) -> Option<u64> {
     before.rsplit(' ').next()?.parse().ok()
 }
 
-/// A multi-line message on one line, at most 400 characters.
-pub(crate) fn one_line(s: &str) -> String {
-    let joined = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
-    if joined.chars().count() > 400 {
-        joined.chars().take(399).chain(['…']).collect()
-    } else {
-        joined
-    }
-}
-
 /// The verdict on one transfer of `body` bytes bounded by `limit`: (Mbit/s, seconds, error;
 /// empty error = ok). A transfer cut off at the limit gets its partial rate as the figure (and
 /// stays failed).
@@ -217,12 +228,51 @@ pub(crate) fn get_args(proto: Proto, url: &str, limit: Duration) -> Vec<String> 
         .collect()
 }
 
+/// `https://<server>:<port>/<file>`.
+pub(crate) fn url(kind: ServerKind, file: &str) -> String {
+    format!("https://{SERVER_ADDR}:{}/{file}", kind.port())
+}
+
+/// The docroot: [`FILE`] (`body` random bytes) and [`READY_FILE`].
+pub fn write_docroot(dir: &Path, body: u64) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
+    write_random(&dir.join(FILE), body, u64::from(std::process::id()))?;
+    let p = dir.join(READY_FILE);
+    fs::write(&p, READY_TEXT).map_err(|e| format!("writing {}: {e}", p.display()))?;
+    let _ = fs::set_permissions(&p, fs::Permissions::from_mode(0o644));
+    Ok(())
+}
+
+/// Polls `url` (a file of `bytes` bytes) with `sluice get --http3` (`client`) from the client
+/// namespace until it arrives, or [`H3_READY_TIMEOUT`] passes.
+pub(crate) fn probe_h3(stage: &Stage, client: &str, url: &str, bytes: u64) -> Result<(), String> {
+    let end = Instant::now() + H3_READY_TIMEOUT;
+    let limit = Duration::from_secs(3);
+    loop {
+        proc::check_interrupt()?;
+        let f = stage.client(client, &get_args(Proto::H3, url, limit), limit + Duration::from_secs(2))?;
+        let (_, _, error) = judge(f.success(), &f.describe(), &f.stderr, &f.stdout, Proto::H3, bytes, limit);
+        if error.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= end {
+            return Err(error);
+        }
+        proc::sleep(Duration::from_millis(500))?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::{max_time, url, BODY_BYTES, FILE, LOSS_MAX_TIME, QUICK_BODY_BYTES};
     use super::*;
-    use crate::experiments::servers::ServerKind;
-    use crate::net::SERVER_ADDR;
+
+    /// The download experiment's bodies (`--quick` and full) and its bounds: `--max-time` for
+    /// the quick body (its `max_time`), and the loss case's.
+    const QUICK_BODY_BYTES: u64 = 20_000_000;
+    const BODY_BYTES: u64 = 200_000_000;
+    const QUICK_MAX_TIME: Duration = Duration::from_secs(46);
+    const LOSS_MAX_TIME: Duration = Duration::from_secs(60);
 
     const OK_H2: &str = r#"{"url":"https://10.99.0.2:8443/body.bin","http_version":"2","status":200,
         "bytes":20000000,"seconds":2.0,"bytes_per_second":10000000,"mbps":80.0,"time_connect":0.013}"#;
@@ -242,7 +292,7 @@ mod tests {
 
     #[test]
     fn judging_downloads() {
-        let limit = max_time(QUICK_BODY_BYTES);
+        let limit = QUICK_MAX_TIME;
         let (mbps, secs, err) = judge(true, "exit 0", "", OK_H2, Proto::H2, QUICK_BODY_BYTES, limit);
         assert_eq!((mbps, secs, err.as_str()), (80.0, 2.0, ""));
         let e = judge(true, "exit 0", "", OK_H2, Proto::H3, QUICK_BODY_BYTES, limit).2;
