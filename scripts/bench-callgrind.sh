@@ -8,14 +8,16 @@
 # from h2load with the same connections (-c 10; -m 10 over TLS h2, or HTTP/1.1 keep-alive with
 # --h1 and -m 1). Start-up, TLS handshakes and shutdown are the same in both runs, so
 #   instructions per request = (Ir(N0 + N) - Ir(N0)) / N
-# where Ir is the sum of every process's total. Configurations are scripts/bench/*.in, as for
-# scripts/bench-peers.sh (one worker each, the same certificate and document root).
+# where Ir is the sum of every process's total. Configurations are scripts/bench/sluice.toml.in and
+# the peers' templates in scripts/bench/peers/, as for scripts/bench-peers.sh (one worker each, the
+# same certificate and document root).
 #
 # Usage: scripts/bench-callgrind.sh [--servers sluice,h2o,nginx] [--proto h2|h1] [-n N]
 #                                    [--repeat R] [--no-build] [--keep]
 #   --servers L   comma-separated subset (default sluice,h2o,nginx); also sluice-proxy,
 #                 h2o-proxy and haproxy-proxy: that server as a reverse proxy (the
-#                 configurations of scripts/bench-proxy.sh, scripts/bench/proxy/*.in) to an nginx
+#                 configurations of scripts/bench-proxy.sh: scripts/bench/proxy/sluice.toml.in,
+#                 scripts/bench/peers/*.in) to an nginx
 #                 origin (scripts/bench/proxy/origin-nginx.conf.in, cleartext HTTP/1.1
 #                 keep-alive, run outside valgrind so that only the proxy is counted)
 #   --proto P     h2 (TLS, h2load -m 10; default) or h1 (TLS HTTP/1.1 keep-alive, h2load --h1)
@@ -59,7 +61,7 @@ while [ $# -gt 0 ]; do
     --no-build) BUILD=0; shift ;;
     --atomics) ATOMICS=1; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -144,9 +146,14 @@ start() {
         h2o-proxy) conf=h2o.conf ;;
         haproxy-proxy) conf=haproxy.cfg ;;
       esac
-      sed -e "s|@DIR@|$dir|g" -e "s|@HOST@|127.0.0.1|g" -e "s|@PORT@|$port|g" -e "s|@LISTEN@|127.0.0.1:$port|g" \
-        -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" -e "s|@COMBINED@|$TMP/combined.pem|g" \
-        -e "s|@ORIGIN@|127.0.0.1:$op|g" "$BENCH/proxy/$conf.in" >"$dir/$conf"
+      case "$name" in
+        sluice-proxy)
+          sed -e "s|@DIR@|$dir|g" -e "s|@HOST@|127.0.0.1|g" -e "s|@PORT@|$port|g" -e "s|@LISTEN@|127.0.0.1:$port|g" \
+            -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" -e "s|@COMBINED@|$TMP/combined.pem|g" \
+            -e "s|@ORIGIN@|127.0.0.1:$op|g" "$BENCH/proxy/$conf.in" >"$dir/$conf"
+          ;;
+        *) proxy_peer "$conf.in" "$dir" "$port" "127.0.0.1:$op" COMBINED="$TMP/combined.pem" >"$dir/$conf" ;;
+      esac
       case "$name" in
         sluice-proxy) "${vg[@]}" "$SLUICE" serve --config "$dir/$conf" >"$logf" 2>&1 & ;;
         h2o-proxy)
@@ -158,13 +165,13 @@ start() {
       esac
       ;;
     h2o)
-      fill "$BENCH/h2o.conf.in" "$port" >"$TMP/h2o/h2o.conf"
+      static_peer h2o.conf.in "$TMP/h2o" "$port" >"$TMP/h2o/h2o.conf"
       # No privilege drop: callgrind writes each profile at exit, into a file it opened as root.
       [ "$(id -u)" -eq 0 ] && printf 'user: root\n' >>"$TMP/h2o/h2o.conf"
       "${vg[@]}" h2o -c "$TMP/h2o/h2o.conf" >"$logf" 2>&1 &
       ;;
     nginx)
-      { [ "$(id -u)" -eq 0 ] && echo 'user root;'; fill "$BENCH/nginx.conf.in" "$port"; } >"$TMP/nginx/nginx.conf"
+      { [ "$(id -u)" -eq 0 ] && echo 'user root;'; static_peer nginx.conf.in "$TMP/nginx" "$port"; } >"$TMP/nginx/nginx.conf"
       "${vg[@]}" "$NGINX" -p "$TMP/nginx/" -e "$TMP/nginx/error.log" -c "$TMP/nginx/nginx.conf" >"$logf" 2>&1 &
       ;;
   esac

@@ -3,9 +3,10 @@
 # with --quic, per idle HTTP/3 connection, Sluice against Caddy (Debian's nginx 1.22 and h2o
 # 2.2 have no HTTP/3).
 #
-# Each server (scripts/bench/*.in, one worker, the same certificate and document root) is
-# started in turn; scripts/idle_conns.py opens N connections (TLS with ALPN h2, preface,
-# SETTINGS, one GET of the 14-byte file read to its end) and holds them idle. The resident
+# Each server (scripts/bench/sluice.toml.in, scripts/bench/peers/*.in; one worker, the same
+# certificate and document root) is started in turn; scripts/idle_conns.py opens N connections
+# (TLS with ALPN h2, preface, SETTINGS, one GET of the 14-byte file read to its end) and holds
+# them idle. The resident
 # set of the server's whole process tree (VmRSS of every process, nginx's master and worker
 # included) is read before (after one warm-up connection) and SETTLE_SECS (default 10) after
 # all N are open (allocators hand freed pages back with a delay). With --quic the client is
@@ -117,18 +118,17 @@ start_server() {
       "$SLUICE" serve --config "$TMP/sluice/sluice.toml" >"$TMP/sluice/server.log" 2>&1 &
       ;;
     nginx)
-      fill "$BENCH/nginx.conf.in" "$port" |
-        sed -e "s|worker_connections 1024;|worker_connections $((N + 100));|" \
-          -e "s|^worker_processes 1;|worker_processes 1;\nworker_rlimit_nofile $((N * 2 + 200));|" >"$TMP/nginx/nginx.conf"
+      static_peer nginx.conf.in "$TMP/nginx" "$port" CONNECTIONS=$((N + 100)) |
+        sed -e "s|^worker_processes 1;|worker_processes 1;\nworker_rlimit_nofile $((N * 2 + 200));|" >"$TMP/nginx/nginx.conf"
       "$NGINX" -p "$TMP/nginx/" -e "$TMP/nginx/error.log" -c "$TMP/nginx/nginx.conf" >"$TMP/nginx/server.log" 2>&1 &
       ;;
     h2o)
-      fill "$BENCH/h2o.conf.in" "$port" >"$TMP/h2o/h2o.conf"
+      static_peer h2o.conf.in "$TMP/h2o" "$port" >"$TMP/h2o/h2o.conf"
       printf 'max-connections: %d\n' $((N + 100)) >>"$TMP/h2o/h2o.conf"
       h2o -c "$TMP/h2o/h2o.conf" >"$TMP/h2o/server.log" 2>&1 &
       ;;
     caddy)
-      fill "$BENCH/Caddyfile.in" "$port" >"$TMP/caddy/Caddyfile"
+      static_peer Caddyfile.in "$TMP/caddy" "$port" H3 >"$TMP/caddy/Caddyfile"
       HOME=$TMP/caddy XDG_DATA_HOME=$TMP/caddy/data XDG_CONFIG_HOME=$TMP/caddy/config \
         caddy run --config "$TMP/caddy/Caddyfile" --adapter caddyfile >"$TMP/caddy/server.log" 2>&1 &
       ;;

@@ -138,7 +138,7 @@ free_port() {
   die "no free port found"
 }
 
-# fill TEMPLATE PORT > FILE
+# fill TEMPLATE PORT > FILE (Sluice's; the peers' are static_peer's, scripts/bench/lib.sh)
 fill() {
   sed -e "s|@TMP@|$TMP|g" -e "s|@PORT@|$2|g" -e "s|@CERT@|$CERT|g" -e "s|@KEY@|$KEY|g" -e "s|@ROOT@|$ROOT|g" "$1"
 }
@@ -152,11 +152,11 @@ start_server() {
       "${PIN_SERVER[@]}" "$SLUICE" serve --config "$TMP/sluice/sluice.toml" >"$logf" 2>&1 &
       ;;
     h2o)
-      fill "$BENCH/h2o.conf.in" "$port" >"$TMP/h2o/h2o.conf"
+      static_peer h2o.conf.in "$TMP/h2o" "$port" >"$TMP/h2o/h2o.conf"
       "${PIN_SERVER[@]}" h2o -c "$TMP/h2o/h2o.conf" >"$logf" 2>&1 &
       ;;
     nginx)
-      fill "$BENCH/nginx.conf.in" "$port" >"$TMP/nginx/nginx.conf"
+      static_peer nginx.conf.in "$TMP/nginx" "$port" >"$TMP/nginx/nginx.conf"
       "${PIN_SERVER[@]}" "$NGINX" -p "$TMP/nginx/" -e "$TMP/nginx/error.log" -c "$TMP/nginx/nginx.conf" >"$logf" 2>&1 &
       ;;
   esac

@@ -9,7 +9,8 @@
 #   (taskset -c 0) with one worker or thread (nginx worker_processes 1, h2o num-threads: 1,
 #   Caddy GOMAXPROCS=1, HAProxy nbthread 1, Sluice as built: tokio sizes its pool from the
 #   affinity mask), TLS with ALPN h2 downstream (one self-signed certificate made here with
-#   openssl), HTTP/1.1 keep-alive upstream (configs: scripts/bench/proxy/*.in). For every run
+#   openssl), HTTP/1.1 keep-alive upstream (configs: scripts/bench/proxy/*.in for Sluice and the
+#   origin, scripts/bench/peers/*.in for the peers). For every run
 #   each proxy is started afresh, the order rotating run by run, checked with curl (200 and the
 #   exact bytes of both files over h2; a proxy that fails is reported and left out), warmed up
 #   (2,000 requests), then measured:
@@ -92,7 +93,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=1; shift ;;
     --no-build) BUILD=0; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,56p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,57p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -232,7 +233,8 @@ version() {
   esac
 }
 
-# fill TEMPLATE DIR LISTEN-PORT ORIGIN: the template with its placeholders filled in.
+# fill TEMPLATE DIR LISTEN-PORT ORIGIN: the template with its placeholders filled in (Sluice's and
+# the origin's; the peers' are proxy_peer's, scripts/bench/lib.sh).
 fill() {
   sed -e "s|@DIR@|$2|g" -e "s|@HOST@|127.0.0.1|g" -e "s|@PORT@|$3|g" -e "s|@LISTEN@|127.0.0.1:$3|g" \
     -e "s|@ORIGIN@|$4|g" -e "s|@CERT@|${CERT:-}|g" -e "s|@KEY@|${KEY:-}|g" \
@@ -252,21 +254,24 @@ start_proxy() {
       start "$dir/server.log" "${pin[@]}" "$SLUICE" serve --config "$dir/sluice.toml"
       ;;
     nginx:tp)
-      fill "$TPL/nginx.conf.in" "$dir" "$port" "$origin" >"$dir/nginx.conf"
+      proxy_peer nginx.conf.in "$dir" "$port" "$origin" >"$dir/nginx.conf"
       start "$dir/server.log" "${pin[@]}" nginx -p "$dir/" -e "$dir/error.log" -c "$dir/nginx.conf"
       ;;
     h2o:tp)
-      fill "$TPL/h2o.conf.in" "$dir" "$port" "$origin" >"$dir/h2o.conf"
+      proxy_peer h2o.conf.in "$dir" "$port" "$origin" >"$dir/h2o.conf"
       start "$dir/server.log" "${pin[@]}" h2o -c "$dir/h2o.conf"
       ;;
     caddy:tp | caddy:ka)
-      fill "$TPL/$([ "$variant" = tp ] && echo Caddyfile.in || echo Caddyfile-ka.in)" "$dir" "$port" "$origin" >"$dir/Caddyfile"
+      # ka: cleartext HTTP/1.1, Caddy's default transport (keep-alive on, idle connections kept 2 minutes).
+      local clear=()
+      [ "$variant" = ka ] && clear=(CLEARTEXT)
+      proxy_peer Caddyfile.in "$dir" "$port" "$origin" "${clear[@]}" >"$dir/Caddyfile"
       local env=(env "HOME=$dir" "XDG_DATA_HOME=$dir/data" "XDG_CONFIG_HOME=$dir/config")
       [ "$variant" = tp ] && env+=(GOMAXPROCS=1)
       start "$dir/server.log" "${env[@]}" "${pin[@]}" caddy run --config "$dir/Caddyfile" --adapter caddyfile
       ;;
     haproxy:tp)
-      fill "$TPL/haproxy.cfg.in" "$dir" "$port" "$origin" >"$dir/haproxy.cfg"
+      proxy_peer haproxy.cfg.in "$dir" "$port" "$origin" >"$dir/haproxy.cfg"
       start "$dir/server.log" "${pin[@]}" haproxy -db -f "$dir/haproxy.cfg"
       ;;
     *) die "no $variant configuration for $name" ;;
