@@ -1,8 +1,8 @@
 //! One large file fetched from the servers with the project's client and with curl (the
 //! `download` and `fairness` experiments; the static-docroot ones use its HTTP/3 readiness
-//! probe): the docroot ([`write_docroot`]: [`FILE`] and [`READY_FILE`]), the clients (`sluice get
+//! probe): the docroot ([`write_docroot`]: [`FILE`] and `READY_FILE`), the clients (`sluice get
 //! --http2`/`--http3` and `curl --http2`), their arguments, what they print, the verdict on one
-//! transfer, and [`probe_h3`].
+//! transfer, and the HTTP/3 readiness probe.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
