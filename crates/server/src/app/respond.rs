@@ -377,10 +377,18 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     if head.protocol.is_some() {
         return None;
     }
+    let mut accept: Option<&[u8]> = None;
     for f in &head.fields {
         let n = &f.name[..];
         if n == b"host" || n == b"content-length" || Files::selects(n) {
             return None;
+        }
+        if n == b"accept-encoding" {
+            // One field: several are for the usual path to join.
+            if accept.is_some() {
+                return None;
+            }
+            accept = Some(&f.value[..]);
         }
         // The engines take only lower-case token names, which `http` takes too, up to its
         // length bound.
@@ -404,7 +412,7 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     if !route.early_hints.is_empty() || !route.headers.is_empty() {
         return None;
     }
-    let (wire, body) = files.cached_whole(path, head_only)?;
+    let (wire, body) = files.cached_whole(path, head_only, accept)?;
     let log = state.cfg.access_log.then(|| {
         let method = if head_only { http::Method::HEAD } else { http::Method::GET };
         let mut log = access_log(proto, conn.peer, &method, authority, path, NO_COUNTS.clone());

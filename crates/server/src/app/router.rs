@@ -46,6 +46,8 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
                 .fetch_or(crate::message::accesslog::HINTS_CONFIGURED, std::sync::atomic::Ordering::Relaxed);
         }
     }
+    let compress = state.cfg.compression.enabled && route.compress;
+    let mut revalidated = 0u8;
     // The handlers' futures are awaited right here, not through a helper `async fn`: each
     // layer of async functions moves its child's (large) future once more per request.
     let mut resp = match handler {
@@ -54,13 +56,25 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
         Handler::Speedtest(s) => s.serve_route(req).await,
         // Boxed: the proxy's future is large, and inline it would grow every request's future
         // (and the allocation each HTTP/2 and HTTP/3 request makes for it).
-        Handler::Proxy(p) => Box::pin(p.serve(req)).await,
+        Handler::Proxy(p) => {
+            // A client revalidating a compressed response names the variant's tag, which only
+            // Sluice knows: the upstream is asked about its own.
+            if compress {
+                revalidated = crate::handlers::encoding::unvary_preconditions(&mut req.headers);
+            }
+            Box::pin(p.serve(req)).await
+        }
     };
     add_alt_svc(&mut resp, alt_svc);
     if !route.headers.is_empty() {
         // The rules may set or remove any field: they see every one in the map.
         resp.materialize();
         route.headers.apply(&mut resp.headers);
+    }
+    // Content codings, after the rules (a rule's `no-transform` or encoding is respected).
+    // The static files keep encoded variants of their own; the speed test measures bytes.
+    if compress && !matches!(handler, Handler::Files(_) | Handler::Speedtest(_)) {
+        crate::handlers::encoding::encode_response(&state.cfg.compression, req, revalidated, &mut resp);
     }
     resp
 }

@@ -15,11 +15,13 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+mod compression;
 mod defaults;
 mod raw;
 mod site;
 mod upstream;
 
+pub(crate) use compression::{Codec, Compression};
 use defaults::{
     DEFAULT_MAX_DOWNLOAD, DEFAULT_PLAIN_PORT, DEFAULT_TLS_PORT, MAX_HEADER_TABLE_SIZE, MIN_HEADER_LIST_SIZE,
 };
@@ -58,6 +60,8 @@ pub(crate) struct Config {
     pub(crate) upstreams: Vec<Upstream>,
     /// `[proxy]`.
     pub(crate) proxy: ProxySettings,
+    /// `[compression]`: content codings of responses.
+    pub(crate) compression: Compression,
 }
 
 /// The QUIC congestion controllers quinn offers.
@@ -361,6 +365,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         quic: Quic::default(),
         upstreams: Vec::new(),
         proxy: ProxySettings::default(),
+        compression: Compression::default(),
     }
 }
 
@@ -450,6 +455,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     let flow = flow(&src, &raw.flow)?;
     let tcp = tcp(&src, &raw.tcp)?;
     let quic = quic(&src, &raw.quic)?;
+    let compression = compression::compression(&src, &raw.compression)?;
     Ok(Config {
         data_dir,
         listeners,
@@ -464,6 +470,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         quic,
         upstreams,
         proxy,
+        compression,
     })
 }
 
@@ -702,7 +709,7 @@ pub(super) fn host_name(h: &str) -> Result<String, String> {
 }
 
 /// A number from the file, checked against `min..=max`, or `default` when absent.
-fn bounded<T>(
+pub(super) fn bounded<T>(
     src: &Source<'_>,
     v: &Option<Spanned<T>>,
     name: &str,

@@ -29,6 +29,8 @@ pub(super) struct RawConfig {
     pub(super) upstream: Vec<Spanned<super::upstream::RawUpstream>>,
     #[serde(default)]
     pub(super) proxy: super::upstream::RawProxy,
+    #[serde(default)]
+    pub(super) compression: super::compression::RawCompression,
 }
 
 #[derive(Deserialize, Default)]
@@ -90,6 +92,8 @@ pub(super) struct RawSite {
     pub(super) headers: Option<Spanned<RawHeaders>>,
     /// `Link` values sent in a 103 (Early Hints) before the site's own route answers.
     pub(super) early_hints: Option<Vec<Spanned<String>>>,
+    /// `false`: the site's own route's responses go uncompressed.
+    pub(super) compress: Option<Spanned<bool>>,
     pub(super) route: Option<Vec<Spanned<RawRoute>>>,
 }
 
@@ -104,6 +108,8 @@ pub(super) struct RawRoute {
     pub(super) proxy: Option<Spanned<String>>,
     pub(super) headers: Option<Spanned<RawHeaders>>,
     pub(super) early_hints: Option<Vec<Spanned<String>>>,
+    /// `false`: this route's responses go uncompressed.
+    pub(super) compress: Option<bool>,
 }
 
 /// `headers = { set = {..}, add = {..}, remove = [..] }`.

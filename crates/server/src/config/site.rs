@@ -30,6 +30,9 @@ pub(crate) struct Route {
     /// `Link` field values sent as a 103 Early Hints response (RFC 8297) to GET requests on
     /// HTTP/2 and HTTP/3 before the handler runs.
     pub(crate) early_hints: Vec<http::HeaderValue>,
+    /// Whether responses may be compressed (`[compression]`; `compress = false` turns it off
+    /// for the route).
+    pub(crate) compress: bool,
 }
 
 /// What answers a route's requests.
@@ -206,6 +209,7 @@ fn route(src: &Source<'_>, r: &Spanned<RawRoute>, upstreams: &[super::Upstream])
         handler,
         headers: header_rules(src, raw.headers.as_ref())?,
         early_hints: early_hints(src, raw.early_hints.as_ref())?,
+        compress: raw.compress.unwrap_or(true),
     })
 }
 
@@ -241,6 +245,7 @@ fn routes(src: &Source<'_>, s: &Spanned<RawSite>, upstreams: &[super::Upstream])
             handler: h,
             headers: header_rules(src, r.headers.as_ref())?,
             early_hints: early_hints(src, r.early_hints.as_ref())?,
+            compress: r.compress.as_ref().is_none_or(|c| *c.get_ref()),
         };
         out.push((route, 0));
     } else if let Some(h) = &r.headers {
@@ -250,6 +255,10 @@ fn routes(src: &Source<'_>, s: &Spanned<RawSite>, upstreams: &[super::Upstream])
     } else if let Some(h) = r.early_hints.as_ref().and_then(|v| v.first()) {
         return Err(
             src.err(h.span(), "site-level `early_hints` apply to the site's own `root`/`builtin`; put them in a route")
+        );
+    } else if let Some(c) = &r.compress {
+        return Err(
+            src.err(c.span(), "site-level `compress` applies to the site's own `root`/`builtin`; put it in a route")
         );
     }
     if out.is_empty() {
@@ -272,6 +281,7 @@ pub(super) fn builtin_site() -> Site {
             handler: RouteHandler::Builtin,
             headers: HeaderRules::default(),
             early_hints: Vec::new(),
+            compress: true,
         }],
     }
 }

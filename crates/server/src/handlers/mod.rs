@@ -8,6 +8,7 @@
 
 pub(crate) mod builtin;
 pub(crate) mod conditional;
+pub(crate) mod encoding;
 pub(crate) mod proxy;
 pub(crate) mod speedtest;
 pub(crate) mod static_files;
@@ -33,7 +34,10 @@ impl Handler {
     /// order.
     pub(crate) fn new(route: &Route, cfg: &Config, upstreams: &[Arc<proxy::Upstream>]) -> Self {
         match &route.handler {
-            RouteHandler::Root(root) => Self::Files(static_files::Files::new(root.clone())),
+            RouteHandler::Root(root) => Self::Files(static_files::Files::new(
+                root.clone(),
+                (cfg.compression.enabled && route.compress).then(|| Arc::new(cfg.compression.clone())),
+            )),
             RouteHandler::Builtin => Self::Builtin,
             RouteHandler::Speedtest => Self::Speedtest(speedtest::Speedtest::new(&cfg.speedtest)),
             RouteHandler::Proxy(i) => Self::Proxy(Box::new(proxy::Proxy::new(

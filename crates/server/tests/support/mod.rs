@@ -219,7 +219,7 @@ pub(crate) struct Options {
     /// `[timeouts] drain_secs`.
     pub(crate) drain_secs: u64,
     /// More TOML appended to the configuration (whole tables, e.g. `[flow]`); `{tls_port}`
-    /// in it becomes the TLS listener's port.
+    /// in it becomes the TLS listener's port, `{www}` the document root.
     pub(crate) extra: String,
     /// The TLS listener on 0.0.0.0 (every loopback address) instead of 127.0.0.1.
     pub(crate) listen_any: bool,
@@ -446,7 +446,10 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> St
         drain = opts.drain_secs,
         idle = opts.idle_secs.map(|s| format!("idle_secs = {s}\n")).unwrap_or_default(),
         tls_host = if opts.listen_any { "0.0.0.0" } else { "127.0.0.1" },
-        extra = opts.extra.replace("{tls_port}", &tls_port.to_string()),
+        extra = opts
+            .extra
+            .replace("{tls_port}", &tls_port.to_string())
+            .replace("{www}", &dir.join("www").display().to_string()),
     )
 }
 

@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
+// Returned once per lookup and matched at once: its size is never stored or moved about.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Lookup {
-    /// The open file, its metadata, whether it is a directory's `index.html`, and its whole
-    /// content when it is small (read here, on the blocking pool, to save a second trip).
-    File(File, Metadata, bool, Option<Bytes>),
+    /// The open file, its metadata, whether it is a directory's `index.html`, its whole
+    /// content when it is small, and its canonical path.
+    File(File, Metadata, bool, Option<Bytes>, PathBuf),
     AddSlash,
     NotFound,
     Forbidden,
@@ -74,7 +76,7 @@ pub(super) fn open_beneath(root: &Path, segments: &[String], trailing_slash: boo
     match file.metadata() {
         Ok(m) if m.is_file() => {
             let small = (m.len() <= SMALL_FILE).then(|| read_whole(&file, m.len())).flatten();
-            Lookup::File(file, m, is_index, small)
+            Lookup::File(file, m, is_index, small, path)
         }
         Ok(_) => Lookup::NotFound,
         Err(e) => Lookup::Error(format!("fstat `{}`: {e}", path.display())),

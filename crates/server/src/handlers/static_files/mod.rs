@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,11 +37,14 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
+use crate::config::{Codec, Compression};
+use crate::handlers::encoding;
 use crate::message::{Body, Head, Proto, Request, Response, SharedHead};
 
 mod lookup;
 mod path;
 mod range;
+mod variants;
 
 use super::conditional::*;
 use lookup::*;
@@ -51,16 +54,18 @@ use range::*;
 /// The handler of a route with `root`: the files under a directory.
 pub(crate) struct Files {
     root: PathBuf,
+    /// `[compression]`, when the route's responses may be compressed.
+    compression: Option<std::sync::Arc<Compression>>,
 }
 
 impl Files {
-    pub(crate) fn new(root: PathBuf) -> Self {
-        Self { root }
+    pub(crate) fn new(root: PathBuf, compression: Option<std::sync::Arc<Compression>>) -> Self {
+        Self { root, compression }
     }
 
     /// Serves `req` from the files under the root.
     pub(crate) async fn serve(&self, req: &Request) -> Response {
-        serve(&self.root, req).await
+        serve(self, req).await
     }
 
     /// Whether a request field named `name` (lower case) can change the answer to a GET or
@@ -70,20 +75,69 @@ impl Files {
     }
 
     /// What [`Files::serve`] answers to a GET (or, with `head_only`, a HEAD) for `path` that
-    /// carries none of the fields [`Files::selects`], when the file is in the small-file cache:
-    /// the shared whole-file fields and the whole content (none for HEAD). `None` when it is
-    /// not cached.
-    pub(crate) fn cached_whole(&self, path: &str, head_only: bool) -> Option<(SharedHead, Bytes)> {
-        cached_whole(&self.root, path, head_only)
+    /// carries none of the fields [`Files::selects`] and `accept` as its one `Accept-Encoding`
+    /// (if any), when the file is in the small-file cache and, if the answer is an encoded
+    /// variant, that variant is known: the shared whole-file fields and the whole content
+    /// (none for HEAD). `None` otherwise.
+    pub(crate) fn cached_whole(
+        &self,
+        path: &str,
+        head_only: bool,
+        accept: Option<&[u8]>,
+    ) -> Option<(SharedHead, Bytes)> {
+        let hit = cache::get(&self.root, path)?;
+        let f = &hit.fields;
+        let codec =
+            self.compression.as_deref().filter(|_| f.varies).and_then(|c| encoding::negotiate(accept, &c.codecs));
+        let Some(codec) = codec else { return Some(whole(f, &hit.content, head_only)) };
+        match f.variants[codec.index()].get()? {
+            Some(v) => Some(whole(&v.fields, v.content.as_ref()?, head_only)),
+            // None worth sending: the file as it is.
+            None => Some(whole(f, &hit.content, head_only)),
+        }
     }
 }
 
-/// Serves `req` from the files under `root`.
-async fn serve(root: &Path, req: &Request) -> Response {
+/// Serves `req` from the files of `files`. The lookup and the answer happen at once; only an
+/// encoded variant that is not known yet (the first request for it of a file version) waits,
+/// boxed: its future (a read and a compression on the blocking pool) would otherwise grow
+/// every request's.
+async fn serve(files: &Files, req: &Request) -> Response {
+    let (src, held, codec) = match lookup(files, req) {
+        Step::Done(resp) => return resp,
+        Step::Make(src, held, codec) => (src, held, codec),
+    };
+    let made = Box::pin(make_then_respond(files, req, src, held, codec));
+    made.await
+}
+
+/// The answer to `req`, or the variant to make before it can be given.
+enum Step {
+    Done(Response),
+    Make(Source, Held, Codec),
+}
+
+/// A file's fields while its variant is made: the cache entry's, or the request's own.
+enum Held {
+    Entry(std::sync::Arc<cache::Entry>),
+    Own(Box<Fields>),
+}
+
+impl Held {
+    fn fields(&self) -> &Fields {
+        match self {
+            Self::Entry(e) => &e.fields,
+            Self::Own(f) => f,
+        }
+    }
+}
+
+fn lookup(files: &Files, req: &Request) -> Step {
+    let root = &files.root;
     if req.method != Method::GET && req.method != Method::HEAD {
         let mut r = Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
         r.headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+        return Step::Done(r);
     }
     // The lookup (canonicalize, stat, open, and reading a small file) runs right here on the
     // worker, as nginx and h2o do: on local, cached metadata it takes microseconds, while a hop
@@ -94,29 +148,41 @@ async fn serve(root: &Path, req: &Request) -> Response {
     // Keyed by the path as sent: a hit skips resolving it (it resolved the same way when it
     // was put, and the entry is trusted only for the cache's TTL).
     if let Some(hit) = cache::get(root, &req.path) {
-        return respond(req, Source::Memory(hit.content.clone()), &hit.fields);
+        return negotiated(files, req, Source::Memory(hit.content.clone()), Held::Entry(hit));
     }
     let target = match resolve_path(&req.path) {
         Ok(t) => t,
-        Err(PathError::BadRequest(why)) => return Response::text(StatusCode::BAD_REQUEST, format!("{why}\n")),
-        Err(PathError::NotFound) => return not_found(),
+        Err(PathError::BadRequest(why)) => {
+            return Step::Done(Response::text(StatusCode::BAD_REQUEST, format!("{why}\n")))
+        }
+        Err(PathError::NotFound) => return Step::Done(not_found()),
     };
     let found = open_beneath(root, &target.segments, target.trailing_slash);
-    match found {
-        Lookup::File(file, meta, is_index, small) => {
+    Step::Done(match found {
+        Lookup::File(file, meta, is_index, small, path) => {
             let name = if is_index { Some("index.html") } else { target.segments.last().map(String::as_str) };
-            let fields = Fields::new(&meta, content_type(name), SystemTime::now());
-            match small {
+            let ctype = content_type(name);
+            let varies = files
+                .compression
+                .as_deref()
+                .is_some_and(|c| c.compresses(ctype.as_bytes()) && meta.len() >= c.min_size);
+            let mut fields = Fields::new(&meta, ctype, SystemTime::now());
+            if varies {
+                fields.varies = true;
+                fields.path = Some(path);
+                fields.full.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+            }
+            return match small {
                 // Only the canonical spelling of a path is cached: one entry per file, however
                 // many spellings clients send (each would hold its own copy: see W6 in
                 // docs/hardening.md).
                 Some(content) if canonical_spelling(&req.path, &target) => {
                     let entry = cache::put(root, &req.path, content, fields);
-                    respond(req, Source::Memory(entry.content.clone()), &entry.fields)
+                    negotiated(files, req, Source::Memory(entry.content.clone()), Held::Entry(entry))
                 }
-                Some(content) => respond(req, Source::Memory(content), &fields),
-                None => respond(req, Source::File(file), &fields),
-            }
+                Some(content) => negotiated(files, req, Source::Memory(content), Held::Own(Box::new(fields))),
+                None => negotiated(files, req, Source::File(file), Held::Own(Box::new(fields))),
+            };
         }
         Lookup::AddSlash => redirect_with_slash(&target.segments, req.query.as_deref()),
         Lookup::NotFound => not_found(),
@@ -133,7 +199,7 @@ async fn serve(root: &Path, req: &Request) -> Response {
             tracing::warn!("static file error: {e}");
             Response::text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
         }
-    }
+    })
 }
 
 /// Whether `path` is the canonical spelling of `target`: each segment percent-encoded as
@@ -206,6 +272,14 @@ pub(crate) struct Fields {
     /// The same in the HTTP/2 and HTTP/3 engines' form, made by the first such response and
     /// shared by the others over those protocols (see `Response::head`).
     wire: std::sync::OnceLock<SharedHead>,
+    /// Whether the answer depends on `Accept-Encoding` (the type is compressed and the file
+    /// long enough): then every answer says `Vary: accept-encoding`.
+    varies: bool,
+    /// The file's canonical path, for its variants (`variants.rs`); only when it `varies`.
+    path: Option<PathBuf>,
+    /// Its encoded variants by `Codec::index`, once looked up: `Some(None)` when none is worth
+    /// sending.
+    variants: [std::sync::OnceLock<Option<std::sync::Arc<variants::Variant>>>; 3],
 }
 
 impl Fields {
@@ -225,7 +299,17 @@ impl Fields {
         full.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
         full.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
         full.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        Self { v, len, ctype, etag, full, wire: std::sync::OnceLock::new() }
+        Self {
+            v,
+            len,
+            ctype,
+            etag,
+            full,
+            wire: std::sync::OnceLock::new(),
+            varies: false,
+            path: None,
+            variants: Default::default(),
+        }
     }
 }
 
@@ -248,20 +332,58 @@ const SELECTING: [HeaderName; 6] = [
     header::RANGE,
 ];
 
-/// What [`serve`] answers over HTTP/2 and HTTP/3 to a GET (or, with `head_only`, a HEAD) for
-/// `path` under `root` that carries none of [`SELECTING`], when the file is in the small-file
-/// cache: 200 with the shared whole-file fields and the whole content (none for HEAD), the
-/// same as `respond` gives. `None` when the file is not cached (`serve` looks it up).
-fn cached_whole(root: &Path, path: &str, head_only: bool) -> Option<(SharedHead, Bytes)> {
-    let hit = cache::get(root, path)?;
+/// The answer to a GET (or, with `head_only`, a HEAD) for the whole of a file in memory, as
+/// [`respond`] gives it over HTTP/2 and HTTP/3: the shared whole-file fields and the content.
+fn whole(f: &Fields, content: &Bytes, head_only: bool) -> (SharedHead, Bytes) {
     let body = if head_only {
         Bytes::new()
     } else {
         // As `Source::section(0, len)`: the content is the file's length (at most a chunk).
-        let len = usize::try_from(hit.fields.len).map_or(hit.content.len(), |l| l.min(hit.content.len()));
-        hit.content.slice(..len)
+        let len = usize::try_from(f.len).map_or(content.len(), |l| l.min(content.len()));
+        content.slice(..len)
     };
-    Some((hit.fields.wire(), body))
+    (f.wire(), body)
+}
+
+/// [`respond`] with the representation the request's `Accept-Encoding` selects: an encoded
+/// variant of a file whose type is compressed (`Fields::varies`), else the file as it is. A
+/// request for a range gets ranges of the file as it is (RFC 9110 §14: ranges of an encoded
+/// variant would be ranges of bytes no cache could combine with the identity's).
+fn negotiated(files: &Files, req: &Request, src: Source, held: Held) -> Step {
+    let f = held.fields();
+    if let Some(codec) = wanted(files, req, f) {
+        match variants::known(f, codec) {
+            Some(Some(v)) => {
+                if let Some(vsrc) = v.source() {
+                    return Step::Done(respond(req, vsrc, &v.fields));
+                }
+            }
+            // None worth sending.
+            Some(None) => {}
+            None => return Step::Make(src, held, codec),
+        }
+    }
+    Step::Done(respond(req, src, f))
+}
+
+/// The coding `req` gets for the file of `f`, if it gets one.
+fn wanted(files: &Files, req: &Request, f: &Fields) -> Option<Codec> {
+    let cfg = files.compression.as_deref().filter(|_| f.varies && !req.headers.contains_key(header::RANGE))?;
+    encoding::negotiate(req.headers.get_all(header::ACCEPT_ENCODING).iter().map(HeaderValue::as_bytes), &cfg.codecs)
+}
+
+/// Make the variant of `held`'s file in `codec`, then answer with it (or, if none is worth
+/// sending, with the file as it is).
+async fn make_then_respond(files: &Files, req: &Request, src: Source, held: Held, codec: Codec) -> Response {
+    let f = held.fields();
+    if let Some(cfg) = files.compression.as_deref() {
+        if let Some(v) = variants::variant(cfg, f, &src, codec).await {
+            if let Some(vsrc) = v.source() {
+                return respond(req, vsrc, &v.fields);
+            }
+        }
+    }
+    respond(req, src, f)
 }
 
 fn respond(req: &Request, src: Source, f: &Fields) -> Response {
@@ -275,9 +397,12 @@ fn respond(req: &Request, src: Source, f: &Fields) -> Response {
     } else {
         let honor_range = match evaluate(&req.headers, v) {
             Precondition::NotModified => {
-                // RFC 9110 §15.4.5: repeat ETag; no content metadata.
-                let mut headers = HeaderMap::with_capacity(1);
+                // RFC 9110 §15.4.5: repeat ETag and Vary; no content metadata.
+                let mut headers = HeaderMap::with_capacity(2);
                 headers.insert(header::ETAG, f.etag.clone());
+                if f.varies {
+                    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+                }
                 return Response::new(StatusCode::NOT_MODIFIED, headers, Body::Empty);
             }
             Precondition::Failed => {
@@ -423,7 +548,7 @@ mod tests {
     use super::*;
     use crate::message::{Proto, RequestBody};
     use std::fs;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
     fn req(method: Method, path: &str, hdrs: &[(&str, &str)]) -> Request {
@@ -484,7 +609,7 @@ mod tests {
     }
 
     async fn get(root: &Path, path: &str, hdrs: &[(&str, &str)]) -> (Response, Vec<u8>) {
-        let mut r = serve(root, &req(Method::GET, path, hdrs)).await;
+        let mut r = Files::new(root.to_path_buf(), None).serve(&req(Method::GET, path, hdrs)).await;
         let body = std::mem::replace(&mut r.body, Body::Empty);
         (r, collect(body).await)
     }
@@ -721,7 +846,7 @@ mod tests {
                 (StatusCode::PARTIAL_CONTENT, true, "2")
             );
             // And end to end, through the cache.
-            let r = serve(&root, &with(Method::GET, &[])).await;
+            let r = Files::new(root.clone(), None).serve(&with(Method::GET, &[])).await;
             assert!(r.head.is_some() && r.headers.is_empty());
             assert_eq!(collect(r.body).await, b"hello world");
         }
@@ -774,12 +899,13 @@ mod tests {
         let (r, body) = get(&root, "/zero.bin", &[("range", "bytes=0-")]).await;
         assert_eq!((r.status, body.len()), (StatusCode::RANGE_NOT_SATISFIABLE, 0));
 
-        let mut r = serve(&root, &req(Method::HEAD, "/hello.txt", &[("range", "bytes=0-1")])).await;
+        let mut r =
+            Files::new(root.clone(), None).serve(&req(Method::HEAD, "/hello.txt", &[("range", "bytes=0-1")])).await;
         assert_eq!(r.status, StatusCode::OK, "Range ignored for HEAD");
         assert_eq!(hdr(&r, "content-length"), "11");
         assert!(collect(std::mem::replace(&mut r.body, Body::Empty)).await.is_empty());
 
-        let r = serve(&root, &req(Method::POST, "/hello.txt", &[])).await;
+        let r = Files::new(root.clone(), None).serve(&req(Method::POST, "/hello.txt", &[])).await;
         assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(hdr(&r, "allow"), "GET, HEAD");
     }
