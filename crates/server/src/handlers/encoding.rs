@@ -357,6 +357,11 @@ pub(crate) fn strip_variant(tag: &[u8]) -> Option<(&[u8], Codec)> {
 /// strong tag too), so that a client revalidating a compressed response gets its 304. Which
 /// codings' tags were named: bits by `Codec::index`.
 pub(crate) fn unvary_preconditions(headers: &mut http::HeaderMap) -> u8 {
+    // One pass over the names first: most requests carry neither field, and each lookup below
+    // is a hash probe (two cost about 300 instructions a proxied request).
+    if !headers.keys().any(|n| n == http::header::IF_NONE_MATCH || n == http::header::IF_MATCH) {
+        return 0;
+    }
     let mut named = 0u8;
     for name in [http::header::IF_NONE_MATCH, http::header::IF_MATCH] {
         let values: Vec<http::HeaderValue> = headers.get_all(&name).iter().cloned().collect();
