@@ -326,3 +326,45 @@ fn server_sent_events_are_never_held_back_by_compression() {
     assert!(status.success(), "{err}");
     assert!(err.to_ascii_lowercase().contains("content-encoding: br"), "compressed: {err}");
 }
+
+#[test]
+fn http3_gets_the_same_variants() {
+    if !support::have_aioquic("http3_gets_the_same_variants") {
+        return;
+    }
+    let srv = server();
+    let (_origin, px) = proxied();
+    let js = script();
+    for (s, path) in [(&srv, "/app.js"), (&srv, "/small.css"), (&px, "/p/app.js")] {
+        let whole = if path == "/small.css" { fs::read(srv.www().join("small.css")).unwrap() } else { js.clone() };
+        let out_file = s.scratch("h3.body");
+        let url = s.https(path);
+        // Twice on one connection, one after the other: the second finds the variant made.
+        let out = support::run(
+            std::process::Command::new("python3")
+                .arg(support::h3client())
+                .args(["--insecure", "--serial", "--header", "accept-encoding: gzip, br"])
+                .arg(&url)
+                .arg(&url),
+            std::time::Duration::from_secs(60),
+        );
+        out.expect_success("h3client.py");
+        for line in out.stdout.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let headers = v["headers"].as_array().unwrap();
+            let field = |n: &str| headers.iter().find(|h| h[0] == n).and_then(|h| h[1].as_str()).map(str::to_owned);
+            assert_eq!(field("content-encoding").as_deref(), Some("br"), "{path}: {line}");
+            assert_eq!(field("vary").as_deref(), Some("accept-encoding"), "{path}: {line}");
+        }
+        let single = support::run(
+            std::process::Command::new("python3")
+                .arg(support::h3client())
+                .args(["--insecure", "--header", "accept-encoding: br", "--out"])
+                .arg(&out_file)
+                .arg(&url),
+            std::time::Duration::from_secs(60),
+        );
+        single.expect_success("h3client.py --out");
+        assert_eq!(decode("br", &fs::read(&out_file).unwrap()), whole, "{path}");
+    }
+}
