@@ -18,7 +18,9 @@
 #
 # Usage: scripts/bench-peers.sh [--runs N] [--servers sluice,h2o,nginx] [--no-build] [--keep]
 #   --runs N      runs per server (default 3)
-#   --servers L   comma-separated subset, in first-run order (default sluice,h2o,nginx)
+#   --servers L   comma-separated subset, in first-run order (default sluice,h2o,nginx); also
+#                 sluice-nometrics (Sluice with [admin] enabled = false: no metrics counted),
+#                 for the cost of the metrics side by side
 #   --no-build    use target/release/sluice as it is (default: cargo build --release -p sluice)
 #   --no-large    skip (b), the 100 MB downloads (small-response work: about a third of the time)
 #   --keep        keep the temp dir (configs, logs, raw h2load output)
@@ -74,12 +76,12 @@ declare -a ACTIVE=()
 IFS=, read -r -a WANTED <<<"$SERVERS"
 for s in "${WANTED[@]}"; do
   case "$s" in
-    sluice)
-      if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ]; then
+    sluice | sluice-nometrics)
+      if [ -z "${SLUICE_BIN:-}" ] && [ "$BUILD" -eq 1 ] && [ ! -x "$SLUICE" ]; then
         log "building sluice (cargo build --release -p sluice)"
         (cd "$REPO" && cargo build --release -p sluice) >&2 || die "cargo build failed"
       fi
-      if [ -x "$SLUICE" ]; then require_shipped_build "$SLUICE"; ACTIVE+=(sluice); else log "SKIP sluice: $SLUICE not found"; fi
+      if [ -x "$SLUICE" ]; then require_shipped_build "$SLUICE"; ACTIVE+=("$s"); else log "SKIP $s: $SLUICE not found"; fi
       ;;
     h2o)
       if command -v h2o >/dev/null 2>&1; then ACTIVE+=(h2o); else log "SKIP h2o: not installed (scripts/setup.sh)"; fi
@@ -87,7 +89,7 @@ for s in "${WANTED[@]}"; do
     nginx)
       if [ -x "$NGINX" ]; then ACTIVE+=(nginx); else log "SKIP nginx: not installed (scripts/setup.sh)"; fi
       ;;
-    *) die "unknown server '$s' (sluice, h2o, nginx)" ;;
+    *) die "unknown server '$s' (sluice, sluice-nometrics, h2o, nginx)" ;;
   esac
 done
 [ "${#ACTIVE[@]}" -gt 0 ] || die "no server to benchmark"
@@ -115,7 +117,7 @@ trap 'exit 130' INT TERM
 # h2o and nginx drop root privileges to nobody: everything they read must be world-readable.
 chmod 755 "$TMP"
 ROOT=$TMP/www
-mkdir -p "$ROOT" "$TMP/results" "$TMP/h2o" "$TMP/nginx" "$TMP/sluice/data"
+mkdir -p "$ROOT" "$TMP/results" "$TMP/h2o" "$TMP/nginx" "$TMP/sluice/data" "$TMP/sluice-nometrics"
 printf 'Hello, world!\n' >"$ROOT/hello.txt" # 14 bytes
 head -c "$LARGE_BYTES" /dev/zero >"$ROOT/large.bin"
 chmod 644 "$ROOT"/*
@@ -148,8 +150,12 @@ start_server() {
   local name=$1 port=$2 logf=$TMP/$1/server.log
   case "$name" in
     sluice)
-      fill "$BENCH/sluice.toml.in" "$port" >"$TMP/sluice/sluice.toml"
+      { fill "$BENCH/sluice.toml.in" "$port"; printf '\n[admin]\naddr = "127.0.0.1:%s"\n' "$(free_port)"; } >"$TMP/sluice/sluice.toml"
       "${PIN_SERVER[@]}" "$SLUICE" serve --config "$TMP/sluice/sluice.toml" >"$logf" 2>&1 &
+      ;;
+    sluice-nometrics)
+      { fill "$BENCH/sluice.toml.in" "$port"; printf '\n[admin]\nenabled = false\n'; } >"$TMP/sluice-nometrics/sluice.toml"
+      "${PIN_SERVER[@]}" "$SLUICE" serve --config "$TMP/sluice-nometrics/sluice.toml" >"$logf" 2>&1 &
       ;;
     h2o)
       static_peer h2o.conf.in "$TMP/h2o" "$port" >"$TMP/h2o/h2o.conf"
@@ -320,7 +326,7 @@ for name in "${ACTIVE[@]}"; do
 done
 echo
 if [ -n "${MED_SMALL[sluice]+x}" ]; then
-  for peer in h2o nginx; do
+  for peer in sluice-nometrics h2o nginx; do
     [ -n "${MED_SMALL[$peer]+x}" ] || continue
     echo "- Sluice/$peer: (a) req/s $(ratio "${MED_SMALL[sluice]}" "${MED_SMALL[$peer]}")x, CPU per request $(ratio "${MED_SCPU[sluice]}" "${MED_SCPU[$peer]}")x; (b) MB/s $(ratio "${MED_LARGE[sluice]}" "${MED_LARGE[$peer]}")x; (c) h1 req/s $(ratio "${MED_H1[sluice]}" "${MED_H1[$peer]}")x, CPU per request $(ratio "${MED_HCPU[sluice]}" "${MED_HCPU[$peer]}")x (ratios of medians)"
   done

@@ -4,7 +4,8 @@
 #           iproute2 (ip netns, for the lab), nodejs (an upstream of the reverse-proxy tests)
 #   go:     h2spec (go install; linked into /usr/local/bin when root)
 #   rustup: the rustfmt and clippy components
-#   pip:    aioquic (HTTP/3 client), grpcio and websockets (reverse-proxy tests)
+#   pip:    aioquic (HTTP/3 client), grpcio and websockets (reverse-proxy tests),
+#           prometheus_client (the metrics test's parser)
 # Fast when everything is present: it only checks. `apt-get update` runs only when an apt
 # package is missing. Without root, missing tools are reported and skipped; the tests that
 # need them print a SKIP note instead of failing. Under CI=true a tool that is still missing at
@@ -149,8 +150,9 @@ else
     warn "pip install aioquic failed; the HTTP/3 tests with aioquic will skip"
 fi
 
-# --- python: grpcio and websockets, real peers of the reverse-proxy tests --------------------
-for pkg in 'grpcio==1.76.0:grpc' 'websockets==15.0.1:websockets'; do
+# --- python: grpcio and websockets, real peers of the reverse-proxy tests; prometheus_client,
+# the parser the metrics test reads /metrics with --------------------------------------------
+for pkg in 'grpcio==1.76.0:grpc' 'websockets==15.0.1:websockets' 'prometheus_client==0.26.0:prometheus_client'; do
   spec=${pkg%%:*}
   module=${pkg##*:}
   if python3 -c "import $module" 2>/dev/null; then
@@ -159,7 +161,7 @@ for pkg in 'grpcio==1.76.0:grpc' 'websockets==15.0.1:websockets'; do
     log "installing: $spec (pip)"
     python3 -m pip install -q "$spec" 2>/dev/null ||
       python3 -m pip install -q --break-system-packages "$spec" ||
-      warn "pip install $spec failed; the proxy tests that need $module will skip"
+      warn "pip install $spec failed; the tests that need $module will skip"
   fi
 done
 

@@ -208,6 +208,19 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         }
         tokio::spawn(io::listen::accept_loop(listener, tls, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
     }
+    if let Some(addr) = state.cfg.admin.addr {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => {
+                let local = l.local_addr().map_err(|e| e.to_string())?;
+                tracing::info!("admin listener on http://{local} (/metrics, /healthz, /readyz)");
+                println!("sluice: admin on http://{local} (/metrics, /healthz, /readyz)");
+                tokio::spawn(io::admin::serve(l, state.clone(), shutdown_rx.clone()));
+            }
+            Err(e) if state.cfg.admin.explicit => return Err(format!("cannot listen on {addr} ([admin] addr): {e}")),
+            // The default address taken (another Sluice on this machine): serve without it.
+            Err(e) => tracing::warn!(%addr, %e, "admin listener not started (set [admin] addr to another address)"),
+        }
+    }
     drop(alive_tx);
     wait_for_signal().await;
     tracing::info!(drain = ?state.cfg.timeouts.drain, "shutting down: no new connections, draining open ones");

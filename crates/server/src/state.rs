@@ -32,6 +32,8 @@ pub(crate) struct State {
     /// a route's answers can be made inline (`app::respond::answer_inline`). A configuration
     /// without one (a reverse proxy's) skips that attempt for every request.
     pub(crate) inline_routes: bool,
+    /// Every route's metrics id (`message::metrics::route_id`), as `handlers`.
+    pub(crate) route_ids: Vec<Vec<u32>>,
 }
 
 impl State {
@@ -80,7 +82,27 @@ impl State {
                 && r.early_hints.is_empty()
                 && r.headers.is_empty()
         });
-        Self { cfg, h2, h3, window_budget, send_budget, congestion, upstreams, handlers, speedtest, inline_routes }
+        let route_ids = cfg
+            .sites
+            .iter()
+            .map(|s| {
+                let site = s.hosts.first().map_or("default", String::as_str);
+                s.routes.iter().map(|r| crate::message::metrics::route_id(site, &r.path)).collect()
+            })
+            .collect();
+        Self {
+            cfg,
+            h2,
+            h3,
+            window_budget,
+            send_budget,
+            congestion,
+            upstreams,
+            handlers,
+            speedtest,
+            inline_routes,
+            route_ids,
+        }
     }
 
     /// The minimum-progress rule for a connection's writes and an HTTP/1.1 request body's

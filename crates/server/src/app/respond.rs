@@ -14,7 +14,8 @@ use http::{HeaderMap, StatusCode};
 use sluice_http::{Field, HeadFields, PackedFields, RequestHead};
 use tokio::sync::Semaphore;
 
-use crate::message::accesslog::{AccessLog, Note as _};
+use crate::message::accesslog::{AccessLog, Record};
+use crate::message::metrics::Tally;
 use crate::message::ExchangeRef;
 use crate::message::{Body, Head, Proto, Refusal, Request, RequestBody, Response, CHUNK};
 use crate::state::State;
@@ -216,14 +217,13 @@ pub(crate) struct Prepared {
     pub(crate) body: Body,
     /// No body goes out (HEAD, 204, 304, or an empty body without trailers).
     pub(crate) no_body: bool,
-    /// Its access-log line, written when this drops; `None` without an access log (boxed: a
-    /// response moves a few times on its way, and the line is about 200 bytes).
-    pub(crate) log: Option<Box<AccessLog>>,
+    /// Its access-log line and metrics tally, written and counted when this drops.
+    pub(crate) log: Record,
 }
 
 /// The access-log line of a request being answered, and what its answer needs to know.
 pub(crate) struct Admitted {
-    log: Option<Box<AccessLog>>,
+    log: Record,
     proto: Proto,
     head_only: bool,
 }
@@ -233,9 +233,12 @@ pub(crate) struct Admitted {
 /// the limit; with `Alt-Svc`). `None` hands the request on to the router.
 pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted, Option<Response>) {
     // Without an access log, the line is not made: no copies, no clock, no counters' handle.
-    let log = state.cfg.access_log.then(|| {
-        Box::new(access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.exchange.clone()))
-    });
+    let log = Record {
+        line: state.cfg.access_log.then(|| {
+            Box::new(access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.exchange.clone()))
+        }),
+        tally: if state.cfg.admin.metrics { Tally::start(req.proto) } else { Tally::off() },
+    };
     let head_only = req.method == http::Method::HEAD;
     // A body known to be empty declares no length over the limit (the engines refuse a
     // request that ends with its head but declares content, RFC 9113 §8.1.1): no lookup.
@@ -250,6 +253,7 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
     } else if let Some(r) = conn.misdirected(&req.authority) {
         Some(r)
     } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {
+        crate::message::metrics::limit(crate::message::metrics::Limit::RequestBody);
         Some(Response::text(StatusCode::PAYLOAD_TOO_LARGE, "request body larger than limits.max_request_body\n"))
     } else if req.path == "*" {
         Some(server_wide(&req.method))
@@ -314,10 +318,9 @@ pub(crate) struct Inline {
     pub(crate) wire: Option<crate::message::SharedHead>,
     /// The whole body; empty: none (the head ends the stream).
     pub(crate) body: Bytes,
-    /// Its access-log line, written when this drops: set `bytes_out` and `outcome` first.
-    /// `None` without an access log: the line would be made and moved for nothing (about 150
-    /// instructions a request); boxed, so that an answer moves 72 bytes rather than 224.
-    pub(crate) log: Option<Box<AccessLog>>,
+    /// Its access-log line and metrics tally, written and counted when this drops: set the
+    /// bytes and the outcome first.
+    pub(crate) log: Record,
 }
 
 impl Inline {
@@ -332,10 +335,8 @@ impl Inline {
 
     /// How the exchange ended, and the body bytes handed on, for the log line.
     pub(crate) fn ended(&mut self, outcome: &'static str, bytes_out: u64) {
-        if let Some(log) = &mut self.log {
-            log.outcome = outcome;
-            log.bytes_out = bytes_out;
-        }
+        self.log.ended(outcome);
+        self.log.sent(bytes_out);
     }
 }
 
@@ -407,18 +408,26 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     if state.speedtest.claims(path) {
         return None;
     }
-    let (route, handler) = crate::app::router::route(state, authority, path)?;
+    let (route, handler, route_id) = crate::app::router::route(state, authority, path)?;
     let Handler::Files(files) = handler else { return None };
     if !route.early_hints.is_empty() || !route.headers.is_empty() {
         return None;
     }
     let (wire, body) = files.cached_whole(path, head_only, accept)?;
-    let log = state.cfg.access_log.then(|| {
-        let method = if head_only { http::Method::HEAD } else { http::Method::GET };
-        let mut log = access_log(proto, conn.peer, &method, authority, path, NO_COUNTS.clone());
-        log.status = 200;
-        Box::new(log)
-    });
+    let mut log = Record {
+        line: state.cfg.access_log.then(|| {
+            let method = if head_only { http::Method::HEAD } else { http::Method::GET };
+            Box::new(access_log(proto, conn.peer, &method, authority, path, NO_COUNTS.clone()))
+        }),
+        tally: if state.cfg.admin.metrics {
+            let mut t = Tally::start(proto);
+            t.route = route_id;
+            t
+        } else {
+            Tally::off()
+        },
+    };
+    log.answered(200);
     // As `send` makes them: the prebuilt fields, then the map's (`Alt-Svc` from the router),
     // which `Inline::fields` adds.
     Some(Inline { wire: Some(wire), body, log })
@@ -442,11 +451,9 @@ pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
     let Response { status, head, headers, body } = resp;
     let no_body =
         head_only || body.is_empty() || status == StatusCode::NOT_MODIFIED || status == StatusCode::NO_CONTENT;
-    if let Some(log) = &mut log {
-        log.status = status.as_u16();
-        if no_body {
-            log.outcome = "ok";
-        }
+    log.answered(status.as_u16());
+    if no_body {
+        log.ended("ok");
     }
     Prepared { status, head, headers, body, no_body, log }
 }
@@ -455,9 +462,13 @@ pub(crate) fn finish(a: Admitted, resp: Response) -> Prepared {
 /// is borrowed: passed on by value, each `async fn` layer would keep a copy of it in its future
 /// (an `async fn` keeps each argument as passed and as moved into its body).
 pub(crate) async fn prepare(req: &mut Request, state: &State, conn: &ConnInfo) -> Prepared {
-    let (admitted, refused) = admit(req, state, conn);
+    let (mut admitted, refused) = admit(req, state, conn);
     let resp = match refused {
-        None => crate::app::router::dispatch(state, req, conn.alt_svc.as_ref()).await,
+        None => {
+            let (resp, route) = crate::app::router::dispatch(state, req, conn.alt_svc.as_ref()).await;
+            admitted.log.tally.route = route;
+            resp
+        }
         Some(resp) => resp,
     };
     finish(admitted, resp)

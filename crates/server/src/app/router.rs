@@ -11,24 +11,24 @@ use crate::handlers::Handler;
 use crate::message::{Interim, Request, Response};
 use crate::state::State;
 
-/// The route and its handler for `path` on the site serving `authority`.
-pub(crate) fn route<'a>(state: &'a State, authority: &str, path: &str) -> Option<(&'a Route, &'a Handler)> {
+/// The route, its handler and its metrics id for `path` on the site serving `authority`.
+pub(crate) fn route<'a>(state: &'a State, authority: &str, path: &str) -> Option<(&'a Route, &'a Handler, u32)> {
     let (site, route) = state.cfg.route_for(authority, path)?;
-    Some((&state.cfg.sites[site].routes[route], state.handler(site, route)))
+    Some((&state.cfg.sites[site].routes[route], state.handler(site, route), state.route_ids[site][route]))
 }
 
-/// Answer one request. `alt_svc` goes into the response before the route's header rules, so a
-/// rule can change or remove it.
-pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&http::HeaderValue>) -> Response {
+/// Answer one request, and say which route did (its metrics id; 0: none). `alt_svc` goes into
+/// the response before the route's header rules, so a rule can change or remove it.
+pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&http::HeaderValue>) -> (Response, u32) {
     if state.speedtest.claims(&req.path) {
         let mut resp = state.speedtest.serve_claimed(req).await;
         add_alt_svc(&mut resp, alt_svc);
-        return resp;
+        return (resp, 0);
     }
-    let Some((route, handler)) = route(state, &req.authority, &req.path) else {
+    let Some((route, handler, id)) = route(state, &req.authority, &req.path) else {
         let mut resp = Response::text(StatusCode::NOT_FOUND, "no site or route is configured for this host and path\n");
         add_alt_svc(&mut resp, alt_svc);
-        return resp;
+        return (resp, 0);
     };
     if !handler.sends_own_hints()
         && !route.early_hints.is_empty()
@@ -44,6 +44,7 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
             req.exchange
                 .hints
                 .fetch_or(crate::message::accesslog::HINTS_CONFIGURED, std::sync::atomic::Ordering::Relaxed);
+            crate::message::metrics::hint(crate::message::accesslog::HINTS_CONFIGURED);
         }
     }
     let compress = state.cfg.compression.enabled && route.compress;
@@ -76,7 +77,7 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
     if compress && !matches!(handler, Handler::Files(_) | Handler::Speedtest(_)) {
         crate::handlers::encoding::encode_response(&state.cfg.compression, req, revalidated, &mut resp);
     }
-    resp
+    (resp, id)
 }
 
 /// Add the connection's `Alt-Svc` to `resp`, if it has one (RFC 7838). In place: a response

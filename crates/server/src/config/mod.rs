@@ -15,12 +15,14 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+mod admin;
 mod compression;
 mod defaults;
 mod raw;
 mod site;
 mod upstream;
 
+pub(crate) use admin::Admin;
 pub(crate) use compression::{Codec, Compression};
 use defaults::{
     DEFAULT_MAX_DOWNLOAD, DEFAULT_PLAIN_PORT, DEFAULT_TLS_PORT, MAX_HEADER_TABLE_SIZE, MIN_HEADER_LIST_SIZE,
@@ -62,6 +64,8 @@ pub(crate) struct Config {
     pub(crate) proxy: ProxySettings,
     /// `[compression]`: content codings of responses.
     pub(crate) compression: Compression,
+    /// `[admin]`: the admin listener and metrics.
+    pub(crate) admin: Admin,
 }
 
 /// The QUIC congestion controllers quinn offers.
@@ -366,6 +370,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         upstreams: Vec::new(),
         proxy: ProxySettings::default(),
         compression: Compression::default(),
+        admin: Admin::default(),
     }
 }
 
@@ -456,6 +461,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     let tcp = tcp(&src, &raw.tcp)?;
     let quic = quic(&src, &raw.quic)?;
     let compression = compression::compression(&src, &raw.compression)?;
+    let admin = admin::admin(&src, &raw.admin, &listeners)?;
     Ok(Config {
         data_dir,
         listeners,
@@ -471,6 +477,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         upstreams,
         proxy,
         compression,
+        admin,
     })
 }
 

@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     pub(super) proxy: super::upstream::RawProxy,
     #[serde(default)]
     pub(super) compression: super::compression::RawCompression,
+    #[serde(default)]
+    pub(super) admin: super::admin::RawAdmin,
 }
 
 #[derive(Deserialize, Default)]

@@ -339,7 +339,8 @@ pub(crate) fn encode_response(cfg: &Compression, req: &Request, revalidated: u8,
         h.insert(header::ETAG, tag);
     }
     let inner = std::mem::replace(&mut resp.body, Body::Empty);
-    resp.body = Body::Source(Box::new(Encoded { inner, encoder: Some(encoder), _slot: slot }));
+    resp.body =
+        Body::Source(Box::new(Encoded { inner, encoder: Some(encoder), _slot: slot, codec, read: 0, written: 0 }));
 }
 
 /// `W/"tag-br"` (a variant's tag as [`encode_response`] makes it): the identity's tag,
@@ -414,6 +415,16 @@ struct Encoded {
     /// `None` once finished.
     encoder: Option<Encoder>,
     _slot: Option<Slot>,
+    codec: Codec,
+    /// Bytes in and out so far, for the metrics.
+    read: u64,
+    written: u64,
+}
+
+impl Drop for Encoded {
+    fn drop(&mut self) {
+        crate::message::metrics::compressed(self.codec.index(), self.read, self.written);
+    }
 }
 
 fn poll_inner(
@@ -439,7 +450,10 @@ impl BodySource for Encoded {
         loop {
             let Some(enc) = self.encoder.as_mut() else { return Poll::Ready(None) };
             let out = match std::task::ready!(poll_inner(&mut self.inner, cx, max.min(PIECE))) {
-                Some(Ok(data)) => enc.push(&data),
+                Some(Ok(data)) => {
+                    self.read += data.len() as u64;
+                    enc.push(&data)
+                }
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => match self.encoder.take() {
                     Some(enc) => enc.finish(),
@@ -448,7 +462,10 @@ impl BodySource for Encoded {
             };
             match out {
                 Ok(b) if b.is_empty() => continue,
-                Ok(b) => return Poll::Ready(Some(Ok(b))),
+                Ok(b) => {
+                    self.written += b.len() as u64;
+                    return Poll::Ready(Some(Ok(b)));
+                }
                 Err(e) => {
                     self.encoder = None;
                     return Poll::Ready(Some(Err(e)));

@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::app::respond::{prepare, ConnInfo, Prepared};
-use crate::message::accesslog::AccessLog;
+use crate::message::accesslog::Record;
 use crate::message::ExchangeRef;
 use crate::message::{Body, Proto, Refusal, Request, RequestBody, CHUNK};
 use crate::state::State;
@@ -156,7 +156,7 @@ pub(crate) struct H1Body {
     /// The body's trailer section, sent after its last chunk (chunked encoding; hyper sends
     /// trailers only to clients that said `TE: trailers`).
     trailers: Option<http::HeaderMap>,
-    log: Option<Box<AccessLog>>,
+    log: Record,
 }
 
 impl http_body::Body for H1Body {
@@ -209,26 +209,21 @@ impl H1Body {
     ) -> Option<Result<Frame<Bytes>, std::io::Error>> {
         match r {
             None => {
-                if let Some(log) = &mut self.log {
-                    log.outcome = "ok";
-                }
-                self.log = None;
+                self.log.ended("ok");
+                // Written and counted now: the exchange is over.
+                self.log = Record::default();
                 body.take_trailers().filter(|t| !t.is_empty()).map(|t| Ok(Frame::trailers(t)))
             }
             Some(Ok(chunk)) => {
-                if let Some(log) = &mut self.log {
-                    log.bytes_out += chunk.len() as u64;
-                    if self.len.is_some_and(|l| l == log.bytes_out) {
-                        log.outcome = "ok";
-                    }
+                self.log.sent(chunk.len() as u64);
+                if self.len.is_some_and(|l| l == self.log.bytes_out()) {
+                    self.log.ended("ok");
                 }
                 self.body = Some(body);
                 Some(Ok(Frame::data(chunk)))
             }
             Some(Err(e)) => {
-                if let Some(log) = &mut self.log {
-                    log.outcome = "body error";
-                }
+                self.log.ended("body error");
                 Some(Err(e))
             }
         }

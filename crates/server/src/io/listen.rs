@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::app::respond::ConnInfo;
 use crate::io::progress::WriteProgress;
+use crate::message::Proto;
 use crate::state::State;
 use sluice_tls::certs::{Served, ServedCert};
 use sluice_tls::TlsStream;
@@ -45,6 +46,9 @@ pub(crate) async fn accept_loop(
     loop {
         // Take a connection slot before accepting: at the limit, new connections wait in the
         // kernel's backlog instead of being accepted and dropped.
+        if limit.available_permits() == 0 {
+            crate::message::metrics::limit(crate::message::metrics::Limit::Connections);
+        }
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p {
                 Ok(p) => p,
@@ -108,21 +112,27 @@ async fn serve_connection(
         // its scope ends, and the TLS stream (1,384 bytes) would stay beside the protocol's
         // future that owns it.
         let (stream, info, h2) = {
+            let events = crate::message::metrics::events();
             let stream = match tokio::time::timeout(header_timeout, TlsStream::accept(tcp, t.config.clone())).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, %e, "TLS handshake failed");
+                    events.tls_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
                 Err(_) => {
                     tracing::debug!(%peer, "TLS handshake timed out");
+                    events.tls_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
             };
+            let done = if stream.resumed() { &events.tls_resumed } else { &events.tls_ok };
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let served = Served::for_sni(&t.certs, stream.server_name(), t.port);
             let h2 = stream.alpn_protocol() == Some(b"h2");
             (stream, ConnInfo::new(peer, true, t.alt_svc.as_ref(), served), h2)
         };
+        let _open = crate::message::metrics::Connection::open(if h2 { Proto::Http2 } else { Proto::Http1 });
         if h2 {
             crate::io::h2::serve(stream, fd, Bytes::new(), info, state, shutdown).await;
         } else {
@@ -154,10 +164,12 @@ async fn serve_connection(
     match classify(&prefix) {
         Some(Cleartext::H2) => {
             let info = ConnInfo::new(peer, false, None, None);
+            let _open = crate::message::metrics::Connection::open(Proto::Http2);
             crate::io::h2::serve(tcp, fd, prefix, info, state, shutdown).await
         }
         Some(Cleartext::H1) => {
             let info = ConnInfo::new(peer, false, None, None);
+            let _open = crate::message::metrics::Connection::open(Proto::Http1);
             Box::pin(crate::io::h1::serve(Rewind { prefix, inner: tcp }, info, state, shutdown)).await
         }
         Some(Cleartext::Neither) | None => {

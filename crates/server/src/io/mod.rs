@@ -3,6 +3,7 @@
 //! stream layer the HTTP/2 and HTTP/3 drivers share, and the glue that applies the transport
 //! policy of `sluice_tune` (TCP_INFO readings, quinn's congestion controller).
 
+pub(crate) mod admin;
 pub(crate) mod date;
 pub(crate) mod h1;
 pub(crate) mod h2;

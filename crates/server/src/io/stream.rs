@@ -497,6 +497,7 @@ impl Streams {
     pub(crate) fn body(&mut self, id: u64, data: Bytes, end_stream: bool, window: Option<u32>) -> BodyVerdict {
         let Some(s) = self.map.get_mut(&id) else { return BodyVerdict::Taken };
         let total = s.room.counters.bytes_in.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+        crate::message::metrics::bytes_in(self.proto, data.len() as u64);
         if let Some(w) = window {
             s.room.counters.recv_window.fetch_max(u64::from(w), Ordering::Relaxed);
         }

@@ -4,6 +4,7 @@
 
 pub(crate) mod accesslog;
 pub(crate) mod body;
+pub(crate) mod metrics;
 pub(crate) mod request;
 pub(crate) mod response;
 

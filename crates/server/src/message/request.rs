@@ -303,6 +303,7 @@ impl RequestBody {
         let item = self.chunk_inner().await;
         if let (Some(Ok(b)), Some(seen)) = (&item, &self.seen) {
             let total = seen.bytes_in.fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed) + b.len() as u64;
+            crate::message::metrics::bytes_in(Proto::Http1, b.len() as u64);
             if total > self.limit {
                 self.inner = BodyRx::Empty;
                 return Some(Err(BodyError::TooLarge));

@@ -244,6 +244,8 @@ pub(crate) struct Server {
     pub(crate) tls_port: u16,
     /// Cleartext listener (HTTP/1.1, h2c prior knowledge).
     pub(crate) plain_port: u16,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub(crate) admin_port: u16,
     /// Holds `www/` (the document root), `data/`, `sluice.toml`, `server.log` and scratch files.
     dir: TempDir,
 }
@@ -261,9 +263,10 @@ impl Server {
         for _attempt in 0..3 {
             let dir = tempfile::Builder::new().prefix("sluice-it-").tempdir().expect("temp dir");
             let (tls_port, plain_port) = free_ports();
+            let admin_port = free_port();
             write_site(dir.path());
             let config = dir.path().join("sluice.toml");
-            fs::write(&config, config_text(dir.path(), tls_port, plain_port, opts)).expect("write config");
+            fs::write(&config, config_text(dir.path(), tls_port, plain_port, admin_port, opts)).expect("write config");
             let log = fs::File::create(dir.path().join("server.log")).expect("create server.log");
             let mut cmd = Command::new(sluice_bin());
             if let Some(filter) = opts.log {
@@ -279,7 +282,7 @@ impl Server {
                 .stderr(log)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", sluice_bin().display()));
-            let mut server = Self { child: Some(child), tls_port, plain_port, dir };
+            let mut server = Self { child: Some(child), tls_port, plain_port, admin_port, dir };
             match server.wait_ready() {
                 Ok(()) => return server,
                 Err((why, exited)) => {
@@ -337,6 +340,11 @@ impl Server {
     /// `http://127.0.0.1:PORT{path}`.
     pub(crate) fn http(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.plain_port)
+    }
+
+    /// `http://127.0.0.1:ADMIN_PORT{path}`.
+    pub(crate) fn admin(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.admin_port)
     }
 
     /// Everything the server printed so far.
@@ -417,7 +425,7 @@ fn write_site(dir: &Path) {
     fs::write(dir.join("secret.txt"), SECRET).expect("write secret");
 }
 
-fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> String {
+fn config_text(dir: &Path, tls_port: u16, plain_port: u16, admin_port: u16, opts: &Options) -> String {
     // TOML literal strings: temp paths contain no single quotes.
     format!(
         "data_dir = '{data}'\n\
@@ -436,6 +444,9 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, opts: &Options) -> St
          \n\
          [speedtest]\n\
          enabled = true\n\
+         \n\
+         [admin]\n\
+         addr = \"127.0.0.1:{admin_port}\"\n\
          \n\
          [timeouts]\n\
          drain_secs = {drain}\n\

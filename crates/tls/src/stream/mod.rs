@@ -98,6 +98,8 @@ pub struct TlsStream<IO> {
     failed: Option<rustls::Error>,
     /// The name the client asked for (SNI), if it did.
     sni: Option<Box<str>>,
+    /// The handshake resumed a session (a ticket or session id the client offered).
+    resumed: bool,
 }
 
 /// What protects the records: rustls during the handshake and for TLS 1.2; for TLS 1.3, once
@@ -142,10 +144,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             closing: false,
             failed: None,
             sni: None,
+            resumed: false,
         };
         std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
         if let Engine::Rustls(conn) = &s.engine {
             s.alpn = conn.alpn_protocol().map(Box::from);
+            s.resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
         }
         s.take_over()?;
         if s.out.is_empty() {
@@ -172,6 +176,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// The server name the client sent (SNI).
     pub fn server_name(&self) -> Option<&str> {
         self.sni.as_deref()
+    }
+
+    /// Whether the handshake resumed an earlier session.
+    pub fn resumed(&self) -> bool {
+        self.resumed
     }
 }
 

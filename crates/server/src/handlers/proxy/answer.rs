@@ -68,7 +68,7 @@ pub(super) fn switch(
     let (Some(down), Some((io, pre))) = (client.take().filter(|_| asked), upstream) else {
         let err = ProxyError::new(ErrorType::HttpProtocolError, "a 101 that was not asked for");
         tracing::warn!(upstream = %up.name, "502: {}", err.detail);
-        return err.response(&up.name);
+        return up.fail_response(&err);
     };
     let mut fields = answer.fields.into_map();
     let proto = fields.get(http::header::UPGRADE).cloned();

@@ -58,9 +58,10 @@ pub(super) async fn forward<'u>(
                 "no server is up (ejected or failing health checks)",
             );
             tracing::warn!(upstream = %up.name, "503: {}", err.detail);
-            return Err(err.response(&up.name));
+            return Err(up.fail_response(&err));
         };
         let active = up.begin(i);
+        let sent_at = std::time::Instant::now();
         let out = body.take().unwrap_or_else(UpBody::empty);
         let head = |o: &mut Vec<u8>| plan.write_h1_head(o);
         let length = plan.declared;
@@ -98,6 +99,7 @@ pub(super) async fn forward<'u>(
                 }
                 if interim.send(status, &h) && code == 103 {
                     counters.hints.fetch_or(accesslog::HINTS_UPSTREAM, Ordering::Relaxed);
+                    crate::message::metrics::hint(accesslog::HINTS_UPSTREAM);
                 }
             };
             match &plan.h2 {
@@ -122,13 +124,13 @@ pub(super) async fn forward<'u>(
         };
         let f = match attempt {
             Ok(answer) => {
-                up.succeeded(i);
+                up.answered(i, sent_at.elapsed());
                 return Ok((answer, active));
             }
             Err(f) => f,
         };
         if matches!(f.err.blame, Blame::Client(_)) {
-            return Err(f.err.response(&up.name));
+            return Err(up.fail_response(&f.err));
         }
         if f.err.blame == Blame::Server {
             up.failed(i, &f.err);
@@ -148,14 +150,15 @@ pub(super) async fn forward<'u>(
             }
             None => {
                 log_failure(up, i, &f.err, "no retry: the request may have reached the upstream");
-                return Err(f.err.response(&up.name));
+                return Err(up.fail_response(&f.err));
             }
         }
         if budget == 0 {
             log_failure(up, i, &f.err, "retries used up");
-            return Err(f.err.response(&up.name));
+            return Err(up.fail_response(&f.err));
         }
         budget -= 1;
+        up.retries.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(upstream = %up.name, server = %up.servers[i].addr, error = %f.err.kind, "retrying");
         tried.push(i);
         fresh = stale;

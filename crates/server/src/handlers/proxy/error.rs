@@ -40,6 +40,27 @@ pub(crate) enum ErrorType {
 }
 
 impl ErrorType {
+    /// Every type, in the order metrics count them ([`ErrorType::index`]).
+    pub(crate) const ALL: [Self; 12] = [
+        Self::DestinationUnavailable,
+        Self::DnsError,
+        Self::ConnectionRefused,
+        Self::ConnectionTimeout,
+        Self::ConnectionTerminated,
+        Self::ConnectionLimitReached,
+        Self::TlsProtocolError,
+        Self::TlsCertificateError,
+        Self::HttpProtocolError,
+        Self::HttpResponseHeaderSectionSize,
+        Self::HttpResponseTimeout,
+        Self::ProxyInternalResponse,
+    ];
+
+    /// Its place in [`ErrorType::ALL`].
+    pub(crate) fn index(self) -> usize {
+        Self::ALL.iter().position(|t| *t == self).unwrap_or(0)
+    }
+
     /// The name `Proxy-Status` carries.
     pub(crate) fn as_str(self) -> &'static str {
         match self {

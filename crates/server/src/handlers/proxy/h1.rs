@@ -47,11 +47,28 @@ pub(crate) struct Conn {
     /// the timer fires.
     pub(crate) head_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    _open: Option<OpenCount>,
+}
+
+/// One of a server's open connections, counted while it lives.
+struct OpenCount(std::sync::Arc<std::sync::atomic::AtomicI64>);
+
+impl Drop for OpenCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Conn {
     pub(crate) fn new(io: Box<dyn Io>, slot: Option<tokio::sync::OwnedSemaphorePermit>) -> Self {
-        Self { io, buf: BytesMut::new(), out: Vec::new(), reused: false, head_timer: None, _slot: slot }
+        Self { io, buf: BytesMut::new(), out: Vec::new(), reused: false, head_timer: None, _slot: slot, _open: None }
+    }
+
+    /// The same, counted in `open` while it lives (its server's open connections).
+    pub(crate) fn counted(mut self, open: std::sync::Arc<std::sync::atomic::AtomicI64>) -> Self {
+        open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self._open = Some(OpenCount(open));
+        self
     }
 
     /// Whether an idle connection can take a request: nothing has arrived on it, not even

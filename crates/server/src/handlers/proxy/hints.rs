@@ -415,6 +415,11 @@ pub(super) fn send_early(
         return Vec::new();
     }
     req.exchange.hints.fetch_or(flags, std::sync::atomic::Ordering::Relaxed);
+    for source in [HINTS_CONFIGURED, HINTS_LEARNED] {
+        if flags & source != 0 {
+            crate::message::metrics::hint(source);
+        }
+    }
     links
 }
 

@@ -35,6 +35,7 @@ use http::{HeaderValue, StatusCode};
 use crate::config::ProxySettings;
 use crate::message::{Request, RequestBody, Response};
 use body::UpBody;
+pub(crate) use error::ErrorType;
 pub(crate) use upstream::{Active, Upstream};
 
 /// The handler of a route with `proxy = "name"`.

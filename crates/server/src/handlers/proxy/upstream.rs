@@ -3,7 +3,7 @@
 //! requests in progress on each server.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,47 @@ pub(crate) struct ServerState {
     ever_ejected: AtomicBool,
     /// The active health check's verdict (true when there is none).
     pub(super) healthy: AtomicBool,
+    /// What the metrics read of it.
+    pub(crate) stats: ServerStats,
+}
+
+/// What a server's exchanges add up to, for the metrics.
+#[derive(Default)]
+pub(crate) struct ServerStats {
+    /// Requests sent (attempts, retries included).
+    pub(crate) requests: AtomicU64,
+    /// Times passive health ejected it.
+    pub(crate) ejections: AtomicU64,
+    /// HTTP/1.1 connections open (busy and idle); shared with each connection.
+    pub(crate) open_h1: Arc<AtomicI64>,
+    /// Time from sending a request to its response head, counted per bucket of
+    /// `metrics::BUCKETS` (the last: above them), and its sum in microseconds.
+    pub(crate) ttfb: [AtomicU64; crate::message::metrics::BUCKETS.len() + 1],
+    pub(crate) ttfb_us: AtomicU64,
+}
+
+impl ServerStats {
+    fn observe_ttfb(&self, d: Duration) {
+        self.ttfb[crate::message::metrics::bucket(d)].fetch_add(1, Ordering::Relaxed);
+        self.ttfb_us.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+}
+
+impl ServerState {
+    /// Idle HTTP/1.1 connections now.
+    pub(crate) fn idle_count(&self) -> usize {
+        lock(&self.idle).len()
+    }
+
+    /// Whether the server may be used now: healthy and not ejected.
+    pub(crate) fn usable(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed) && !self.ejected(Instant::now)
+    }
+
+    /// Whether its shared HTTP/2 connection is open.
+    pub(crate) fn h2_open(&self) -> bool {
+        self.h2.try_lock().is_ok_and(|g| g.as_ref().is_some_and(sluice_client::H2Mux::is_open))
+    }
 }
 
 impl ServerState {
@@ -90,6 +131,9 @@ pub(crate) struct Upstream {
     pub(super) tls: Option<tokio_rustls::TlsConnector>,
     /// 103 Early Hints learned from this upstream's responses.
     pub(crate) hints: hints::HintCache,
+    /// Failures answered to clients, by `ErrorType::index`, and retries.
+    pub(crate) errors: [AtomicU64; 12],
+    pub(crate) retries: AtomicU64,
 }
 
 impl Upstream {
@@ -109,6 +153,7 @@ impl Upstream {
                 ejected_until: Mutex::new(None),
                 ever_ejected: AtomicBool::new(false),
                 healthy: AtomicBool::new(true),
+                stats: ServerStats::default(),
             })
             .collect();
         let tls = connect::tls_connector(&cfg);
@@ -119,6 +164,8 @@ impl Upstream {
             tick: AtomicUsize::new(0),
             tls,
             hints: hints::HintCache::new(hints::MAX_ENTRIES, hints::MAX_BYTES, hints::TTL),
+            errors: Default::default(),
+            retries: AtomicU64::new(0),
             cfg,
         })
     }
@@ -176,7 +223,22 @@ impl Upstream {
 
     pub(super) fn begin(&self, i: usize) -> Counted<'_> {
         self.servers[i].active.fetch_add(1, Ordering::Relaxed);
+        self.servers[i].stats.requests.fetch_add(1, Ordering::Relaxed);
         Counted(self, i)
+    }
+
+    /// The client's answer to a failed proxied request, counted by its error type.
+    pub(super) fn fail_response(&self, err: &ProxyError) -> crate::message::Response {
+        if !matches!(err.blame, Blame::Client(_)) {
+            self.errors[err.kind.index()].fetch_add(1, Ordering::Relaxed);
+        }
+        err.response(&self.name)
+    }
+
+    /// Server `i` answered a request with a head `took` after it was sent.
+    pub(super) fn answered(&self, i: usize, took: Duration) {
+        self.servers[i].fails.store(0, Ordering::Relaxed);
+        self.servers[i].stats.observe_ttfb(took);
     }
 
     /// A request to server `i` failed in a way that counts against it.
@@ -187,13 +249,10 @@ impl Upstream {
             s.fails.store(0, Ordering::Relaxed);
             *lock(&s.ejected_until) = Some(Instant::now() + self.cfg.eject_for);
             s.ever_ejected.store(true, Ordering::Release);
+            s.stats.ejections.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(upstream = %self.name, server = %s.addr, failures = n, last = %why.kind,
                 for_secs = self.cfg.eject_for.as_secs(), "upstream server ejected");
         }
-    }
-
-    pub(super) fn succeeded(&self, i: usize) {
-        self.servers[i].fails.store(0, Ordering::Relaxed);
     }
 
     /// An idle HTTP/1.1 connection of server `i` that is ready for a request, if any: within
@@ -242,7 +301,7 @@ impl Upstream {
         // Boxed: connecting (a TLS handshake included) is a large future, and inline it would
         // grow every proxied request's future, reused connection or not.
         let io = Box::pin(connect::transport(&self.cfg, self.tls.as_ref(), &s.addr, self.cfg.connect_timeout)).await?;
-        Ok(h1::Conn::new(io, slot))
+        Ok(h1::Conn::new(io, slot).counted(s.stats.open_h1.clone()))
     }
 
     /// The shared HTTP/2 connection to server `i` (opened when there is none or it closed).

@@ -91,7 +91,13 @@ impl Files {
             self.compression.as_deref().filter(|_| f.varies).and_then(|c| encoding::negotiate(accept, &c.codecs));
         let Some(codec) = codec else { return Some(whole(f, &hit.content, head_only)) };
         match f.variants[codec.index()].get()? {
-            Some(v) => Some(whole(&v.fields, v.content.as_ref()?, head_only)),
+            Some(v) => {
+                let answer = whole(&v.fields, v.content.as_ref()?, head_only);
+                if !head_only {
+                    crate::message::metrics::compressed(codec.index(), f.len, v.fields.len);
+                }
+                Some(answer)
+            }
             // None worth sending: the file as it is.
             None => Some(whole(f, &hit.content, head_only)),
         }
@@ -355,6 +361,7 @@ fn negotiated(files: &Files, req: &Request, src: Source, held: Held) -> Step {
         match variants::known(f, codec) {
             Some(Some(v)) => {
                 if let Some(vsrc) = v.source() {
+                    counted(req, codec, f, &v.fields);
                     return Step::Done(respond(req, vsrc, &v.fields));
                 }
             }
@@ -364,6 +371,13 @@ fn negotiated(files: &Files, req: &Request, src: Source, held: Held) -> Step {
         }
     }
     Step::Done(respond(req, src, f))
+}
+
+/// A GET answered with the variant of `f` whose fields are `v`, in the metrics.
+fn counted(req: &Request, codec: Codec, f: &Fields, v: &Fields) {
+    if req.method == Method::GET {
+        crate::message::metrics::compressed(codec.index(), f.len, v.len);
+    }
 }
 
 /// The coding `req` gets for the file of `f`, if it gets one.
@@ -379,6 +393,7 @@ async fn make_then_respond(files: &Files, req: &Request, src: Source, held: Held
     if let Some(cfg) = files.compression.as_deref() {
         if let Some(v) = variants::variant(cfg, f, &src, codec).await {
             if let Some(vsrc) = v.source() {
+                counted(req, codec, f, &v.fields);
                 return respond(req, vsrc, &v.fields);
             }
         }

@@ -95,6 +95,11 @@ pub(super) fn write_budget(
     let s = sample(&p);
     pace.update(now, &s, busy);
     let budget = within_unsent(pace.budget(&s, room), p.pacing_rate, s.notsent_bytes);
+    if busy && budget < room {
+        let e = crate::message::metrics::events();
+        e.inflight_held.fetch_add((room - budget) as u64, std::sync::atomic::Ordering::Relaxed);
+        e.inflight_limited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     tracing::trace!(
         urgency = urgency.unwrap_or(8),
         rate = s.delivery_rate,

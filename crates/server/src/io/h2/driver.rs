@@ -86,6 +86,8 @@ pub(super) struct Driver<S> {
     /// timer that follows the turn was set for.
     active: bool,
     timeout: Option<tokio::time::Instant>,
+    /// Its open streams as the metrics last counted them.
+    open_counted: usize,
 }
 
 impl<S: ReadChunks> Driver<S> {
@@ -145,6 +147,7 @@ impl<S: ReadChunks> Driver<S> {
             date: crate::io::date::Stamp::default(),
             active: false,
             timeout: None,
+            open_counted: 0,
             state,
             info,
         };
@@ -163,6 +166,16 @@ impl<S: ReadChunks> Driver<S> {
     /// handlers' commands to the engine, then a write if one is due and the writer is free.
     /// `Break` when the connection is over.
     pub(super) fn turn(&mut self, now: Instant) -> Step {
+        crate::message::metrics::set_turn(Some(now));
+        let step = self.turn_timed(now);
+        crate::message::metrics::set_turn(None);
+        let open = self.conn.open_streams();
+        crate::message::metrics::streams_open(Proto::Http2, open as i64 - self.open_counted as i64);
+        self.open_counted = open;
+        step
+    }
+
+    fn turn_timed(&mut self, now: Instant) -> Step {
         // Heads are encoded when framed, below: with the second's `Date`.
         if let Some(d) = self.date.due() {
             self.conn.set_date(d);
@@ -380,6 +393,7 @@ impl<S: ReadChunks> Driver<S> {
         if self.write_deadline.is_some_and(|d| d <= now) {
             tracing::info!(peer = %self.info.peer, "peer stopped reading: write timed out, closing");
             self.stuck = true;
+            crate::message::metrics::limit(crate::message::metrics::Limit::StalledPeer);
             return Step::Break(());
         }
         if self.drain_deadline.is_some_and(|d| d <= now) {
@@ -394,6 +408,7 @@ impl<S: ReadChunks> Driver<S> {
                 && self.progress_at.elapsed() >= self.state.cfg.timeouts.idle
             {
                 tracing::info!(peer = %self.info.peer, "no response byte framed for timeouts.idle: the peer keeps its windows shut; closing");
+                crate::message::metrics::limit(crate::message::metrics::Limit::Timeout);
                 self.conn.abort("stalled: the peer's flow-control windows stayed shut for the idle timeout");
             }
         }
@@ -415,6 +430,7 @@ impl<S: ReadChunks> Driver<S> {
 
     /// The connection is over: its handlers are stopped; the read half, for the close.
     pub(super) fn finish(mut self) -> (ReadHalf<S>, bool, bool) {
+        crate::message::metrics::streams_open(Proto::Http2, -(self.open_counted as i64));
         self.streams.abort_all();
         if self.resets.suppressed > 0 {
             tracing::info!(peer = %self.info.peer, more = self.resets.suppressed, "more streams reset for peer errors on this connection");
@@ -454,7 +470,10 @@ fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnIn
                 let window = conn.stream_window(stream);
                 match streams.body(u64::from(stream), data, end_stream, window) {
                     BodyVerdict::Taken => {}
-                    BodyVerdict::TooLarge => conn.reset(stream, Reason::CANCEL),
+                    BodyVerdict::TooLarge => {
+                        crate::message::metrics::limit(crate::message::metrics::Limit::RequestBody);
+                        conn.reset(stream, Reason::CANCEL);
+                    }
                     BodyVerdict::Unwanted => conn.discard_body(Instant::now(), stream),
                 }
             }
@@ -472,6 +491,7 @@ fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnIn
                     // A limit or a protocol rule the peer broke: say so, a few times per
                     // connection; the rest is counted and summed up when the connection ends.
                     _ => {
+                        crate::message::metrics::limit(crate::message::metrics::Limit::Streams);
                         if resets.logged < LOGGED_RESETS {
                             resets.logged += 1;
                             tracing::info!(%peer, stream, %error, "stream reset");

@@ -97,6 +97,8 @@ pub(super) struct Driver {
     /// timer that follows the turn was set for.
     pub(super) active: bool,
     pub(super) timeout: Option<tokio::time::Instant>,
+    /// Its open streams as the metrics last counted them.
+    pub(super) open_counted: usize,
 }
 
 impl Driver {
@@ -158,6 +160,7 @@ impl Driver {
             date: crate::io::date::Stamp::default(),
             active: false,
             timeout: None,
+            open_counted: 0,
             state,
         };
         for s in uni {
@@ -179,6 +182,16 @@ impl Driver {
     /// handlers' commands to the engine, the windows retuned now and then, the engine's writes
     /// to quinn. `Break` when the connection is over.
     pub(super) fn turn(&mut self) -> Step {
+        crate::message::metrics::set_turn(Some(Instant::now()));
+        let step = self.turn_timed();
+        crate::message::metrics::set_turn(None);
+        let open = self.engine.open_streams();
+        crate::message::metrics::streams_open(Proto::Http3, open as i64 - self.open_counted as i64);
+        self.open_counted = open;
+        step
+    }
+
+    fn turn_timed(&mut self) -> Step {
         if let Some(v) = self.date.due() {
             self.engine.set_date(v);
         }
@@ -259,6 +272,7 @@ impl Driver {
                 && self.progress_at.elapsed() >= self.state.cfg.timeouts.idle
             {
                 tracing::info!(peer = %self.peer, "no response byte taken for timeouts.idle: the peer keeps its credit shut; closing");
+                crate::message::metrics::limit(crate::message::metrics::Limit::Timeout);
                 self.quic.close(VarInt::from_u64(Code::H3_EXCESSIVE_LOAD.0).unwrap_or_default(), b"stalled");
                 return Step::Break(());
             }
@@ -275,6 +289,7 @@ impl Driver {
     /// The connection is over: its handlers are stopped and, unless it was closed already,
     /// what finished streams hold is delivered (within the drain deadline) before the close.
     pub(super) async fn finish(mut self) {
+        crate::message::metrics::streams_open(Proto::Http3, -(self.open_counted as i64));
         let stats = self.quic.stats();
         tracing::debug!(
             peer = %self.peer,
@@ -286,6 +301,12 @@ impl Driver {
             congestion_events = stats.path.congestion_events,
             black_holes = stats.path.black_holes_detected,
             "QUIC connection done"
+        );
+        crate::message::metrics::quic_closed(
+            stats.path.rtt,
+            stats.path.lost_packets,
+            stats.path.sent_packets,
+            stats.path.cwnd,
         );
         self.streams.abort_all();
         self.tuner.on_stream_closed(&mut self.tune);
@@ -398,6 +419,7 @@ impl Driver {
                 Event::Data { stream, data, end_stream } => self.body(stream, data, end_stream),
                 Event::Trailers { stream, fields } => self.streams.trailers(stream, fields),
                 Event::HeaderTooLarge { stream } => {
+                    crate::message::metrics::limit(crate::message::metrics::Limit::HeaderList);
                     // RFC 9114 §4.2.2: 431, and the engine has stopped reading the request.
                     let _ = self.engine.send_response(stream, 431, Vec::new(), true);
                 }
@@ -434,7 +456,10 @@ impl Driver {
         }
         match self.streams.body(stream, data, end_stream, Some(self.window)) {
             BodyVerdict::Taken => {}
-            BodyVerdict::TooLarge => self.engine.reset(stream, Code::H3_REQUEST_CANCELLED),
+            BodyVerdict::TooLarge => {
+                crate::message::metrics::limit(crate::message::metrics::Limit::RequestBody);
+                self.engine.reset(stream, Code::H3_REQUEST_CANCELLED);
+            }
             BodyVerdict::Unwanted => {
                 if let (true, Some(c)) = (delivered, &credit) {
                     c.consumed(n);

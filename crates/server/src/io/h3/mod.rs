@@ -192,6 +192,7 @@ pub(crate) async fn accept_loop(
         // At the limit, refuse at once (CONNECTION_REFUSED) rather than hold the handshake.
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             tracing::debug!(peer = %incoming.remote_address(), "QUIC connection refused: limits.max_connections");
+            crate::message::metrics::limit(crate::message::metrics::Limit::Connections);
             incoming.refuse();
             continue;
         };
@@ -279,10 +280,12 @@ async fn handshake(
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             tracing::debug!(%peer, %e, "QUIC handshake failed");
+            crate::message::metrics::events().quic_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return None;
         }
         Err(_) => {
             tracing::debug!(%peer, "QUIC handshake timed out");
+            crate::message::metrics::events().quic_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return None;
         }
     };
@@ -317,6 +320,7 @@ async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let Some((quic, pace, uni, served)) = handshake(incoming, server, certs, port, &state).await else { return };
+    let _open = crate::message::metrics::Connection::open(crate::message::Proto::Http3);
     let mut d = Driver::new(quic.clone(), pace, uni, served, state, &shutdown);
     // Streams the client opens are accepted here, not by a task of their own: one wake-up and
     // no channel message per request. Off once the connection refuses more. These futures, and
