@@ -14,7 +14,11 @@ Messages are raw bytes (no protobuf): the methods echo what they get.
       HOST)
       and prints one JSON object: {"unary": bool, "stream": n, "collect": "N", "fail_code": "...",
       "fail_details": "..."}. Exit status 0 when every call behaved, 1 otherwise.
+  python3 scripts/grpc_echo.py slow TARGET SECONDS
+      one client-streaming call (h2c) that sends a 1 KiB message every 50 ms for SECONDS and
+      prints {"sent": N, "collected": "M"}; exit status 0 when the server got every byte.
 """
+import time
 import json
 import sys
 from concurrent import futures
@@ -84,7 +88,27 @@ def call(target, ca, name):
     return 0 if ok else 1
 
 
+def slow(target, seconds):
+    sent = 0
+    end = time.monotonic() + seconds
+
+    def messages():
+        nonlocal sent
+        while time.monotonic() < end:
+            sent += 1024
+            yield b"x" * 1024
+            time.sleep(0.05)
+
+    with grpc.insecure_channel(target) as channel:
+        grpc.channel_ready_future(channel).result(timeout=20)
+        got = channel.stream_unary("/echo.Echo/Collect")(messages(), timeout=seconds + 30).decode()
+    print(json.dumps({"sent": sent, "collected": got}), flush=True)
+    return 0 if got == str(sent) else 1
+
+
 def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "slow":
+        return slow(sys.argv[2], float(sys.argv[3]))
     if len(sys.argv) >= 3 and sys.argv[1] == "serve":
         serve(int(sys.argv[2]))
         return 0

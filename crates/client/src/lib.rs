@@ -170,6 +170,10 @@ pub struct GetArgs {
     /// Write the response body to FILE (by default it is discarded); one URL only.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Read the body no faster than this many bytes per second on average (curl's
+    /// --limit-rate; a plain number of bytes); one URL only.
+    #[arg(long, value_name = "BYTES")]
+    limit_rate: Option<u64>,
     #[command(flatten)]
     common: Common,
 }
@@ -561,7 +565,7 @@ async fn run_get(args: GetArgs) -> Result<(), Failure> {
         return run_get_many(&args).await;
     }
     let setup = Setup::new(&args.urls[0], &args.common)?;
-    let counter = Arc::new(Counter::default());
+    let counter = Arc::new(Counter::limited(args.limit_rate));
     let meter = Meter::start(progress_wanted(&args.common), "down", counter.clone());
     let report =
         bounded(setup.max_time, &counter, download(&setup, args.output.as_deref(), args.common.fail, &counter)).await;
@@ -575,8 +579,8 @@ async fn run_get(args: GetArgs) -> Result<(), Failure> {
 /// gets its line; a failed URL is reported and the run goes on; the exit code is the last
 /// failure's (as curl's).
 async fn run_get_many(args: &GetArgs) -> Result<(), Failure> {
-    if args.output.is_some() {
-        return Err(Failure::new(code::USAGE, "-o/--output takes one URL".to_owned()));
+    if args.output.is_some() || args.limit_rate.is_some() {
+        return Err(Failure::new(code::USAGE, "-o/--output and --limit-rate take one URL".to_owned()));
     }
     let setups = args.urls.iter().map(|u| Setup::new(u, &args.common)).collect::<Result<Vec<_>, _>>()?;
     let mut pool = pool::Pool::default();
@@ -650,6 +654,7 @@ async fn download_on(
             if let (Some(file), Some(path)) = (out.as_mut(), output) {
                 file.write_all(&data).await.map_err(|e| write_failure(path, &e))?;
             }
+            counter.pace().await;
         }
     }
     if let (Some(file), Some(path)) = (out.as_mut(), output) {
@@ -694,6 +699,7 @@ async fn download_h3(setup: &Setup, output: Option<&Path>, fail: bool, counter: 
         if let (Some(file), Some(path)) = (out.as_mut(), output) {
             file.write_all(&data).await.map_err(|e| write_failure(path, &e))?;
         }
+        counter.pace().await;
     }
     if let (Some(file), Some(path)) = (out.as_mut(), output) {
         file.flush().await.map_err(|e| write_failure(path, &e))?;

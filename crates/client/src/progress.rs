@@ -16,15 +16,34 @@ const UNKNOWN: u64 = u64::MAX;
 pub(crate) struct Counter {
     bytes: AtomicU64,
     total: AtomicU64,
+    /// `--limit-rate`: bytes per second, and from when.
+    rate: Option<(u64, Instant)>,
 }
 
 impl Default for Counter {
     fn default() -> Self {
-        Self { bytes: AtomicU64::new(0), total: AtomicU64::new(UNKNOWN) }
+        Self { bytes: AtomicU64::new(0), total: AtomicU64::new(UNKNOWN), rate: None }
     }
 }
 
 impl Counter {
+    /// A counter whose [`Counter::pace`] holds the transfer to `rate` bytes per second.
+    pub(crate) fn limited(rate: Option<u64>) -> Self {
+        Self { rate: rate.filter(|&r| r > 0).map(|r| (r, Instant::now())), ..Self::default() }
+    }
+
+    /// With a rate limit, wait until the bytes so far are no ahead of it (curl's
+    /// `--limit-rate`: the average from the start, so reading pauses and the peer's flow
+    /// control holds it back).
+    pub(crate) async fn pace(&self) {
+        if let Some((rate, since)) = self.rate {
+            let due = Duration::from_secs_f64(self.bytes() as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(since.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+
     pub(crate) fn add(&self, n: u64) {
         self.bytes.fetch_add(n, Ordering::Relaxed);
     }

@@ -13,7 +13,6 @@ mod state;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use tokio::sync::{mpsc, watch};
@@ -44,6 +43,21 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// Ask a running server to read its configuration and certificates again: through its
+    /// admin listener (POST /reload, which answers with the outcome), else SIGHUP to the process
+    /// in its pid file.
+    Reload {
+        /// The server's configuration file: checked first, and where the admin address and the
+        /// pid file are found.
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// The admin listener (default: the configuration's, else 127.0.0.1:9901).
+        #[arg(long)]
+        admin: Option<std::net::SocketAddr>,
+        /// The pid file (default: the configuration's `pid_file`).
+        #[arg(long)]
+        pid_file: Option<PathBuf>,
+    },
     /// Download a URL and print curl's figures: speed_download, size_download, time_total, ...
     Get(sluice_client::GetArgs),
     /// Upload a file or string to a URL and print curl's figures: speed_upload, size_upload, ...
@@ -72,6 +86,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Reload { config, admin, pid_file } => reload_command(config, admin, pid_file),
         Command::Serve { config, data_dir } => {
             init_logging();
             let cfg = match &config {
@@ -85,9 +100,10 @@ fn main() -> ExitCode {
                 None => config::default_config(data_dir.clone().unwrap_or_else(config::default_data_dir)),
             };
             let mut cfg = cfg;
-            if let Some(d) = data_dir {
-                cfg.data_dir = d;
+            if let Some(d) = &data_dir {
+                cfg.data_dir = d.clone();
             }
+            let source = io::live::Source { path: config, data_dir };
             let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt,
                 Err(e) => {
@@ -95,7 +111,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match rt.block_on(serve(cfg)) {
+            match rt.block_on(serve(source, cfg)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("sluice: {e}");
@@ -147,7 +163,7 @@ fn init_logging() {
         .init();
 }
 
-async fn serve(cfg: config::Config) -> Result<(), String> {
+async fn serve(source: io::live::Source, cfg: config::Config) -> Result<(), String> {
     match sluice_sys::limits::raise_nofile() {
         Ok((before, after)) if after > before => tracing::info!(before, after, "raised the open-file limit"),
         Ok((_, after)) => tracing::info!(limit = after, "open-file limit"),
@@ -162,141 +178,120 @@ async fn serve(cfg: config::Config) -> Result<(), String> {
         std::thread::sleep(TRIM_EVERY);
         sluice_sys::limits::trim_heap();
     });
-    let served = if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg)? } else { Vec::new() };
-    let certs: Vec<sluice_tls::certs::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
-    let served = Arc::new(served);
-    let tls_config =
-        if certs.is_empty() { None } else { Some(sluice_tls::certs::server_config(&certs, &[b"h2", b"http/1.1"])?) };
-    let quic_tls = if certs.is_empty() || !cfg.quic.enabled {
-        None
-    } else {
-        Some(sluice_tls::certs::server_config(&certs, &[b"h3"])?)
-    };
-    let state = Arc::new(state::State::new(cfg));
-    for up in &state.upstreams {
-        up.start_health_checks();
-    }
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-    for l in &state.cfg.listeners {
-        let listener =
-            tokio::net::TcpListener::bind(l.addr).await.map_err(|e| format!("cannot listen on {}: {e}", l.addr))?;
-        let local = listener.local_addr().map_err(|e| e.to_string())?;
-        // HTTP/3 on UDP at the same address and port (the TCP port, when the file asked for
-        // port 0), advertised on the TCP side with Alt-Svc (RFC 9114 §3.1.1, RFC 7838).
-        let quic = match quic_tls.as_ref().filter(|_| l.tls) {
-            Some(q) => Some(io::h3::endpoint(local, q.clone(), &state.cfg)?),
-            None => None,
-        };
-        let alt_svc = quic
-            .as_ref()
-            .and_then(|_| ::http::HeaderValue::from_str(&format!("h3=\":{}\"; ma=86400", local.port())).ok())
-            .map(app::respond::AltSvc::new);
-        let what = match (l.tls, &quic) {
-            (true, Some(_)) => format!("https://{local} (h2, http/1.1; h3 on UDP {local})"),
-            (true, None) => format!("https://{local} (h2, http/1.1)"),
-            _ => format!("http://{local} (http/1.1, h2c prior knowledge)"),
-        };
-        tracing::info!("listening on {what}");
-        println!("sluice: listening on {what}");
-        let tls = tls_config.as_ref().filter(|_| l.tls).map(|c| {
-            Arc::new(io::listen::ListenerTls { config: c.clone(), certs: served.clone(), port: local.port(), alt_svc })
-        });
-        if let Some(ep) = quic {
-            let certs = served.clone();
-            tokio::spawn(io::h3::accept_loop(ep, certs, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
-        }
-        tokio::spawn(io::listen::accept_loop(listener, tls, state.clone(), shutdown_rx.clone(), alive_tx.clone()));
-    }
-    if let Some(addr) = state.cfg.admin.addr {
+    let (admin_cfg, pid_file) = (cfg.admin.clone(), cfg.pid_file.clone());
+    let server = io::live::Server::start(source, cfg, alive_tx).await?;
+    let (reload_tx, reload_rx) = mpsc::channel(4);
+    let (draining_tx, draining_rx) = watch::channel(false);
+    if let Some(addr) = admin_cfg.addr {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => {
                 let local = l.local_addr().map_err(|e| e.to_string())?;
-                tracing::info!("admin listener on http://{local} (/metrics, /healthz, /readyz)");
-                println!("sluice: admin on http://{local} (/metrics, /healthz, /readyz)");
-                tokio::spawn(io::admin::serve(l, state.clone(), shutdown_rx.clone()));
+                tracing::info!("admin listener on http://{local} (/metrics, /healthz, /readyz, POST /reload)");
+                println!("sluice: admin on http://{local} (/metrics, /healthz, /readyz, POST /reload)");
+                tokio::spawn(io::admin::serve(l, server.watch(), draining_rx, reload_tx));
             }
-            Err(e) if state.cfg.admin.explicit => return Err(format!("cannot listen on {addr} ([admin] addr): {e}")),
+            Err(e) if admin_cfg.explicit => return Err(format!("cannot listen on {addr} ([admin] addr): {e}")),
             // The default address taken (another Sluice on this machine): serve without it.
             Err(e) => tracing::warn!(%addr, %e, "admin listener not started (set [admin] addr to another address)"),
         }
     }
-    drop(alive_tx);
-    wait_for_signal().await;
-    tracing::info!(drain = ?state.cfg.timeouts.drain, "shutting down: no new connections, draining open ones");
-    let _ = shutdown_tx.send(true);
-    let drain = state.cfg.timeouts.drain + std::time::Duration::from_secs(1);
-    if tokio::time::timeout(drain, alive_rx.recv()).await.is_err() {
+    if let Some(p) = &pid_file {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("cannot write the pid file {}: {e}", p.display()))?;
+    }
+    let drain = server.run(reload_rx).await;
+    let _ = draining_tx.send(true);
+    if tokio::time::timeout(drain + std::time::Duration::from_secs(1), alive_rx.recv()).await.is_err() {
         tracing::warn!("drain timeout: closing the remaining connections");
+    }
+    if let Some(p) = &pid_file {
+        let _ = std::fs::remove_file(p);
     }
     message::accesslog::flush();
     Ok(())
 }
 
-/// Load every configured certificate (generating the self-signed default where needed) with
-/// the origin set it announces; prints each certificate's fingerprint.
-fn load_certificates(cfg: &config::Config) -> Result<Vec<Arc<sluice_tls::certs::ServedCert>>, String> {
-    let mut certs = Vec::new();
-    for c in &cfg.certificates {
-        let (cert, key) = match (&c.cert, &c.key) {
-            (Some(cert), Some(key)) => (cert.clone(), key.clone()),
-            _ => {
-                let (cert, key, created) = sluice_tls::certs::ensure_self_signed(&cfg.data_dir).map_err(|e| {
-                    format!("cannot create the self-signed certificate in {}: {e}", cfg.data_dir.display())
-                })?;
-                if created {
-                    println!(
-                        "sluice: generated a self-signed certificate for localhost, 127.0.0.1, ::1 in {}",
-                        cert.display()
-                    );
-                }
-                (cert, key)
+/// `sluice reload`: check the configuration, then ask the server through its admin listener,
+/// else by SIGHUP to the pid in its pid file.
+fn reload_command(config: Option<PathBuf>, admin: Option<std::net::SocketAddr>, pid_file: Option<PathBuf>) -> ExitCode {
+    let cfg = match &config {
+        Some(path) => match config::load(path) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("{e}");
+                eprintln!("sluice: not reloaded: the running configuration keeps serving");
+                return ExitCode::from(2);
             }
-        };
-        let loaded = sluice_tls::certs::load_cert(&cert, &key)?;
-        println!(
-            "sluice: certificate {} ({}) SHA-256 {}",
-            cert.display(),
-            loaded.dns_names.join(", "),
-            loaded.fingerprint()
-        );
-        let origins = c.origins.as_ref().map(|spec| match spec {
-            config::OriginSpec::List(list) => list.iter().map(|(h, p)| (h.clone(), Some(*p))).collect(),
-            // RFC 8336 §2.4 lets the set name only origins the certificate covers; of its
-            // names, those a site answers for (any, when a site has no `hosts`).
-            config::OriginSpec::FromCertificate => loaded
-                .dns_names
-                .iter()
-                .filter(|n| !n.starts_with("*."))
-                .filter(|n| cfg.sites.iter().any(|s| s.hosts.is_empty() || s.hosts.contains(n)))
-                .map(|n| (n.clone(), None))
-                .collect::<Vec<_>>(),
-        });
-        if let Some(o) = &origins {
-            let names: Vec<&str> = o.iter().map(|(h, _)| h.as_str()).collect();
-            println!("sluice: certificate {} announces ORIGIN {}", cert.display(), names.join(", "));
+        },
+        None => None,
+    };
+    let admin = admin.or_else(|| match &cfg {
+        Some(c) => c.admin.addr,
+        None => config::admin_default_addr(),
+    });
+    let pid_file = pid_file.or_else(|| cfg.as_ref().and_then(|c| c.pid_file.clone()));
+    if let Some(addr) = admin {
+        match post_reload(addr) {
+            Ok((200, body)) => {
+                print!("{body}");
+                return ExitCode::SUCCESS;
+            }
+            Ok((_, body)) => {
+                eprint!("{body}");
+                return ExitCode::from(2);
+            }
+            Err(e) if pid_file.is_none() => {
+                eprintln!("sluice: cannot reach the admin listener at {addr}: {e} (and no pid file to signal)");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => eprintln!("sluice: cannot reach the admin listener at {addr}: {e}; signalling instead"),
         }
-        // The generated certificate is for trying things out (clients skip verification): its
-        // names are not enforced with 421s.
-        let enforce = c.cert.is_some();
-        certs.push(Arc::new(sluice_tls::certs::ServedCert { cert: loaded, origins, enforce }));
     }
-    Ok(certs)
+    let Some(p) = pid_file else {
+        eprintln!("sluice: no admin listener and no pid file: nothing to reach the server by");
+        return ExitCode::FAILURE;
+    };
+    let pid = match std::fs::read_to_string(&p).map(|t| t.trim().parse::<i32>()) {
+        Ok(Ok(pid)) if pid > 0 => pid,
+        Ok(_) => {
+            eprintln!("sluice: {} does not hold a process id", p.display());
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("sluice: cannot read {}: {e}", p.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match sluice_sys::process::hangup(pid) {
+        Ok(()) => {
+            println!("sluice: sent SIGHUP to {pid}; the server logs the outcome");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice: cannot signal {pid}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let term = signal(SignalKind::terminate());
-    let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+/// `POST /reload` to the admin listener at `addr`: the status and the body.
+fn post_reload(addr: std::net::SocketAddr) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(60);
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.write_all(
+        format!("POST /reload HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
+    let mut out = Vec::new();
+    s.take(1 << 20).read_to_end(&mut out)?;
+    let text = String::from_utf8_lossy(&out);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "not an HTTP response"))?;
+    Ok((status, body.to_owned()))
 }

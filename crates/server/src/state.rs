@@ -34,10 +34,23 @@ pub(crate) struct State {
     pub(crate) inline_routes: bool,
     /// Every route's metrics id (`message::metrics::route_id`), as `handlers`.
     pub(crate) route_ids: Vec<Vec<u32>>,
+    /// Set when a reload replaced this state: its HTTP/1.1 connections close after their next
+    /// response.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 impl State {
+    /// The state for `cfg` (tests; the server starts through `after`).
+    #[cfg(test)]
     pub(crate) fn new(cfg: Config) -> Self {
+        Self::after(cfg, None)
+    }
+
+    /// The state for `cfg`, taking over from `previous` (a reload) what did not change: each
+    /// upstream whose configuration is the same keeps its connection pools, health and learned
+    /// hints, and the memory budgets of the same size stay shared, so that connections of
+    /// either configuration draw on one budget.
+    pub(crate) fn after(cfg: Config, previous: Option<&Self>) -> Self {
         let l = &cfg.limits;
         let h2 = sluice_h2::Config {
             max_concurrent_streams: l.max_concurrent_streams,
@@ -53,7 +66,10 @@ impl State {
             idle_timeout: cfg.timeouts.idle,
             ..sluice_h2::Config::default()
         };
-        let window_budget = sluice_tune::autotune::MemoryBudget::new(cfg.flow.budget);
+        let window_budget = match previous {
+            Some(p) if p.window_budget.limit() == cfg.flow.budget => p.window_budget.clone(),
+            _ => sluice_tune::autotune::MemoryBudget::new(cfg.flow.budget),
+        };
         let congestion = cfg.tcp.congestion.clone().filter(|cc| match sluice_sys::sock::congestion_available(cc) {
             Ok(()) => true,
             Err(e) => {
@@ -72,8 +88,18 @@ impl State {
             flood_window: l.flood_window,
             ..sluice_h3::Config::default()
         };
-        let send_budget = std::sync::Arc::new(tokio::sync::Semaphore::new(cfg.limits.send_buffer));
-        let upstreams: Vec<_> = cfg.upstreams.iter().cloned().map(crate::handlers::proxy::Upstream::new).collect();
+        let send_budget = match previous {
+            Some(p) if p.cfg.limits.send_buffer == cfg.limits.send_buffer => p.send_budget.clone(),
+            _ => std::sync::Arc::new(tokio::sync::Semaphore::new(cfg.limits.send_buffer)),
+        };
+        let upstreams: Vec<_> = cfg
+            .upstreams
+            .iter()
+            .map(|u| match previous.and_then(|p| p.upstreams.iter().find(|o| o.cfg.same_as(u))) {
+                Some(kept) => kept.clone(),
+                None => crate::handlers::proxy::Upstream::new(u.clone()),
+            })
+            .collect();
         let handlers =
             cfg.sites.iter().map(|s| s.routes.iter().map(|r| Handler::new(r, &cfg, &upstreams)).collect()).collect();
         let speedtest = Speedtest::new(&cfg.speedtest);
@@ -102,7 +128,17 @@ impl State {
             speedtest,
             inline_routes,
             route_ids,
+            retired: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// A reload replaced this state: HTTP/1.1 connections close after their next response.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The minimum-progress rule for a connection's writes and an HTTP/1.1 request body's

@@ -58,19 +58,10 @@ fn value(m: &Samples, name: &str, want: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-fn python_has(module: &str) -> bool {
-    let ok = Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "python module {module} missing under CI=true");
-        support::note(&format!("SKIP metrics: python module {module} missing; run scripts/setup.sh"));
-    }
-    ok
-}
-
 #[test]
 fn metrics_count_what_was_sent_on_every_protocol() {
     require_tool!("curl", "metrics_count_what_was_sent_on_every_protocol");
-    if !python_has("prometheus_client") {
+    if !support::python_has("prometheus_client", "metrics") {
         return;
     }
     let dead = free_port();

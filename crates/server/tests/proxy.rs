@@ -836,23 +836,11 @@ fn interim_responses_from_the_upstream_are_forwarded() {
     }
 }
 
-fn python_has(module: &str, test: &str) -> bool {
-    let ok = Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{test}: python module `{module}` missing under CI=true (scripts/setup.sh installs it)"
-        );
-        support::note(&format!("SKIP {test}: python module `{module}` missing; run scripts/setup.sh"));
-    }
-    ok
-}
-
 /// A WebSocket (PyPI `websockets`) upgrades through the proxy and echoes text and a 100 KB
 /// binary message both ways.
 #[test]
 fn websockets_tunnel_through_the_proxy() {
-    if !python_has("websockets", "websockets_tunnel_through_the_proxy") {
+    if !support::python_has("websockets", "websockets_tunnel_through_the_proxy") {
         return;
     }
     let port = free_port();
@@ -892,7 +880,7 @@ fn websockets_tunnel_through_the_proxy() {
 /// and a unary call over HTTP/3 (aioquic, gRPC's framing by hand).
 #[test]
 fn grpc_calls_cross_the_proxy() {
-    if !python_has("grpc", "grpc_calls_cross_the_proxy") {
+    if !support::python_has("grpc", "grpc_calls_cross_the_proxy") {
         return;
     }
     let port = free_port();

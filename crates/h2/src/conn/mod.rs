@@ -515,6 +515,18 @@ impl Connection {
         (self.draining.is_some() || self.peer_goaway) && self.streams.is_empty() && quiet
     }
 
+    /// Announce a graceful shutdown without refusing anything yet: GOAWAY with the largest
+    /// stream identifier (RFC 9113 §6.8: "a server that is attempting to gracefully shut down
+    /// a connection SHOULD send an initial GOAWAY frame with the last stream identifier set to
+    /// 2^31-1"). The peer stops opening streams; those already on the wire are still served.
+    /// [`Connection::go_away`], at least a round trip later, names the real last stream.
+    pub fn go_away_announce(&mut self) {
+        if self.failed || self.draining.is_some() {
+            return;
+        }
+        GoAway { last_stream: (1 << 31) - 1, reason: Reason::NO_ERROR, debug: Vec::new() }.encode(&mut self.control);
+    }
+
     /// Start a graceful shutdown: GOAWAY with the last stream we will process (RFC 9113 §6.8);
     /// streams up to it finish, later ones are refused.
     pub fn go_away(&mut self) {

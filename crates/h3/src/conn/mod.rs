@@ -435,6 +435,21 @@ impl Connection {
         self.events.pop_front()
     }
 
+    /// Announce a graceful shutdown without refusing anything yet: GOAWAY with the largest
+    /// client-initiated bidirectional stream identifier (RFC 9114 §5.2 lets a server send
+    /// several, each no larger than the last). The peer stops opening requests; those already
+    /// on the wire are still served. [`Connection::go_away`], a round trip later, names the
+    /// real limit.
+    pub fn go_away_announce(&mut self) {
+        if self.failed || self.goaway.is_some() {
+            return;
+        }
+        let mut payload = Vec::with_capacity(8);
+        // 2^62 - 4: the largest varint that is a client bidirectional stream id.
+        varint::encode((1 << 62) - 4, &mut payload);
+        frame::encode(frame::kind::GOAWAY, &payload, &mut self.control_out);
+    }
+
     /// Start a graceful shutdown (RFC 9114 §5.2): GOAWAY with the first request stream id we
     /// will not process (the one after the highest we have seen). Requests below it finish;
     /// later ones are rejected with H3_REQUEST_REJECTED.

@@ -271,6 +271,26 @@ fn go_away_rejects_later_requests() {
 }
 
 #[test]
+fn announced_go_away_serves_requests_in_flight_until_the_real_one() {
+    let mut c = Client::new(Config::default());
+    c.get(0, "/", &[]);
+    let _ = c.events();
+    c.conn.go_away_announce();
+    c.pump();
+    // 2^62 - 4 as a varint (8 bytes, prefix 0b11).
+    let announced = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfc];
+    assert_eq!(c.control_frames().into_iter().filter(|f| f.0 == GOAWAY).collect::<Vec<_>>(), [(GOAWAY, announced)]);
+    c.get(4, "/", &[]);
+    assert_eq!(c.events().len(), 1, "a request sent before the announcement arrived is served");
+    c.conn.go_away();
+    c.pump();
+    assert!(c.control_frames().contains(&(GOAWAY, vec![8])));
+    c.get(8, "/", &[]);
+    c.pump();
+    assert_eq!(c.resets, [(8, Code(0x010b))]);
+}
+
+#[test]
 fn go_away_before_any_request_names_stream_zero() {
     let mut c = Client::new(Config::default());
     c.conn.go_away();

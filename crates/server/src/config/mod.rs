@@ -52,6 +52,9 @@ pub(crate) struct Config {
     pub(crate) timeouts: Timeouts,
     /// Access log on/off.
     pub(crate) access_log: bool,
+    /// Where `sluice serve` writes its process id (`sluice reload` reads it when there is no
+    /// admin listener).
+    pub(crate) pid_file: Option<PathBuf>,
     /// HTTP/2 receive windows.
     pub(crate) flow: Flow,
     /// Socket options of accepted TCP connections.
@@ -319,6 +322,11 @@ impl std::error::Error for ConfigError {}
 
 /// The default data directory: `$XDG_DATA_HOME/sluice`, else `~/.local/share/sluice`, else
 /// `./.sluice`.
+/// The admin listener's address in the embedded default configuration.
+pub(crate) fn admin_default_addr() -> Option<std::net::SocketAddr> {
+    Admin::default().addr
+}
+
 pub(crate) fn default_data_dir() -> PathBuf {
     let nonempty = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty()).map(PathBuf::from);
     if let Some(xdg) = nonempty("XDG_DATA_HOME").filter(|p| p.is_absolute()) {
@@ -364,6 +372,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         limits: Limits::default(),
         timeouts: Timeouts::default(),
         access_log: true,
+        pid_file: None,
         flow: Flow::default(),
         tcp: Tcp::default(),
         quic: Quic::default(),
@@ -471,6 +480,11 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         limits,
         timeouts,
         access_log: raw.access_log.unwrap_or(true),
+        pid_file: match &raw.pid_file {
+            Some(p) if p.get_ref().is_empty() => return Err(src.err(p.span(), "`pid_file` must not be empty")),
+            Some(p) => Some(src.path(p.get_ref())),
+            None => None,
+        },
         flow,
         tcp,
         quic,

@@ -9,6 +9,7 @@ use toml::Spanned;
 pub(super) struct RawConfig {
     pub(super) data_dir: Option<Spanned<String>>,
     pub(super) access_log: Option<bool>,
+    pub(super) pid_file: Option<Spanned<String>>,
     pub(super) listener: Option<Spanned<Vec<Spanned<RawListener>>>>,
     #[serde(default)]
     pub(super) certificate: Vec<RawCertificate>,

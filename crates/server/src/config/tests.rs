@@ -463,3 +463,27 @@ fn route_errors_point_at_the_key() {
         assert!(e.message().contains(want), "{text}: {e}");
     }
 }
+
+#[test]
+fn pid_file_is_relative_to_the_file_and_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = parse_in(dir.path(), "pid_file = \"run/sluice.pid\"\n").unwrap();
+    assert_eq!(cfg.pid_file, Some(dir.path().join("run/sluice.pid")));
+    assert_eq!(parse_in(dir.path(), "").unwrap().pid_file, None);
+    let e = err("pid_file = \"\"\n");
+    assert_eq!(e.to_string(), "sluice.toml:1:12: `pid_file` must not be empty");
+}
+
+/// A reload keeps an upstream only when every setting is the same.
+#[test]
+fn an_upstream_is_the_same_only_when_every_setting_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = |more: &str| {
+        let text = format!("[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9000\"]\n{more}\n");
+        parse_in(dir.path(), &text).unwrap().upstreams.remove(0)
+    };
+    assert!(up("").same_as(&up("")));
+    assert!(!up("").same_as(&up("retries = 0")));
+    assert!(!up("").same_as(&up("[upstream.pool]\nmax_idle = 3")));
+    assert!(!up("").same_as(&up("[upstream.health]\npath = \"/h\"")));
+}

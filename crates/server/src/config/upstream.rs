@@ -198,6 +198,52 @@ pub(crate) struct Upstream {
     pub(crate) early_hints_learn: bool,
 }
 
+impl Upstream {
+    /// Whether a reload may keep the running upstream (its pools, health, learned hints) for
+    /// `other`: every setting is the same. The TLS client configuration is compared by what
+    /// made it (`tls`): a CA file whose content changed under the same name takes a restart or
+    /// a renamed file.
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        let Self {
+            name,
+            servers,
+            protocol,
+            balance,
+            host,
+            retries,
+            connect_timeout,
+            response_head_timeout,
+            idle_timeout,
+            pool_max_idle,
+            pool_idle,
+            max_connections,
+            tls,
+            tls_config: _,
+            health,
+            eject_failures,
+            eject_for,
+            early_hints_learn,
+        } = self;
+        *name == other.name
+            && *servers == other.servers
+            && *protocol == other.protocol
+            && *balance == other.balance
+            && *host == other.host
+            && *retries == other.retries
+            && *connect_timeout == other.connect_timeout
+            && *response_head_timeout == other.response_head_timeout
+            && *idle_timeout == other.idle_timeout
+            && *pool_max_idle == other.pool_max_idle
+            && *pool_idle == other.pool_idle
+            && *max_connections == other.max_connections
+            && *tls == other.tls
+            && *health == other.health
+            && *eject_failures == other.eject_failures
+            && *eject_for == other.eject_for
+            && *early_hints_learn == other.early_hints_learn
+    }
+}
+
 pub(crate) use sluice_http::forward::Cidr;
 
 /// `[proxy]`, validated.

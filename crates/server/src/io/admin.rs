@@ -1,7 +1,7 @@
 //! The admin listener (`[admin] addr`, loopback by default): `/metrics` (Prometheus text),
 //! `/healthz` (the process serves) and `/readyz` (it takes new connections: not while it
-//! drains). Cleartext HTTP/1.1 on its own socket: nothing here is reachable on a public
-//! listener.
+//! drains), and `POST /reload` (what `sluice reload` uses). Cleartext HTTP/1.1 on its own
+//! socket: nothing here is reachable on a public listener.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -12,9 +12,10 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::handlers::proxy::ErrorType;
+use crate::io::live::{Generation, ReloadRequest};
 use crate::message::metrics::{self, Family, Labels, Members};
 use crate::state::State;
 
@@ -23,19 +24,32 @@ const MAX_CONNECTIONS: usize = 16;
 /// How long an admin connection may take to send its request.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serve the admin endpoints on `listener` until shutdown (then `/readyz` says so until the
-/// process ends: the listener stays up while connections drain).
-pub(crate) async fn serve(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+/// Serve the admin endpoints on `listener` until the process ends (once it drains, `/readyz`
+/// says so: the listener stays up while connections drain). `POST /reload` asks `reload` for
+/// a reload and answers with its outcome.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    live: watch::Receiver<Arc<Generation>>,
+    draining: watch::Receiver<bool>,
+    reload: mpsc::Sender<ReloadRequest>,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else { return };
         let Ok((tcp, _)) = listener.accept().await else { continue };
-        let (state, shutdown) = (state.clone(), shutdown.clone());
+        let (live, draining, reload) = (live.clone(), draining.clone(), reload.clone());
         tokio::spawn(async move {
             let _permit = permit;
             let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                let resp = answer(&req, &state, *shutdown.borrow());
-                async move { Ok::<_, Infallible>(resp) }
+                let (live, draining, reload) = (live.clone(), draining.clone(), reload.clone());
+                async move {
+                    if req.uri().path() == "/reload" {
+                        return Ok::<_, Infallible>(reload_answer(req.method(), &reload).await);
+                    }
+                    let state = live.borrow().state.clone();
+                    let draining = *draining.borrow();
+                    Ok(answer(&req, &state, draining))
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -46,28 +60,46 @@ pub(crate) async fn serve(listener: TcpListener, state: Arc<State>, shutdown: wa
     }
 }
 
+fn text(status: u16, ctype: &'static str, body: String) -> hyper::Response<Full<Bytes>> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ctype));
+    r.headers_mut().insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    r
+}
+
+const PLAIN: &str = "text/plain; charset=utf-8";
+
+/// `POST /reload`: 200 with what changed, or 422 with why the configuration was refused (the
+/// running one keeps serving).
+async fn reload_answer(method: &http::Method, reload: &mpsc::Sender<ReloadRequest>) -> hyper::Response<Full<Bytes>> {
+    if method != http::Method::POST {
+        return text(405, PLAIN, "POST /reload reloads the configuration\n".into());
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if reload.send(tx).await.is_err() {
+        return text(503, PLAIN, "the server is stopping\n".into());
+    }
+    match rx.await {
+        Ok(Ok(what)) => text(200, PLAIN, format!("{what}\n")),
+        Ok(Err(why)) => text(422, PLAIN, format!("reload refused, the running configuration keeps serving:\n{why}\n")),
+        Err(_) => text(503, PLAIN, "the server is stopping\n".into()),
+    }
+}
+
 fn answer(req: &hyper::Request<Incoming>, state: &State, draining: bool) -> hyper::Response<Full<Bytes>> {
-    let text = |status: u16, ctype: &'static str, body: String| {
-        let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
-        *r.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ctype));
-        r.headers_mut().insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
-        r
-    };
     if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
-        return text(405, "text/plain; charset=utf-8", "method not allowed\n".into());
+        return text(405, PLAIN, "method not allowed\n".into());
     }
     match req.uri().path() {
         "/metrics" if state.cfg.admin.metrics => {
             text(200, "text/plain; version=0.0.4; charset=utf-8", metrics::encode(families(state)))
         }
-        "/metrics" => text(404, "text/plain; charset=utf-8", "metrics are off ([admin] metrics = false)\n".into()),
-        "/healthz" => text(200, "text/plain; charset=utf-8", "ok\n".into()),
-        "/readyz" if draining => {
-            text(503, "text/plain; charset=utf-8", "draining: not taking new connections\n".into())
-        }
-        "/readyz" => text(200, "text/plain; charset=utf-8", "ready\n".into()),
-        _ => text(404, "text/plain; charset=utf-8", "not found: /metrics, /healthz, /readyz\n".into()),
+        "/metrics" => text(404, PLAIN, "metrics are off ([admin] metrics = false)\n".into()),
+        "/healthz" => text(200, PLAIN, "ok\n".into()),
+        "/readyz" if draining => text(503, PLAIN, "draining: not taking new connections\n".into()),
+        "/readyz" => text(200, PLAIN, "ready\n".into()),
+        _ => text(404, PLAIN, "not found: /metrics, /healthz, /readyz, POST /reload\n".into()),
     }
 }
 

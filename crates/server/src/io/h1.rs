@@ -6,12 +6,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::io::Stop;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::watch;
 
 use crate::app::respond::{prepare, ConnInfo, Prepared};
 use crate::message::accesslog::Record;
@@ -20,7 +20,7 @@ use crate::message::{Body, Proto, Refusal, Request, RequestBody, CHUNK};
 use crate::state::State;
 
 /// Serve one HTTP/1.1 connection until it closes or shutdown drains it.
-pub(crate) async fn serve<S>(io: S, info: ConnInfo, state: Arc<State>, mut shutdown: watch::Receiver<bool>)
+pub(crate) async fn serve<S>(io: S, info: ConnInfo, state: Arc<State>, mut stop: crate::io::StopRx)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -43,19 +43,28 @@ where
             .with_upgrades(),
     );
     let drain = state.cfg.timeouts.drain;
-    let linger = tokio::select! {
-        r = conn.as_mut() => match r {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::debug!(%peer, %e, "HTTP/1.1 connection ended with an error");
-                // Refused heads (431, 400) are answered and then closed with the rest of the
-                // peer's input unread; a transport failure or a timeout has no answer to save.
-                e.is_parse() || e.is_parse_too_large()
+    // A reload (`Stop::Retire`) changes nothing here: the next response says
+    // `Connection: close` (see `handle`), and one in progress finishes however long it takes.
+    let mut watching = *stop.borrow() != Stop::Drain;
+    let linger = loop {
+        tokio::select! {
+            r = conn.as_mut() => break match r {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(%peer, %e, "HTTP/1.1 connection ended with an error");
+                    // Refused heads (431, 400) are answered and then closed with the rest of
+                    // the peer's input unread; a transport failure or a timeout has no answer
+                    // to save.
+                    e.is_parse() || e.is_parse_too_large()
+                }
+            },
+            changed = stop.changed(), if watching => {
+                watching = changed.is_ok() && *stop.borrow_and_update() != Stop::Drain;
+                if changed.is_ok() && !watching {
+                    conn.as_mut().graceful_shutdown();
+                    break tokio::time::timeout(drain, conn.as_mut()).await.is_ok_and(|r| r.is_ok());
+                }
             }
-        },
-        _ = shutdown.changed() => {
-            conn.as_mut().graceful_shutdown();
-            tokio::time::timeout(drain, conn.as_mut()).await.is_ok_and(|r| r.is_ok())
         }
     };
     // Dropping the connection drops the stream, which lands in `returned` if its input did
@@ -116,6 +125,11 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
     let mut resp = hyper::Response::new(H1Body { body: Some(body), pending: None, len, trailers: None, log });
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
+    // A reload replaced this connection's configuration: this response is its last (RFC 9112
+    // §9.6); a 101 hands the connection to its tunnel instead.
+    if state.retired() && status != http::StatusCode::SWITCHING_PROTOCOLS {
+        resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
     resp
 }
 

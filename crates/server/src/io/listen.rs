@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::app::respond::ConnInfo;
+use crate::io::live::Generation;
 use crate::io::progress::WriteProgress;
 use crate::message::Proto;
 use crate::state::State;
@@ -21,10 +22,17 @@ use sluice_tls::certs::{Served, ServedCert};
 use sluice_tls::TlsStream;
 
 /// What a TLS listener needs per connection: the TLS configuration, the certificates (for the
-/// one SNI picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises.
+/// one SNI picked: 421s and the ORIGIN frame), its port, and the Alt-Svc it advertises. Made
+/// anew for each configuration generation.
 pub(crate) struct ListenerTls {
     pub(crate) config: Arc<rustls::ServerConfig>,
     pub(crate) certs: Arc<Vec<Arc<ServedCert>>>,
+    pub(crate) port: u16,
+    pub(crate) alt_svc: Option<crate::app::respond::AltSvc>,
+}
+
+/// What a TLS listener keeps across generations: its port and the Alt-Svc it advertises.
+pub(crate) struct TlsSide {
     pub(crate) port: u16,
     pub(crate) alt_svc: Option<crate::app::respond::AltSvc>,
 }
@@ -33,16 +41,21 @@ pub(crate) struct ListenerTls {
 const ACCEPT_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Accept until shutdown; every connection task holds a clone of `alive`.
+/// Accept until `close` (the server stops, or a reload removed the listener); each connection
+/// is served by the generation current when it was accepted, to its end, and holds a clone of
+/// `alive`.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    tls: Option<Arc<ListenerTls>>,
-    state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
+    self_tls: Option<TlsSide>,
+    live: watch::Receiver<Arc<Generation>>,
+    mut close: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
-    let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
+    let max = live.borrow().state.cfg.limits.max_connections;
+    let limit = Arc::new(Semaphore::new(max));
     let mut backoff = std::time::Duration::ZERO;
+    // The generation the listener's TLS parts were made for.
+    let mut made: Option<(Arc<Generation>, Option<Arc<ListenerTls>>)> = None;
     loop {
         // Take a connection slot before accepting: at the limit, new connections wait in the
         // kernel's backlog instead of being accepted and dropped.
@@ -54,7 +67,7 @@ pub(crate) async fn accept_loop(
                 Ok(p) => p,
                 Err(_) => break,
             },
-            _ = shutdown.changed() => break,
+            _ = close.changed() => break,
         };
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -73,13 +86,33 @@ pub(crate) async fn accept_loop(
                     continue;
                 }
             },
-            _ = shutdown.changed() => break,
+            _ = close.changed() => break,
         };
-        let (state, shutdown, alive, tls) = (state.clone(), shutdown.clone(), alive.clone(), tls.clone());
+        let g = live.borrow().clone();
+        let tls = match &made {
+            Some((at, t)) if Arc::ptr_eq(at, &g) => t.clone(),
+            _ => {
+                let t = self_tls.as_ref().and_then(|side| {
+                    Some(Arc::new(ListenerTls {
+                        config: g.tls.clone()?,
+                        certs: g.certs.clone(),
+                        port: side.port,
+                        alt_svc: side.alt_svc.clone(),
+                    }))
+                });
+                made = Some((g.clone(), t.clone()));
+                t
+            }
+        };
+        // (Invariant: a generation with a TLS listener has TLS; never serve one as cleartext.)
+        if tls.is_none() && self_tls.is_some() {
+            continue;
+        }
+        let (state, stop, alive) = (g.state.clone(), g.stop.clone(), alive.clone());
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            serve_connection(tcp, peer, tls, state, shutdown).await;
+            serve_connection(tcp, peer, tls, state, stop).await;
         });
     }
 }
@@ -89,7 +122,7 @@ async fn serve_connection(
     peer: SocketAddr,
     tls: Option<Arc<ListenerTls>>,
     state: Arc<State>,
-    shutdown: watch::Receiver<bool>,
+    shutdown: crate::io::StopRx,
 ) {
     let fd = tcp.as_raw_fd();
     let _ = sluice_sys::sock::set_nodelay(fd);

@@ -164,6 +164,12 @@ impl Running {
         Self { what, child, out, err }
     }
 
+    /// The process id.
+    #[allow(dead_code)] // Used by the reload tests only.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the command is still running.
     pub(crate) fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -608,6 +614,21 @@ pub(crate) fn h1_status_of(s: &mut std::net::TcpStream) -> String {
         }
     }
     String::from_utf8_lossy(&got).split(' ').nth(1).unwrap_or_default().to_owned()
+}
+
+/// Whether python3 imports `module` (a real peer from PyPI); under CI=true its absence fails
+/// `test`, elsewhere the test skips with a note.
+#[allow(dead_code)] // Not every test file has a Python peer.
+pub(crate) fn python_has(module: &str, test: &str) -> bool {
+    let ok = Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{test}: python module `{module}` missing under CI=true (scripts/setup.sh installs it)"
+        );
+        note(&format!("SKIP {test}: python module `{module}` missing; run scripts/setup.sh"));
+    }
+    ok
 }
 
 /// scripts/h3client.py, the aioquic client of the HTTP/3 tests.

@@ -873,6 +873,28 @@ fn graceful_goaway_finishes_open_streams_and_refuses_new() {
 }
 
 #[test]
+fn announced_goaway_serves_streams_in_flight_until_the_real_one() {
+    let mut c = Client::new(Config::default());
+    c.request(1, "/", true);
+    let _ = c.events();
+    c.conn.go_away_announce();
+    assert_eq!(c.output(), vec![F::GoAway((1 << 31) - 1, Reason::NO_ERROR)]);
+    // A request the peer sent before it read the announcement is still served.
+    c.request(3, "/", true);
+    assert_eq!(c.events().len(), 1);
+    assert!(!c.conn.is_done(), "announced only: not draining");
+    c.conn.go_away();
+    assert_eq!(c.output(), vec![F::GoAway(3, Reason::NO_ERROR)]);
+    c.request(5, "/", true);
+    assert_eq!(c.output(), vec![F::Rst(5, Reason::REFUSED_STREAM)]);
+    for id in [1, 3] {
+        c.conn.send_response(id, 200, vec![], true).unwrap();
+    }
+    let _ = c.output();
+    assert!(c.conn.is_done());
+}
+
+#[test]
 fn urgent_response_overtakes_bulk_within_one_quantum() {
     let mut c = Client::new(Config::default());
     c.send(kind::SETTINGS, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]);

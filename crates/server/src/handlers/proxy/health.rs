@@ -3,7 +3,6 @@
 //! take the server out of rotation, `passes` consecutive passes bring it back.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use http::HeaderValue;
 
@@ -11,14 +10,16 @@ use super::body::UpBody;
 use super::{connect, h1, Upstream};
 use crate::config::UpstreamProto;
 
-/// Check server `i` of `up` forever.
-pub(super) async fn run(up: Arc<Upstream>, i: usize) {
-    let Some(h) = up.cfg.health.clone() else { return };
+/// Check server `i` of `up` for as long as a configuration uses the upstream (after a reload
+/// that dropped it, until the last connection of the old configuration ends).
+pub(super) async fn run(up: std::sync::Weak<Upstream>, i: usize) {
+    let Some(h) = up.upgrade().and_then(|u| u.cfg.health.clone()) else { return };
     let (mut passes, mut fails) = (0u32, 0u32);
     let mut tick = tokio::time::interval(h.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        let Some(up) = up.upgrade() else { return };
         let outcome = match tokio::time::timeout(h.timeout, check(&up, i)).await {
             Ok(Ok(status)) if status == h.expect => Ok(()),
             Ok(Ok(status)) => Err(format!("status {status}, expected {}", h.expect)),

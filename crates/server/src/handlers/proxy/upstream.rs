@@ -174,7 +174,7 @@ impl Upstream {
     pub(crate) fn start_health_checks(self: &Arc<Self>) {
         if self.cfg.health.is_some() {
             for i in 0..self.servers.len() {
-                tokio::spawn(health::run(self.clone(), i));
+                tokio::spawn(health::run(Arc::downgrade(self), i));
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The connection's state between waits, in one struct, and what happens on each kind of
 //! wake-up: a turn before the wait ([`Driver::turn`]: engine events, handler commands, the next
 //! write), then [`Driver::on_read`], [`Driver::on_write_done`], [`Driver::on_command`],
-//! [`Driver::on_timer`] or [`Driver::on_shutdown`] for what woke it (quinn's
+//! [`Driver::on_timer`] or [`Driver::on_stop`] for what woke it (quinn's
 //! `ConnectionDriver` is the model). `super::serve` owns the waiting.
 
 use std::ops::ControlFlow;
@@ -11,13 +11,13 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use sluice_h2::{Connection, Event, Reason, Transmit};
-use tokio::sync::watch;
 
 use super::budget::{crowds, write_budget, Allowance};
 use super::buffers::{set_mark, ReadBufs, BUSY_READ, IDLE_READ, IDLE_WRITE, SHRINK_AFTER};
 use crate::app::respond::ConnInfo;
 use crate::io::mailbox::{Receiver, Sender};
 use crate::io::stream::{BodyVerdict, Cmd, CmdReceiver, Streams};
+use crate::io::Stop;
 use crate::message::Proto;
 use crate::state::State;
 use sluice_tls::split::{ReadChunks, ReadHalf};
@@ -66,6 +66,8 @@ pub(super) struct Driver<S> {
     /// window) cannot hold the connection longer than the idle timeout.
     write_deadline: Option<tokio::time::Instant>,
     pub(super) drain_deadline: Option<tokio::time::Instant>,
+    /// A reload's retirement: its GOAWAYs at the connection's next pause.
+    retirement: crate::io::Retirement,
     /// A new connection ramps as a single download until it crowds (see `crowds`).
     pace: Option<InflightCap>,
     retry_at: Option<tokio::time::Instant>,
@@ -102,7 +104,7 @@ impl<S: ReadChunks> Driver<S> {
         prefix: &[u8],
         wq_tx: Sender<Transmit>,
         done_rx: Receiver<std::io::Result<Transmit>>,
-        shutdown: &watch::Receiver<bool>,
+        stop: Stop,
     ) -> Self {
         let mut cfg = state.h2.clone();
         // RFC 8336: the origin set of the certificate this connection's SNI picked.
@@ -135,6 +137,7 @@ impl<S: ReadChunks> Driver<S> {
             rtt_sampled: Instant::now().checked_sub(RTT_SAMPLE_EVERY).unwrap_or_else(Instant::now),
             write_deadline: None,
             drain_deadline: None,
+            retirement: crate::io::Retirement::default(),
             pace: state.cfg.tcp.limit_inflight.then(|| InflightCap::new().leading().lone()),
             retry_at: None,
             idle_reading: Instant::now(),
@@ -151,9 +154,7 @@ impl<S: ReadChunks> Driver<S> {
             state,
             info,
         };
-        if *shutdown.borrow() {
-            d.on_shutdown();
-        }
+        d.on_stop(stop);
         d
     }
 
@@ -324,6 +325,7 @@ impl<S: ReadChunks> Driver<S> {
             self.retry_at.filter(|_| self.spare.is_some()),
             shrink_at,
             self.drain_deadline,
+            self.retirement.deadline(self.idle_since),
             self.mark.as_ref().and_then(RecvMark::deadline).map(tokio::time::Instant::from_std),
         ]
         .into_iter()
@@ -399,6 +401,11 @@ impl<S: ReadChunks> Driver<S> {
         if self.drain_deadline.is_some_and(|d| d <= now) {
             return Step::Break(());
         }
+        match self.retirement.due(now, self.idle_since) {
+            Some(crate::io::GoAway::Announce) => self.conn.go_away_announce(),
+            Some(crate::io::GoAway::Final) => self.conn.go_away(),
+            None => {}
+        }
         if self.timeout.is_some_and(|t| t <= now) {
             self.conn.handle_timeout(Instant::now());
         }
@@ -422,10 +429,18 @@ impl<S: ReadChunks> Driver<S> {
         Step::Continue(())
     }
 
-    /// The server is shutting down: GOAWAY, and a deadline for the streams in progress.
-    pub(super) fn on_shutdown(&mut self) {
-        self.conn.go_away();
-        self.drain_deadline = Some(tokio::time::Instant::now() + self.state.cfg.timeouts.drain);
+    /// The server asks the connection to stop. Retired by a reload, the connection keeps its
+    /// configuration while the peer keeps it busy; once it has had no stream open for
+    /// [`crate::io::RETIRE_IDLE`], GOAWAY is announced, and made final a grace period later
+    /// (streams the peer sent meanwhile are served); there is no deadline for the streams in
+    /// progress. A GOAWAY in the middle of a peer's work fails requests it was about to send
+    /// at clients that do not retry them (h2load counts them failed). The server shutting
+    /// down: GOAWAY and a deadline.
+    pub(super) fn on_stop(&mut self, stop: Stop) {
+        if self.retirement.on_stop(stop) {
+            self.conn.go_away();
+            self.drain_deadline = Some(tokio::time::Instant::now() + self.state.cfg.timeouts.drain);
+        }
     }
 
     /// The connection is over: its handlers are stopped; the read half, for the close.

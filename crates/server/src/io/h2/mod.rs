@@ -22,7 +22,6 @@ use std::time::Instant;
 use bytes::Bytes;
 use sluice_h2::{Connection, Field, Reason, SendError, Transmit};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::watch;
 
 use crate::app::respond::ConnInfo;
 use crate::io::stream::{Engine, Refused};
@@ -92,7 +91,7 @@ pub(crate) fn serve<S>(
     prefix: Bytes,
     info: ConnInfo,
     state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
+    stop: crate::io::StopRx,
 ) -> impl std::future::Future<Output = ()> + Send
 where
     S: sluice_tls::split::ReadChunks + Send + 'static,
@@ -111,10 +110,12 @@ where
         let (wq_tx, wq_rx) = crate::io::mailbox::mailbox::<Transmit>();
         let (done_tx, done_rx) = crate::io::mailbox::mailbox::<std::io::Result<Transmit>>();
         let writer = tokio::spawn(write_loop(wr, wq_rx, done_tx));
-        let mut d = Driver::new(state, info, fd, rd, &prefix, wq_tx, done_rx, &shutdown);
+        let now_stop = *stop.borrow();
+        let mut d = Driver::new(state, info, fd, rd, &prefix, wq_tx, done_rx, now_stop);
         drop(prefix);
-        // Made once, not each turn of the loop: shutdown fires once (then its branch is off).
-        let mut shutdown_changed = std::pin::pin!(shutdown.changed());
+        // Made once, not each turn of the loop: set anew only after it fired (a reload, then
+        // perhaps the shutdown); its branch is off once the connection drains.
+        let mut stop_next = std::pin::pin!(crate::io::next_stop(stop));
         // One timer for every deadline of the loop (see `io::arm`): a timer per deadline made
         // anew each turn was a registration and a removal in tokio's timer wheel, each under
         // its lock, two or three times per turn.
@@ -154,8 +155,9 @@ where
                     timer_at = None;
                     d.on_timer()
                 }
-                _ = &mut shutdown_changed, if d.drain_deadline.is_none() => {
-                    d.on_shutdown();
+                (s, rx) = &mut stop_next, if d.drain_deadline.is_none() => {
+                    d.on_stop(s);
+                    stop_next.set(crate::io::next_stop(rx));
                     Step::Continue(())
                 }
                 // A handler woken while the handlers ran (one that woke itself) is polled on the

@@ -1,7 +1,7 @@
 //! One HTTP/3 connection's state between waits, in one struct, and what happens on each kind
 //! of wake-up: a turn before the wait ([`Driver::turn`]: engine events, handler commands, the
 //! engine's writes to quinn), then [`Driver::on_input`], [`Driver::on_command`],
-//! [`Driver::on_woken`], [`Driver::on_timer`] or [`Driver::on_shutdown`] for what woke it
+//! [`Driver::on_woken`], [`Driver::on_timer`] or [`Driver::on_stop`] for what woke it
 //! (quinn's `ConnectionDriver` is the model). `super::serve` owns the waiting.
 
 use std::collections::VecDeque;
@@ -17,13 +17,14 @@ use quinn::{RecvStream, SendStream, VarInt};
 use rustc_hash::FxHashMap;
 use sluice_h3::{Code, Connection, Event};
 use sluice_tune::window::{TuneState, WindowPolicy};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::streams::{poll_once, read_stream, Credit, Input, Out, StreamWake};
 use super::READ_CHUNK;
 use crate::app::respond::ConnInfo;
 use crate::io::quic_pace::PaceLink;
 use crate::io::stream::{BodyVerdict, Cmd, CmdReceiver, Streams};
+use crate::io::Stop;
 use crate::message::Proto;
 use crate::state::State;
 use sluice_tls::certs::Served;
@@ -88,6 +89,10 @@ pub(super) struct Driver {
     pub(super) closed: bool,
     /// Set by shutdown: when the streams in progress are given up.
     pub(super) drain_deadline: Option<tokio::time::Instant>,
+    /// A reload's retirement: its GOAWAYs at the connection's next pause.
+    retirement: crate::io::Retirement,
+    /// Since when no stream has been open.
+    idle_since: Option<tokio::time::Instant>,
     pub(super) stall_every: Duration,
     pub(super) stall_check: tokio::time::Instant,
     /// Heads are encoded when queued: the `Date` is brought up to date before each turn's
@@ -110,7 +115,7 @@ impl Driver {
         uni: Vec<SendStream>,
         served: Option<Served>,
         state: Arc<State>,
-        shutdown: &watch::Receiver<bool>,
+        stop: Stop,
     ) -> Self {
         let peer = quic.remote_address();
         let ids: Vec<u64> = uni.iter().map(|s| u64::from(s.id())).collect();
@@ -155,6 +160,8 @@ impl Driver {
             window: f.initial_connection_window,
             closed: false,
             drain_deadline: None,
+            retirement: crate::io::Retirement::default(),
+            idle_since: None,
             stall_every,
             stall_check: tokio::time::Instant::now() + stall_every,
             date: crate::io::date::Stamp::default(),
@@ -172,9 +179,7 @@ impl Driver {
                 out.priority = i32::MAX;
             }
         }
-        if *shutdown.borrow() {
-            d.on_shutdown();
-        }
+        d.on_stop(stop);
         d
     }
 
@@ -228,7 +233,20 @@ impl Driver {
     pub(super) fn before_wait(&mut self) -> Option<tokio::time::Instant> {
         self.timeout = self.engine.poll_timeout().map(tokio::time::Instant::from_std);
         self.active = !self.streams.is_empty() || self.engine.open_streams() > 0;
-        [self.timeout, self.active.then_some(self.stall_check), self.drain_deadline].into_iter().flatten().min()
+        if self.active {
+            self.idle_since = None;
+        } else if self.idle_since.is_none() {
+            self.idle_since = Some(tokio::time::Instant::now());
+        }
+        [
+            self.timeout,
+            self.active.then_some(self.stall_check),
+            self.drain_deadline,
+            self.retirement.deadline(self.idle_since),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// What the reader tasks brought, all of it that is there.
@@ -252,6 +270,11 @@ impl Driver {
         let now = tokio::time::Instant::now();
         if self.drain_deadline.is_some_and(|d| d <= now) {
             return Step::Break(());
+        }
+        match self.retirement.due(now, self.idle_since) {
+            Some(crate::io::GoAway::Announce) => self.engine.go_away_announce(),
+            Some(crate::io::GoAway::Final) => self.engine.go_away(),
+            None => {}
         }
         // The engine's timers: header timeouts of request streams, the reset budget's window.
         if self.timeout.is_some_and(|t| t <= now) {
@@ -280,10 +303,14 @@ impl Driver {
         Step::Continue(())
     }
 
-    /// The server is shutting down: GOAWAY, and a deadline for the streams in progress.
-    pub(super) fn on_shutdown(&mut self) {
-        self.engine.go_away();
-        self.drain_deadline = Some(tokio::time::Instant::now() + self.state.cfg.timeouts.drain);
+    /// The server asks the connection to stop: as over HTTP/2 (`io::h2::driver`), a reload's
+    /// GOAWAY announced once the connection pauses and then final, with no deadline; a
+    /// shutdown's final at once, with one.
+    pub(super) fn on_stop(&mut self, stop: Stop) {
+        if self.retirement.on_stop(stop) {
+            self.engine.go_away();
+            self.drain_deadline = Some(tokio::time::Instant::now() + self.state.cfg.timeouts.drain);
+        }
     }
 
     /// The connection is over: its handlers are stopped and, unless it was closed already,

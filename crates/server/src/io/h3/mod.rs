@@ -44,6 +44,7 @@ use sluice_h3::{Code, Connection, Field, SendError};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::config::{Config, QuicCongestion};
+use crate::io::live::Generation;
 use crate::io::quic_pace::{BoundedFactory, PaceLink};
 use crate::io::stream::{Engine, Refused};
 use crate::state::State;
@@ -72,14 +73,20 @@ pub(crate) struct Listener {
 pub(crate) fn endpoint(addr: SocketAddr, tls: Arc<rustls::ServerConfig>, cfg: &Config) -> Result<Listener, String> {
     let socket = std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot listen on UDP {addr}: {e}"))?;
     size_buffers(&socket, cfg.quic.socket_buffer);
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
-        .map_err(|e| format!("TLS configuration for QUIC: {e}"))?;
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    // Every connection is accepted with its own settings (`for_peer`); these are the defaults.
-    server.transport_config(Arc::new(transport(cfg, None)?));
+    let server = server_config(tls, cfg)?;
     let ep = quinn::Endpoint::new(endpoint_config(), Some(server.clone()), socket, Arc::new(quinn::TokioRuntime))
         .map_err(|e| format!("cannot start QUIC on {addr}: {e}"))?;
     Ok(Listener { ep, server })
+}
+
+/// The endpoint's server settings: `tls` (ALPN h3) and the transport from `cfg`. Every
+/// connection is accepted with its own settings (`for_peer`); these are the defaults.
+pub(crate) fn server_config(tls: Arc<rustls::ServerConfig>, cfg: &Config) -> Result<quinn::ServerConfig, String> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| format!("TLS configuration for QUIC: {e}"))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(transport(cfg, None)?));
+    Ok(server)
 }
 
 /// The server settings for a connection from `peer`: the listener's, with MTU discovery up to
@@ -169,17 +176,20 @@ pub(super) fn worth_setting(old: u64, new: u64) -> bool {
     old.abs_diff(new) > old / 8
 }
 
-/// Accept QUIC connections until shutdown; every connection task holds a clone of `alive`.
+/// Accept QUIC connections until `close` (the server stops, or a reload removed the
+/// listener); each is served by the generation current when it arrived, to its end, and holds
+/// a clone of `alive`. A new generation's certificates and transport settings apply to the
+/// connections that arrive after it: the endpoint, and every connection on it, stays.
 pub(crate) async fn accept_loop(
     listener: Listener,
-    certs: Arc<Vec<Arc<ServedCert>>>,
-    state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
+    mut live: watch::Receiver<Arc<Generation>>,
+    mut close: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
     let Listener { ep, server } = listener;
-    let server = Arc::new(server);
-    let limit = Arc::new(Semaphore::new(state.cfg.limits.max_connections));
+    let mut server = Arc::new(server);
+    let mut g = live.borrow_and_update().clone();
+    let limit = Arc::new(Semaphore::new(g.state.cfg.limits.max_connections));
     let port = ep.local_addr().map(|a| a.port()).unwrap_or_default();
     loop {
         let incoming = tokio::select! {
@@ -187,7 +197,22 @@ pub(crate) async fn accept_loop(
                 Some(i) => i,
                 None => break,
             },
-            _ = shutdown.changed() => break,
+            _ = close.changed() => break,
+            changed = live.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                g = live.borrow_and_update().clone();
+                match g.quic_tls.clone().map(|tls| server_config(tls, &g.state.cfg)) {
+                    Some(Ok(s)) => {
+                        ep.set_server_config(Some(s.clone()));
+                        server = Arc::new(s);
+                    }
+                    Some(Err(e)) => tracing::error!(%e, "QUIC keeps its previous TLS settings"),
+                    None => {}
+                }
+                continue;
+            }
         };
         // At the limit, refuse at once (CONNECTION_REFUSED) rather than hold the handshake.
         let Ok(permit) = limit.clone().try_acquire_owned() else {
@@ -196,18 +221,19 @@ pub(crate) async fn accept_loop(
             incoming.refuse();
             continue;
         };
-        let (state, shutdown, alive, certs) = (state.clone(), shutdown.clone(), alive.clone(), certs.clone());
+        let (state, stop, alive, certs) = (g.state.clone(), g.stop.clone(), alive.clone(), g.certs.clone());
         let server = server.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            serve(incoming, &server, &certs, port, state, shutdown).await;
+            serve(incoming, &server, &certs, port, state, stop).await;
         });
     }
     // Refuse new connections while the open ones drain (each has its own GOAWAY and deadline),
     // then let their CONNECTION_CLOSEs go out.
     ep.set_server_config(None);
-    let _ = tokio::time::timeout(state.cfg.timeouts.drain + Duration::from_secs(1), ep.wait_idle()).await;
+    let drain = g.state.cfg.timeouts.drain;
+    let _ = tokio::time::timeout(drain + Duration::from_secs(1), ep.wait_idle()).await;
 }
 
 fn refused(e: SendError) -> Refused {
@@ -317,20 +343,21 @@ async fn serve(
     certs: &[Arc<ServedCert>],
     port: u16,
     state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
+    stop: crate::io::StopRx,
 ) {
     let Some((quic, pace, uni, served)) = handshake(incoming, server, certs, port, &state).await else { return };
     let _open = crate::message::metrics::Connection::open(crate::message::Proto::Http3);
-    let mut d = Driver::new(quic.clone(), pace, uni, served, state, &shutdown);
+    let now_stop = *stop.borrow();
+    let mut d = Driver::new(quic.clone(), pace, uni, served, state, now_stop);
     // Streams the client opens are accepted here, not by a task of their own: one wake-up and
     // no channel message per request. Off once the connection refuses more. These futures, and
-    // the shutdown and close watches, live across turns of the loop (a new one each turn cost
+    // the stop and close watches, live across turns of the loop (a new one each turn cost
     // its set-up and its registration with quinn or tokio every time); each is replaced once it
-    // has fired, and shutdown fires once.
+    // has fired.
     let mut accepting = true;
     let mut accept_bi = std::pin::pin!(quic.accept_bi());
     let mut accept_uni = std::pin::pin!(quic.accept_uni());
-    let mut shutdown_changed = std::pin::pin!(shutdown.changed());
+    let mut stop_next = std::pin::pin!(crate::io::next_stop(stop));
     let mut closed = std::pin::pin!(quic.closed());
     // One timer for every deadline (see `io::arm`), as over HTTP/2.
     let mut timer = std::pin::pin!(tokio::time::sleep_until(tokio::time::Instant::now()));
@@ -377,8 +404,9 @@ async fn serve(
                 timer_at = None;
                 d.on_timer()
             }
-            _ = &mut shutdown_changed, if d.drain_deadline.is_none() => {
-                d.on_shutdown();
+            (s, rx) = &mut stop_next, if d.drain_deadline.is_none() => {
+                d.on_stop(s);
+                stop_next.set(crate::io::next_stop(rx));
                 Step::Continue(())
             }
             e = &mut closed => {
