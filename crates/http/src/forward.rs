@@ -208,6 +208,9 @@ pub struct Forwarding<'a> {
     pub authority: &'a str,
     /// Clients whose forwarding fields are extended instead of replaced.
     pub trusted: &'a [Cidr],
+    /// The request's `X-Request-Id` sent upstream (valid field-value bytes; empty: none). The
+    /// client's goes either way: the proxy decides whether this is the client's value.
+    pub request_id: &'a [u8],
 }
 
 /// Write a `Forwarded` node for `ip` (RFC 7239 §6: IPv6 in brackets, quoted).
@@ -272,6 +275,7 @@ impl FieldValue<'_> {
 const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
 const XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const XFH: HeaderName = HeaderName::from_static("x-forwarded-host");
+const XRID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The fields of a request sent upstream, worked out once from the client's without copying
 /// them: hop-by-hop fields go (the fixed ones, `te` but for `te: trailers`, and the ones
@@ -294,6 +298,7 @@ pub struct RequestPlan<'h> {
     own: Vec<u8>,
     xff_end: usize,
     via: &'static str,
+    request_id: &'h [u8],
     /// The joined `Cookie` value (HTTP/1.1 upstreams).
     cookie: Option<Vec<u8>>,
     join_cookies: bool,
@@ -390,6 +395,7 @@ impl<'h> RequestPlan<'h> {
             own,
             xff_end,
             via,
+            request_id: f.request_id,
             cookie,
             join_cookies,
             has_length,
@@ -409,7 +415,7 @@ impl<'h> RequestPlan<'h> {
 
     /// Whether the client's fields named `n` cross as they are.
     pub fn kept(&self, n: &HeaderName) -> bool {
-        if HOP_BY_HOP.contains(n) || *n == header::TE || *n == XFF || *n == header::FORWARDED {
+        if HOP_BY_HOP.contains(n) || *n == header::TE || *n == XFF || *n == header::FORWARDED || *n == XRID {
             return false;
         }
         if (*n == XFP && !self.keep_xfp) || (*n == XFH && !self.keep_xfh) || (*n == header::COOKIE && self.join_cookies)
@@ -448,6 +454,9 @@ impl<'h> RequestPlan<'h> {
         }
         emit(&header::FORWARDED, FieldValue::Own(&self.own[self.xff_end..]));
         emit(&header::VIA, FieldValue::Own(self.via.as_bytes()));
+        if !self.request_id.is_empty() {
+            emit(&XRID, FieldValue::Own(self.request_id));
+        }
         if let Some(c) = &self.cookie {
             emit(&header::COOKIE, FieldValue::Own(c));
         }
@@ -567,7 +576,27 @@ mod tests {
     }
 
     fn fwd<'a>(peer: &str, trusted: &'a [Cidr]) -> Forwarding<'a> {
-        Forwarding { peer: peer.parse().unwrap(), tls: true, proto: Received::Http2, authority: "app.example", trusted }
+        Forwarding {
+            peer: peer.parse().unwrap(),
+            tls: true,
+            proto: Received::Http2,
+            authority: "app.example",
+            trusted,
+            request_id: b"",
+        }
+    }
+
+    #[test]
+    fn the_request_id_sent_is_the_proxy_s_own_whatever_the_client_sent() {
+        let h = map(&[("x-request-id", "from-the-client"), ("x-a", "1")]);
+        let mut f = fwd("192.0.2.1:5000", &[]);
+        f.request_id = b"0123456789abcdef";
+        let out = request(&h, &f, false);
+        let ids: Vec<_> = out.get_all("x-request-id").iter().collect();
+        assert_eq!(ids, ["0123456789abcdef"]);
+        // None given: none sent, the client's neither.
+        let out = request(&h, &fwd("192.0.2.1:5000", &[]), false);
+        assert!(out.get("x-request-id").is_none());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! [`send`], chunk by chunk, each chunk waiting for permits that the connection task returns
 //! only as its engine frames earlier bytes (the bounded queue between handler and socket).
 
+use crate::config::AccessLogFormat;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -35,6 +36,8 @@ pub(crate) struct ConnInfo {
     /// The first authority a request on this connection named that was valid and served
     /// here: later requests naming it again (nearly all of them) skip both checks.
     pub(crate) checked: std::sync::OnceLock<Arc<str>>,
+    /// What the TLS handshake agreed, for the JSON access log (`None` unless it is on).
+    pub(crate) tls_info: Option<Arc<crate::message::accesslog::TlsInfo>>,
 }
 
 /// A listener's `Alt-Svc` value in both forms a response takes it: as a header value (for a
@@ -71,6 +74,7 @@ impl ConnInfo {
             alt_svc_field: alt_svc.map(|a| a.field.clone()),
             served,
             checked: std::sync::OnceLock::new(),
+            tls_info: None,
         }
     }
 
@@ -233,9 +237,17 @@ pub(crate) struct Admitted {
 /// the limit; with `Alt-Svc`). `None` hands the request on to the router.
 pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted, Option<Response>) {
     // Without an access log, the line is not made: no copies, no clock, no counters' handle.
+    let json = state.cfg.access_log == AccessLogFormat::Json;
+    if json {
+        let trusted = state.cfg.proxy.trusts(conn.peer.ip());
+        req.exchange.request_id(&req.headers, trusted);
+    }
     let log = Record {
-        line: state.cfg.access_log.then(|| {
-            Box::new(access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.exchange.clone()))
+        line: state.cfg.access_log.on().then(|| {
+            let mut l = access_log(req.proto, conn.peer, &req.method, &req.authority, &req.path, req.exchange.clone());
+            l.json = json;
+            l.tls = conn.tls_info.clone();
+            Box::new(l)
         }),
         tally: if state.cfg.admin.metrics { Tally::start(req.proto) } else { Tally::off() },
     };
@@ -307,6 +319,8 @@ fn access_log(
         counters,
         bytes_out: 0,
         outcome: "reset",
+        json: false,
+        tls: None,
     }
 }
 
@@ -364,7 +378,8 @@ impl Inline {
 pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, proto: Proto) -> Option<Inline> {
     use crate::handlers::static_files::Files;
     use crate::handlers::Handler;
-    if !state.inline_routes {
+    // The JSON log's fields (request id, compression) come from the usual path.
+    if !state.inline_routes || state.cfg.access_log == AccessLogFormat::Json {
         return None;
     }
     let head_only = match &head.method[..] {
@@ -415,7 +430,7 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     }
     let (wire, body) = files.cached_whole(path, head_only, accept)?;
     let mut log = Record {
-        line: state.cfg.access_log.then(|| {
+        line: state.cfg.access_log.on().then(|| {
             let method = if head_only { http::Method::HEAD } else { http::Method::GET };
             Box::new(access_log(proto, conn.peer, &method, authority, path, NO_COUNTS.clone()))
         }),

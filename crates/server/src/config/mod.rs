@@ -33,6 +33,22 @@ pub(crate) use site::HeaderRules;
 pub(crate) use site::{Route, RouteHandler, Site};
 pub(crate) use upstream::{Balance, HashKey, ProxySettings, ServerAddr, Upstream, UpstreamProto};
 
+/// The access log's format (`access_log`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AccessLogFormat {
+    Off,
+    /// One line of space-separated fields per request.
+    Text,
+    /// One JSON object per line, with more fields (docs/configuration.md).
+    Json,
+}
+
+impl AccessLogFormat {
+    pub(crate) fn on(self) -> bool {
+        self != Self::Off
+    }
+}
+
 /// The whole, validated configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -50,8 +66,8 @@ pub(crate) struct Config {
     pub(crate) limits: Limits,
     /// Timeouts.
     pub(crate) timeouts: Timeouts,
-    /// Access log on/off.
-    pub(crate) access_log: bool,
+    /// The access log: off, text lines or JSON lines.
+    pub(crate) access_log: AccessLogFormat,
     /// Where `sluice serve` writes its process id (`sluice reload` reads it when there is no
     /// admin listener).
     pub(crate) pid_file: Option<PathBuf>,
@@ -371,7 +387,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         speedtest: Speedtest::default(),
         limits: Limits::default(),
         timeouts: Timeouts::default(),
-        access_log: true,
+        access_log: AccessLogFormat::Text,
         pid_file: None,
         flow: Flow::default(),
         tcp: Tcp::default(),
@@ -479,7 +495,20 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         speedtest,
         limits,
         timeouts,
-        access_log: raw.access_log.unwrap_or(true),
+        access_log: match &raw.access_log {
+            None => AccessLogFormat::Text,
+            Some(v) => match v.get_ref() {
+                raw::RawAccessLog::On(true) => AccessLogFormat::Text,
+                raw::RawAccessLog::On(false) => AccessLogFormat::Off,
+                raw::RawAccessLog::Format(f) if f == "text" => AccessLogFormat::Text,
+                raw::RawAccessLog::Format(f) if f == "json" => AccessLogFormat::Json,
+                raw::RawAccessLog::Format(f) => {
+                    return Err(
+                        src.err(v.span(), format!("`access_log` is true, false, \"text\" or \"json\", not \"{f}\""))
+                    )
+                }
+            },
+        },
         pid_file: match &raw.pid_file {
             Some(p) if p.get_ref().is_empty() => return Err(src.err(p.span(), "`pid_file` must not be empty")),
             Some(p) => Some(src.path(p.get_ref())),

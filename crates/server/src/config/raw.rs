@@ -8,7 +8,7 @@ use toml::Spanned;
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     pub(super) data_dir: Option<Spanned<String>>,
-    pub(super) access_log: Option<bool>,
+    pub(super) access_log: Option<Spanned<RawAccessLog>>,
     pub(super) pid_file: Option<Spanned<String>>,
     pub(super) listener: Option<Spanned<Vec<Spanned<RawListener>>>>,
     #[serde(default)]
@@ -158,4 +158,12 @@ pub(super) struct RawTimeouts {
     pub(super) header_secs: Option<Spanned<u64>>,
     pub(super) idle_secs: Option<Spanned<u64>>,
     pub(super) drain_secs: Option<Spanned<u64>>,
+}
+
+/// `access_log`: `true`, `false`, `"text"` or `"json"`.
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+pub(super) enum RawAccessLog {
+    On(bool),
+    Format(String),
 }

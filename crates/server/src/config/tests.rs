@@ -141,7 +141,7 @@ drain_secs = 0
 "#;
     let cfg = parse_in(dir.path(), text).unwrap();
     assert_eq!(cfg.data_dir, dir.path().join("state"));
-    assert!(!cfg.access_log);
+    assert!(!cfg.access_log.on());
     assert_eq!(cfg.listeners.len(), 2);
     assert_eq!(cfg.listeners[0].addr, "127.0.0.1:8443".parse().unwrap());
     assert!(cfg.listeners[0].tls);
@@ -185,7 +185,7 @@ fn defaults() {
     assert_eq!(cfg.limits.max_request_body, 10_737_418_240);
     assert_eq!(cfg.limits.max_connections, 10_000);
     assert_eq!(cfg.timeouts.idle, Duration::from_secs(60));
-    assert!(cfg.access_log);
+    assert!(cfg.access_log.on());
     assert!(cfg.data_dir.ends_with("sluice"));
     let d = default_config(PathBuf::from("/tmp/x"));
     assert_eq!(d.listeners.len(), 2);
@@ -486,4 +486,16 @@ fn an_upstream_is_the_same_only_when_every_setting_is() {
     assert!(!up("").same_as(&up("retries = 0")));
     assert!(!up("").same_as(&up("[upstream.pool]\nmax_idle = 3")));
     assert!(!up("").same_as(&up("[upstream.health]\npath = \"/h\"")));
+}
+
+#[test]
+fn access_log_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let fmt = |v: &str| parse_in(dir.path(), &format!("access_log = {v}\n")).map(|c| c.access_log);
+    assert_eq!(fmt("true").unwrap(), AccessLogFormat::Text);
+    assert_eq!(fmt("false").unwrap(), AccessLogFormat::Off);
+    assert_eq!(fmt("\"json\"").unwrap(), AccessLogFormat::Json);
+    assert_eq!(fmt("\"text\"").unwrap(), AccessLogFormat::Text);
+    let e = fmt("\"xml\"").unwrap_err().to_string();
+    assert!(e.starts_with("sluice.toml:1:14:") && e.contains("\"json\""), "{e}");
 }

@@ -254,6 +254,17 @@ pub(crate) struct ProxySettings {
     pub(crate) trusted: Vec<Cidr>,
 }
 
+impl ProxySettings {
+    /// Whether `ip` is a trusted proxy (an IPv4-mapped IPv6 address as its IPv4 one).
+    pub(crate) fn trusts(&self, ip: std::net::IpAddr) -> bool {
+        let ip = match ip {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        self.trusted.iter().any(|c| c.contains(ip))
+    }
+}
+
 pub(super) fn proxy_settings(src: &Source<'_>, raw: &RawProxy) -> Result<ProxySettings, ConfigError> {
     let trusted = raw
         .trusted_proxies

@@ -339,8 +339,15 @@ pub(crate) fn encode_response(cfg: &Compression, req: &Request, revalidated: u8,
         h.insert(header::ETAG, tag);
     }
     let inner = std::mem::replace(&mut resp.body, Body::Empty);
-    resp.body =
-        Body::Source(Box::new(Encoded { inner, encoder: Some(encoder), _slot: slot, codec, read: 0, written: 0 }));
+    resp.body = Body::Source(Box::new(Encoded {
+        inner,
+        encoder: Some(encoder),
+        _slot: slot,
+        codec,
+        read: 0,
+        written: 0,
+        exchange: req.exchange.clone(),
+    }));
 }
 
 /// `W/"tag-br"` (a variant's tag as [`encode_response`] makes it): the identity's tag,
@@ -416,14 +423,16 @@ struct Encoded {
     encoder: Option<Encoder>,
     _slot: Option<Slot>,
     codec: Codec,
-    /// Bytes in and out so far, for the metrics.
+    /// Bytes in and out so far, for the metrics and the request's log line.
     read: u64,
     written: u64,
+    exchange: crate::message::ExchangeRef,
 }
 
 impl Drop for Encoded {
     fn drop(&mut self) {
         crate::message::metrics::compressed(self.codec.index(), self.read, self.written);
+        self.exchange.compressed(self.codec.index(), self.read, self.written);
     }
 }
 

@@ -163,7 +163,16 @@ async fn serve_connection(
             done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let served = Served::for_sni(&t.certs, stream.server_name(), t.port);
             let h2 = stream.alpn_protocol() == Some(b"h2");
-            (stream, ConnInfo::new(peer, true, t.alt_svc.as_ref(), served), h2)
+            let mut info = ConnInfo::new(peer, true, t.alt_svc.as_ref(), served);
+            if state.cfg.access_log == crate::config::AccessLogFormat::Json {
+                info.tls_info = Some(Arc::new(crate::message::accesslog::TlsInfo {
+                    version: stream.version_name(),
+                    cipher: stream.cipher_name(),
+                    alpn: Some(if h2 { "h2" } else { "http/1.1" }),
+                    resumed: Some(stream.resumed()),
+                }));
+            }
+            (stream, info, h2)
         };
         let _open = crate::message::metrics::Connection::open(if h2 { Proto::Http2 } else { Proto::Http1 });
         if h2 {

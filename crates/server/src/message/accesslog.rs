@@ -3,12 +3,13 @@
 //! every [`FLUSH_EVERY`]; [`flush`] writes the rest at shutdown.
 //!
 //! Line format: `unix-time.millis peer protocol method authority path status in=BYTES
-//! out=BYTES [win=N] [hints=SOURCES] duration outcome`.
+//! out=BYTES [win=N] [hints=SOURCES] duration outcome`; with `access_log = "json"`, one JSON
+//! object per line with those fields and the request id, the upstream, TLS and compression.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use http::Method;
@@ -70,6 +71,65 @@ pub(crate) struct Counters {
     pub(crate) recv_window: AtomicU64,
     /// Where the 103 Early Hints sent for this request came from ([`HINTS_CONFIGURED`], ...).
     pub(crate) hints: AtomicU8,
+    /// The request id (`X-Request-Id`): set when the request is proxied or the log is JSON.
+    pub(crate) request_id: OnceLock<Box<str>>,
+    /// The upstream and server that answered (`name server`), and its time to first byte.
+    pub(crate) upstream: OnceLock<Box<str>>,
+    pub(crate) upstream_us: AtomicU64,
+    /// The coding the response was compressed with (`Codec::index` + 1; 0: none), and the
+    /// bytes before and after.
+    pub(crate) codec: AtomicU8,
+    pub(crate) encoded: [AtomicU64; 2],
+}
+
+impl Counters {
+    /// The response was compressed with the codec of index `codec`, `from` bytes to `to`.
+    pub(crate) fn compressed(&self, codec: usize, from: u64, to: u64) {
+        self.codec.store(codec as u8 + 1, Ordering::Relaxed);
+        self.encoded[0].store(from, Ordering::Relaxed);
+        self.encoded[1].store(to, Ordering::Relaxed);
+    }
+
+    /// The request's id: the one set already; else the `X-Request-Id` a trusted proxy sent
+    /// (1 to 128 visible ASCII characters); else a new one (16 hex digits: a per-process
+    /// random start and a count, unique within the process and unlikely to repeat across).
+    pub(crate) fn request_id(&self, headers: &http::HeaderMap, trusted: bool) -> &str {
+        self.request_id.get_or_init(|| {
+            let theirs = headers
+                .get(REQUEST_ID)
+                .map(http::HeaderValue::as_bytes)
+                .filter(|v| trusted && (1..=128).contains(&v.len()) && v.iter().all(|b| (0x21..=0x7e).contains(b)));
+            match theirs.and_then(|v| std::str::from_utf8(v).ok()) {
+                Some(v) => v.into(),
+                None => new_request_id().into(),
+            }
+        })
+    }
+}
+
+/// `X-Request-Id`.
+pub(crate) const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
+fn new_request_id() -> String {
+    static START: OnceLock<u64> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let start = *START.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        // std's hasher keys are random per process: 64 random bits without another crate.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(u64::from(std::process::id()));
+        h.finish()
+    });
+    format!("{:016x}", start.wrapping_add(COUNT.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// What a TLS connection agreed, for the JSON log (made per connection only when it is on).
+#[derive(Debug)]
+pub(crate) struct TlsInfo {
+    pub(crate) version: Option<&'static str>,
+    pub(crate) cipher: Option<&'static str>,
+    pub(crate) alpn: Option<&'static str>,
+    pub(crate) resumed: Option<bool>,
 }
 
 /// A 103 carried the route's configured `early_hints`.
@@ -79,17 +139,21 @@ pub(crate) const HINTS_LEARNED: u8 = 2;
 /// The upstream's own 103 was passed on.
 pub(crate) const HINTS_UPSTREAM: u8 = 4;
 
+/// The sources of a request's 103 Early Hints, by name.
+fn hint_sources(flags: u8) -> Vec<&'static str> {
+    [(HINTS_CONFIGURED, "configured"), (HINTS_LEARNED, "learned"), (HINTS_UPSTREAM, "upstream")]
+        .into_iter()
+        .filter(|(f, _)| flags & f != 0)
+        .map(|(_, n)| n)
+        .collect()
+}
+
 /// ` hints=configured+learned+upstream` (the sources present), or nothing.
 fn hints_note(flags: u8) -> String {
     if flags == 0 {
         return String::new();
     }
-    let names: Vec<&str> = [(HINTS_CONFIGURED, "configured"), (HINTS_LEARNED, "learned"), (HINTS_UPSTREAM, "upstream")]
-        .into_iter()
-        .filter(|(f, _)| flags & f != 0)
-        .map(|(_, n)| n)
-        .collect();
-    format!(" hints={}", names.join("+"))
+    format!(" hints={}", hint_sources(flags).join("+"))
 }
 
 /// One access-log line, written when the exchange ends (the guard is dropped).
@@ -108,6 +172,9 @@ pub(crate) struct AccessLog {
     pub(crate) bytes_out: u64,
     /// How the exchange ended ("ok", "reset", ...).
     pub(crate) outcome: &'static str,
+    /// A JSON line, not a text one; with the connection's TLS (`None`: cleartext).
+    pub(crate) json: bool,
+    pub(crate) tls: Option<Arc<TlsInfo>>,
 }
 
 /// Longest method, authority and path written (bytes): a peer controls them, and a line must
@@ -185,9 +252,89 @@ impl Record {
     }
 }
 
+/// `s` cut to at most `max` bytes (at a character boundary) with `...` after, for the JSON
+/// log (which escapes what it writes; the bound is the text log's).
+fn bounded(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end]).into()
+}
+
+impl AccessLog {
+    /// The JSON line (with its newline).
+    fn json_line(&self, now: Duration) -> String {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut v = serde_json::json!({
+            "time": now.as_secs_f64(),
+            "peer": self.peer.to_string(),
+            "protocol": self.proto.to_string(),
+            "method": bounded(self.method.as_str(), MAX_METHOD),
+            "authority": bounded(&self.authority, MAX_AUTHORITY),
+            "path": bounded(&self.path, MAX_PATH),
+            "status": self.status,
+            "bytes_in": load(&c.bytes_in),
+            "bytes_out": self.bytes_out,
+            "duration_ms": (self.start.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+            "outcome": self.outcome,
+            "request_id": c.request_id.get().map(|s| &**s),
+        });
+        let o = v.as_object_mut().expect("an object");
+        if let Some(w) = Some(load(&c.recv_window)).filter(|&w| w > 0) {
+            o.insert("recv_window".into(), w.into());
+        }
+        let hints = c.hints.load(Ordering::Relaxed);
+        if hints != 0 {
+            o.insert("hints".into(), hint_sources(hints).into());
+        }
+        if let Some(up) = c.upstream.get() {
+            let (name, server) = up.split_once(' ').unwrap_or((up, ""));
+            o.insert(
+                "upstream".into(),
+                serde_json::json!({
+                    "name": name,
+                    "server": server,
+                    "ttfb_ms": load(&c.upstream_us) as f64 / 1e3,
+                }),
+            );
+        }
+        if let Some(t) = &self.tls {
+            o.insert(
+                "tls".into(),
+                serde_json::json!({"version": t.version, "cipher": t.cipher, "alpn": t.alpn, "resumed": t.resumed}),
+            );
+        }
+        let codec = c.codec.load(Ordering::Relaxed);
+        if codec > 0 {
+            let (from, to) = (load(&c.encoded[0]), load(&c.encoded[1]));
+            o.insert(
+                "compression".into(),
+                serde_json::json!({
+                    "codec": crate::config::Codec::ALL.get(usize::from(codec - 1)).map(|c| c.token()),
+                    "bytes_before": from,
+                    "bytes_after": to,
+                    "ratio": if to > 0 { (from as f64 / to as f64 * 100.0).round() / 100.0 } else { 0.0 },
+                }),
+            );
+        }
+        let mut line = v.to_string();
+        line.push('\n');
+        line
+    }
+}
+
 impl Drop for AccessLog {
     fn drop(&mut self) {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        if self.json {
+            write(&self.json_line(now));
+            return;
+        }
         write(&format!(
             "{}.{:03} {} {} {} {} {} {} in={} out={}{}{} {:.1}ms {}\n",
             now.as_secs(),

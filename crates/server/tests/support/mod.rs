@@ -235,11 +235,21 @@ pub(crate) struct Options {
     pub(crate) log: Option<&'static str>,
     /// More environment for the server.
     pub(crate) env: &'static [(&'static str, &'static str)],
+    /// Top-level keys, replacing `access_log = true` (before the first table).
+    pub(crate) top: &'static str,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { drain_secs: 10, extra: String::new(), listen_any: false, idle_secs: None, log: None, env: &[] }
+        Self {
+            drain_secs: 10,
+            extra: String::new(),
+            listen_any: false,
+            idle_secs: None,
+            log: None,
+            env: &[],
+            top: "access_log = true",
+        }
     }
 }
 
@@ -435,7 +445,7 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, admin_port: u16, opts
     // TOML literal strings: temp paths contain no single quotes.
     format!(
         "data_dir = '{data}'\n\
-         access_log = true\n\
+         {top}\n\
          \n\
          [[listener]]\n\
          addr = \"{tls_host}:{tls_port}\"\n\
@@ -459,6 +469,7 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, admin_port: u16, opts
          {idle}\
          {extra}\n",
         data = dir.join("data").display(),
+        top = opts.top,
         www = dir.join("www").display(),
         drain = opts.drain_secs,
         idle = opts.idle_secs.map(|s| format!("idle_secs = {s}\n")).unwrap_or_default(),

@@ -100,6 +100,9 @@ pub struct TlsStream<IO> {
     sni: Option<Box<str>>,
     /// The handshake resumed a session (a ticket or session id the client offered).
     resumed: bool,
+    /// The TLS version and cipher suite agreed, by their IANA names.
+    version: Option<&'static str>,
+    cipher: Option<&'static str>,
 }
 
 /// What protects the records: rustls during the handshake and for TLS 1.2; for TLS 1.3, once
@@ -145,11 +148,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             failed: None,
             sni: None,
             resumed: false,
+            version: None,
+            cipher: None,
         };
         std::future::poll_fn(|cx| s.poll_handshake(cx)).await?;
         if let Engine::Rustls(conn) = &s.engine {
             s.alpn = conn.alpn_protocol().map(Box::from);
             s.resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            s.version = conn.protocol_version().and_then(|v| v.as_str());
+            s.cipher = conn.negotiated_cipher_suite().and_then(|c| c.suite().as_str());
         }
         s.take_over()?;
         if s.out.is_empty() {
@@ -181,6 +188,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// Whether the handshake resumed an earlier session.
     pub fn resumed(&self) -> bool {
         self.resumed
+    }
+
+    /// The TLS version agreed (`TLSv1_3`, `TLSv1_2`), for logs.
+    pub fn version_name(&self) -> Option<&'static str> {
+        self.version
+    }
+
+    /// The cipher suite agreed (`TLS13_AES_128_GCM_SHA256`, ...), for logs.
+    pub fn cipher_name(&self) -> Option<&'static str> {
+        self.cipher
     }
 }
 

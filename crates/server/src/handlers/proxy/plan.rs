@@ -60,6 +60,8 @@ impl<'a> Plan<'a> {
             },
             authority: &req.authority,
             trusted: &settings.trusted,
+            // Kept from a trusted proxy, else made here (and in the access log).
+            request_id: req.exchange.request_id(&req.headers, settings.trusts(req.peer.ip())).as_bytes(),
         };
         let fields = headers::RequestPlan::new(&req.headers, &fwd, to_h1);
         // What goes upstream as `host` (`:authority`): the upstream's `host`, else the

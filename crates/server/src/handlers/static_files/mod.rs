@@ -377,6 +377,7 @@ fn negotiated(files: &Files, req: &Request, src: Source, held: Held) -> Step {
 fn counted(req: &Request, codec: Codec, f: &Fields, v: &Fields) {
     if req.method == Method::GET {
         crate::message::metrics::compressed(codec.index(), f.len, v.len);
+        req.exchange.compressed(codec.index(), f.len, v.len);
     }
 }
 

@@ -122,7 +122,17 @@ impl Driver {
         let mut cfg = state.h3.clone();
         cfg.origins = served.as_ref().and_then(Served::origins);
         let engine = Connection::new(cfg, ids[0], ids[1], ids[2]);
-        let info = Arc::new(ConnInfo::new(peer, true, None, served));
+        let mut info = ConnInfo::new(peer, true, None, served);
+        if state.cfg.access_log == crate::config::AccessLogFormat::Json {
+            // QUIC is TLS 1.3 (RFC 9001); quinn does not say which suite or whether it resumed.
+            info.tls_info = Some(Arc::new(crate::message::accesslog::TlsInfo {
+                version: Some("TLSv1_3"),
+                cipher: None,
+                alpn: Some("h3"),
+                resumed: None,
+            }));
+        }
+        let info = Arc::new(info);
         let (in_tx, in_rx) = mpsc::channel::<Input>(64);
         let (streams, cmd_rx) = Streams::new(state.clone(), info, Proto::Http3);
         let f = &state.cfg.flow;

@@ -101,7 +101,7 @@ impl Engine for Recorder {
 fn streams() -> (Streams, CmdReceiver, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = crate::config::default_config(dir.path().to_path_buf());
-    cfg.access_log = false;
+    cfg.access_log = crate::config::AccessLogFormat::Off;
     let state = Arc::new(State::new(cfg));
     let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
     let (s, rx) = Streams::new(state, info, Proto::Http2);
@@ -460,7 +460,7 @@ async fn a_reset_stream_fails_its_body_and_stops_its_handler() {
 async fn a_body_over_the_limit_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = crate::config::default_config(dir.path().to_path_buf());
-    cfg.access_log = false;
+    cfg.access_log = crate::config::AccessLogFormat::Off;
     cfg.limits.max_request_body = 1500;
     let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
     let (mut s, _rx) = Streams::new(Arc::new(State::new(cfg)), info, Proto::Http3);
@@ -474,7 +474,7 @@ async fn a_body_over_the_limit_is_refused() {
 async fn a_finished_handler_s_framed_bytes_go_back_when_its_stream_is_released() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = crate::config::default_config(dir.path().to_path_buf());
-    cfg.access_log = false;
+    cfg.access_log = crate::config::AccessLogFormat::Off;
     let state = Arc::new(State::new(cfg));
     let total = state.send_budget.available_permits();
     let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
@@ -505,7 +505,7 @@ async fn a_finished_handler_s_framed_bytes_go_back_when_its_stream_is_released()
 async fn stalled_streams_hold_at_most_the_global_budget_and_give_it_back_when_reset() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = crate::config::default_config(dir.path().to_path_buf());
-    cfg.access_log = false;
+    cfg.access_log = crate::config::AccessLogFormat::Off;
     // Room for three chunks in the whole process.
     cfg.limits.send_buffer = 3 * CHUNK;
     let state = Arc::new(State::new(cfg));
