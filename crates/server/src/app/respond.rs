@@ -241,6 +241,7 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
     if json {
         let trusted = state.cfg.proxy.trusts(conn.peer.ip());
         req.exchange.request_id(&req.headers, trusted);
+        req.exchange.detail();
     }
     let log = Record {
         line: state.cfg.access_log.on().then(|| {

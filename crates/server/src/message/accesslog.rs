@@ -72,9 +72,17 @@ pub(crate) struct Counters {
     /// Where the 103 Early Hints sent for this request came from ([`HINTS_CONFIGURED`], ...).
     pub(crate) hints: AtomicU8,
     /// The request id (`X-Request-Id`): set when the request is proxied or the log is JSON.
-    pub(crate) request_id: OnceLock<Box<str>>,
-    /// The upstream and server that answered (`name server`), and its time to first byte.
-    pub(crate) upstream: OnceLock<Box<str>>,
+    pub(crate) request_id: OnceLock<RequestId>,
+    /// What only the JSON log writes (the upstream, compression): made when that log is on
+    /// (`Counters::detail`), so that a request costs one word of it otherwise.
+    pub(crate) more: OnceLock<Box<More>>,
+}
+
+/// What the JSON log writes beyond the text line's fields.
+#[derive(Debug, Default)]
+pub(crate) struct More {
+    /// The upstream and server that answered, and its time to first byte.
+    pub(crate) upstream: OnceLock<(Arc<str>, Arc<str>)>,
     pub(crate) upstream_us: AtomicU64,
     /// The coding the response was compressed with (`Codec::index` + 1; 0: none), and the
     /// bytes before and after.
@@ -82,26 +90,63 @@ pub(crate) struct Counters {
     pub(crate) encoded: [AtomicU64; 2],
 }
 
+/// A request id: made here (16 hex digits, no allocation), or a trusted proxy's.
+#[derive(Debug)]
+pub(crate) enum RequestId {
+    Made([u8; 16]),
+    Theirs(http::HeaderValue),
+}
+
+impl RequestId {
+    /// The id's bytes (visible ASCII).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Made(b) => b,
+            Self::Theirs(v) => v.as_bytes(),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Made: hex digits; theirs: checked to be visible ASCII.
+        std::str::from_utf8(self.as_bytes()).unwrap_or("-")
+    }
+}
+
 impl Counters {
+    /// The JSON log is on: keep what it writes.
+    pub(crate) fn detail(&self) {
+        let _ = self.more.get_or_init(Box::default);
+    }
+
     /// The response was compressed with the codec of index `codec`, `from` bytes to `to`.
     pub(crate) fn compressed(&self, codec: usize, from: u64, to: u64) {
-        self.codec.store(codec as u8 + 1, Ordering::Relaxed);
-        self.encoded[0].store(from, Ordering::Relaxed);
-        self.encoded[1].store(to, Ordering::Relaxed);
+        if let Some(m) = self.more.get() {
+            m.codec.store(codec as u8 + 1, Ordering::Relaxed);
+            m.encoded[0].store(from, Ordering::Relaxed);
+            m.encoded[1].store(to, Ordering::Relaxed);
+        }
+    }
+
+    /// Upstream `name`'s server `server` answered after `took`.
+    pub(crate) fn upstream(&self, name: &Arc<str>, server: &Arc<str>, took: Duration) {
+        if let Some(m) = self.more.get() {
+            let _ = m.upstream.set((name.clone(), server.clone()));
+            m.upstream_us.store(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
     }
 
     /// The request's id: the one set already; else the `X-Request-Id` a trusted proxy sent
     /// (1 to 128 visible ASCII characters); else a new one (16 hex digits: a per-process
     /// random start and a count, unique within the process and unlikely to repeat across).
-    pub(crate) fn request_id(&self, headers: &http::HeaderMap, trusted: bool) -> &str {
+    pub(crate) fn request_id(&self, headers: &http::HeaderMap, trusted: bool) -> &RequestId {
         self.request_id.get_or_init(|| {
-            let theirs = headers
-                .get(REQUEST_ID)
-                .map(http::HeaderValue::as_bytes)
-                .filter(|v| trusted && (1..=128).contains(&v.len()) && v.iter().all(|b| (0x21..=0x7e).contains(b)));
-            match theirs.and_then(|v| std::str::from_utf8(v).ok()) {
-                Some(v) => v.into(),
-                None => new_request_id().into(),
+            let theirs = trusted
+                .then(|| headers.get(REQUEST_ID))
+                .flatten()
+                .filter(|v| (1..=128).contains(&v.len()) && v.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b)));
+            match theirs {
+                Some(v) => RequestId::Theirs(v.clone()),
+                None => RequestId::Made(new_request_id()),
             }
         })
     }
@@ -110,7 +155,7 @@ impl Counters {
 /// `X-Request-Id`.
 pub(crate) const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
-fn new_request_id() -> String {
+fn new_request_id() -> [u8; 16] {
     static START: OnceLock<u64> = OnceLock::new();
     static COUNT: AtomicU64 = AtomicU64::new(0);
     let start = *START.get_or_init(|| {
@@ -120,7 +165,12 @@ fn new_request_id() -> String {
         h.write_u64(u64::from(std::process::id()));
         h.finish()
     });
-    format!("{:016x}", start.wrapping_add(COUNT.fetch_add(1, Ordering::Relaxed)))
+    let n = start.wrapping_add(COUNT.fetch_add(1, Ordering::Relaxed));
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = b"0123456789abcdef"[(n >> (60 - 4 * i) & 0xf) as usize];
+    }
+    out
 }
 
 /// What a TLS connection agreed, for the JSON log (made per connection only when it is on).
@@ -282,7 +332,7 @@ impl AccessLog {
             "bytes_out": self.bytes_out,
             "duration_ms": (self.start.elapsed().as_secs_f64() * 1e6).round() / 1e3,
             "outcome": self.outcome,
-            "request_id": c.request_id.get().map(|s| &**s),
+            "request_id": c.request_id.get().map(RequestId::as_str),
         });
         let o = v.as_object_mut().expect("an object");
         if let Some(w) = Some(load(&c.recv_window)).filter(|&w| w > 0) {
@@ -292,14 +342,14 @@ impl AccessLog {
         if hints != 0 {
             o.insert("hints".into(), hint_sources(hints).into());
         }
-        if let Some(up) = c.upstream.get() {
-            let (name, server) = up.split_once(' ').unwrap_or((up, ""));
+        let more = c.more.get();
+        if let Some((m, (name, server))) = more.and_then(|m| Some((m, m.upstream.get()?))) {
             o.insert(
                 "upstream".into(),
                 serde_json::json!({
-                    "name": name,
-                    "server": server,
-                    "ttfb_ms": load(&c.upstream_us) as f64 / 1e3,
+                    "name": &**name,
+                    "server": &**server,
+                    "ttfb_ms": load(&m.upstream_us) as f64 / 1e3,
                 }),
             );
         }
@@ -309,9 +359,9 @@ impl AccessLog {
                 serde_json::json!({"version": t.version, "cipher": t.cipher, "alpn": t.alpn, "resumed": t.resumed}),
             );
         }
-        let codec = c.codec.load(Ordering::Relaxed);
-        if codec > 0 {
-            let (from, to) = (load(&c.encoded[0]), load(&c.encoded[1]));
+        let codec = more.map_or(0, |m| m.codec.load(Ordering::Relaxed));
+        if let (Some(m), true) = (more, codec > 0) {
+            let (from, to) = (load(&m.encoded[0]), load(&m.encoded[1]));
             o.insert(
                 "compression".into(),
                 serde_json::json!({

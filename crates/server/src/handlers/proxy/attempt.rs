@@ -126,11 +126,7 @@ pub(super) async fn forward<'u>(
             Ok(answer) => {
                 let took = sent_at.elapsed();
                 up.answered(i, took);
-                let c = &req.exchange;
-                if c.upstream.get().is_none() {
-                    let _ = c.upstream.set(format!("{} {}", up.name, up.servers[i].addr).into());
-                }
-                c.upstream_us.store(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+                req.exchange.upstream(&up.name, &up.servers[i].label, took);
                 return Ok((answer, active));
             }
             Err(f) => f,

@@ -15,6 +15,8 @@ use crate::message::Request;
 /// One upstream server's live state.
 pub(crate) struct ServerState {
     pub(crate) addr: ServerAddr,
+    /// `addr` as text, made once (the JSON access log's `upstream.server`).
+    pub(crate) label: Arc<str>,
     weight: u32,
     /// Requests in progress (least-requests balancing).
     active: AtomicUsize,
@@ -143,6 +145,7 @@ impl Upstream {
             .iter()
             .map(|s| ServerState {
                 addr: s.addr.clone(),
+                label: s.addr.to_string().into(),
                 weight: s.weight,
                 active: AtomicUsize::new(0),
                 idle: Mutex::new(Vec::new()),
