@@ -6,6 +6,7 @@ mod support;
 
 use std::fs;
 use std::io::Read;
+use std::process::Command;
 
 use support::{curl, require_tool, Options, Proto, Response, Server};
 
@@ -163,7 +164,7 @@ fn a_precompressed_sibling_is_sent_when_it_is_not_older() {
     fs::write(www.join("lib.js"), &js).unwrap();
     // gzip -1: bytes Sluice's own gzip (level 9) would not make, so the test tells them apart.
     let made = support::run(
-        std::process::Command::new("gzip").args(["-1", "-k", "-n"]).arg(www.join("lib.js")),
+        Command::new("gzip").args(["-1", "-k", "-n"]).arg(www.join("lib.js")),
         std::time::Duration::from_secs(30),
     );
     made.expect_success("gzip -1 -k");
@@ -286,7 +287,7 @@ fn server_sent_events_are_never_held_back_by_compression() {
     });
     // curl decodes as it receives (`--compressed --no-buffer`); each event must come out
     // before the next is even sent.
-    let mut child = std::process::Command::new("curl")
+    let mut child = Command::new("curl")
         .args(["-sS", "-k", "--http2", "--compressed", "--no-buffer", "--max-time", "30", "-D", "/dev/stderr"])
         .arg(px.https("/events"))
         .stdout(std::process::Stdio::piped())
@@ -341,7 +342,7 @@ fn http3_gets_the_same_variants() {
         let url = s.https(path);
         // Twice on one connection, one after the other: the second finds the variant made.
         let out = support::run(
-            std::process::Command::new("python3")
+            Command::new("python3")
                 .arg(support::h3client())
                 .args(["--insecure", "--serial", "--header", "accept-encoding: gzip, br"])
                 .arg(&url)
@@ -357,7 +358,7 @@ fn http3_gets_the_same_variants() {
             assert_eq!(field("vary").as_deref(), Some("accept-encoding"), "{path}: {line}");
         }
         let single = support::run(
-            std::process::Command::new("python3")
+            Command::new("python3")
                 .arg(support::h3client())
                 .args(["--insecure", "--header", "accept-encoding: br", "--out"])
                 .arg(&out_file)
@@ -366,5 +367,94 @@ fn http3_gets_the_same_variants() {
         );
         single.expect_success("h3client.py --out");
         assert_eq!(decode("br", &fs::read(&out_file).unwrap()), whole, "{path}");
+    }
+}
+
+/// Chromium (headless) loads a page whose scripts come compressed, one stored (a static file)
+/// and one compressed as it streams (proxied from a Node origin that sends it as it is): both
+/// decode and run, and the resource timing shows fewer bytes on the wire than decoded.
+#[test]
+fn chromium_decodes_and_runs_compressed_scripts() {
+    const TEST: &str = "chromium_decodes_and_runs_compressed_scripts";
+    require_tool!("chromium", TEST);
+    require_tool!("openssl", TEST);
+    require_tool!("node", TEST);
+    let mut js = String::from("window.PARTS = window.PARTS || {};\n");
+    let body = |name: &str| {
+        let mut s = format!("PARTS['{name}'] = [];\n");
+        for i in 0..3000 {
+            s.push_str(&format!("PARTS['{name}'].push('line {i} of {name}: the quick brown fox jumps');\n"));
+        }
+        s
+    };
+    js.push_str(&body("stored"));
+    let origin_js = format!("window.PARTS = window.PARTS || {{}};\n{}", body("streamed"));
+    let port = support::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("streamed.js"), &origin_js).unwrap();
+    let node_script = format!(
+        "const http = require('http'); const fs = require('fs');\n\
+         const js = fs.readFileSync('{}');\n\
+         http.createServer((req, res) => {{\n\
+           res.writeHead(200, {{'content-type': 'text/javascript'}});\n\
+           res.end(js);\n\
+         }}).listen({port}, '127.0.0.1');\n",
+        dir.path().join("streamed.js").display()
+    );
+    let mut node = Command::new("node").arg("-e").arg(&node_script).spawn().expect("node");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !support::accepts(port) {
+        assert!(std::time::Instant::now() < deadline, "node did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let extra = format!(
+        "[[upstream]]\nname = \"o\"\nservers = [\"127.0.0.1:{port}\"]\n[[site.route]]\npath = \"/p/\"\nproxy = \"o\"\n"
+    );
+    let srv = Server::start_with(&Options { extra, ..Options::default() });
+    fs::write(srv.www().join("stored.js"), &js).unwrap();
+    fs::write(
+        srv.www().join("page.html"),
+        "<!doctype html><html><head><title>c</title></head><body><div id=r></div>\
+         <script src=\"/stored.js\"></script><script src=\"/p/streamed.js\"></script>\
+         <script>document.getElementById('r').textContent = JSON.stringify(\
+         performance.getEntriesByType('resource').map(e => [e.name.replace(location.origin, ''), \
+         e.encodedBodySize, e.decodedBodySize, (PARTS[e.name.includes('/p/') ? 'streamed' : 'stored'] || []).length]));\
+         </script></body></html>",
+    )
+    .unwrap();
+    let cert = srv.scratch("data/self-signed-cert.pem");
+    let spki = support::run(
+        Command::new("sh").arg("-c").arg(format!(
+            "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der | \
+             openssl dgst -sha256 -binary | base64",
+            cert.display()
+        )),
+        std::time::Duration::from_secs(10),
+    );
+    spki.expect_success("SPKI hash");
+    let profile = tempfile::tempdir().unwrap();
+    let out = support::run(
+        Command::new("chromium")
+            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("--ignore-certificate-errors-spki-list={}", spki.stdout.trim()))
+            .arg("--dump-dom")
+            .arg(srv.https("/page.html")),
+        std::time::Duration::from_secs(60),
+    );
+    let _ = node.kill();
+    let _ = node.wait();
+    let dom = out.stdout;
+    let start = dom.find("<div id=\"r\">").map(|i| i + "<div id=\"r\">".len()).unwrap_or_else(|| panic!("{dom}"));
+    let end = dom[start..].find("</div>").unwrap() + start;
+    let entries: serde_json::Value =
+        serde_json::from_str(&dom[start..end]).unwrap_or_else(|e| panic!("{e}: {}\n{}", &dom[start..end], srv.log()));
+    let entries = entries.as_array().unwrap();
+    for (path, len) in [("/stored.js", js.len()), ("/p/streamed.js", origin_js.len())] {
+        let e = entries.iter().find(|e| e[0] == path).unwrap_or_else(|| panic!("{path} not loaded: {entries:?}"));
+        assert_eq!(e[3], 3000, "{path} ran whole: {e}");
+        assert_eq!(e[2].as_u64(), Some(len as u64), "{path} decoded to its size: {e}");
+        let wire = e[1].as_u64().unwrap();
+        assert!(wire > 0 && wire * 4 < len as u64, "{path} came compressed ({wire} of {len} bytes): {e}");
     }
 }
