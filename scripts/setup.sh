@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests and benchmarks need, idempotently:
 #   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light, caddy, haproxy (peers),
+#           libjs-jquery (the compression benchmark's script),
 #           iproute2 (ip netns, for the lab), nodejs (an upstream of the reverse-proxy tests)
 #   go:     h2spec (go install; linked into /usr/local/bin when root)
 #   rustup: the rustfmt and clippy components
@@ -50,12 +51,14 @@ declare -A APT_CMD=(
   [libnss3-tools]=certutil
   [nodejs]=node
   [haproxy]=haproxy
+  # Not a command: the script scripts/bench-compression.sh compresses.
+  [libjs-jquery]=/usr/share/javascript/jquery/jquery.js
 )
 missing=()
 for pkg in curl openssl nghttp2-client h2o nginx-light caddy iproute2 chromium ngtcp2-client firefox-esr \
-  libnss3-tools nodejs haproxy; do
+  libnss3-tools nodejs haproxy libjs-jquery; do
   cmd=${APT_CMD[$pkg]}
-  if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
+  if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || { [[ $cmd == /* ]] && [ -e "$cmd" ]; }; then
     log "present: $pkg ($cmd)"
   else
     missing+=("$pkg")

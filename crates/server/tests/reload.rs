@@ -215,6 +215,7 @@ fn reloads_under_load_cut_nothing() {
         };
         assert!(n(" succeeded") > 1000 && n(" succeeded") == n(" started"), "h2load over {what}: {line}");
         assert_eq!((n(" failed"), n(" errored"), n(" timeout")), (0, 0, 0), "h2load over {what}: {line}");
+        support::note(&format!("{TEST}: h2load over {what} across the reloads: {line}"));
     }
     support::note(&format!("{TEST}: reload to new site served {took:?}"));
 }
