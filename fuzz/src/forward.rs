@@ -12,7 +12,7 @@ const HOP: [&str; 6] =
     ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "proxy-authenticate"];
 
 /// Raw input: byte 0 holds flags (bit 0 TLS, bit 1 join cookies, bits 2-3 the protocol, bit 4
-/// the client is a trusted proxy), then `name: value` lines (a field that `http` cannot hold is
+/// the client is a trusted proxy, bit 5 the proxy sends its own `X-Request-Id`), then `name: value` lines (a field that `http` cannot hold is
 /// skipped, as the server refuses such requests before the proxy).
 pub fn run(data: &[u8]) {
     let [flags, rest @ ..] = data else { return };
@@ -40,12 +40,17 @@ pub fn run(data: &[u8]) {
         proto: [Received::Http1, Received::Http2, Received::Http3, Received::Http2][usize::from(flags >> 2 & 3)],
         authority: "app.example:8443",
         trusted: if flags & 16 != 0 { &trusted } else { &[] },
+        request_id: if flags & 32 != 0 { b"0123456789abcdef" } else { b"" },
     };
     let join = flags & 2 != 0;
     let mut response = h.clone();
     let tls = f.tls;
     let out = forward::request(&h, &f, join);
     check_hop_by_hop(&out, &named);
+    // The client's X-Request-Id never crosses: only the proxy's own, when it gives one.
+    let ids: Vec<&[u8]> = out.get_all("x-request-id").iter().map(HeaderValue::as_bytes).collect();
+    let want: &[&[u8]] = if flags & 32 != 0 { &[b"0123456789abcdef"] } else { &[] };
+    assert_eq!(ids, want, "x-request-id sent upstream");
     // A field the proxy sets for the next hop may be named in Connection too: the client's
     // values go, the proxy's own stand alone.
     for n in &named {
@@ -56,6 +61,7 @@ pub fn run(data: &[u8]) {
             "x-forwarded-host" => values == [b"app.example:8443"],
             "forwarded" => values.len() == 1 && values[0].starts_with(b"for=192.0.2.9;proto="),
             "via" => values.len() == 1 && values[0].ends_with(b" sluice"),
+            "x-request-id" => values.is_empty() || values == [b"0123456789abcdef"],
             _ => true,
         };
         assert!(own, "{n}, named in Connection, crossed the proxy: {values:?}");
