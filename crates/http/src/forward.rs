@@ -512,6 +512,8 @@ pub fn response_fields(fields: &mut crate::PackedFields, upstream_proto: http::V
         b"te",
         b"upgrade",
         b"proxy-authenticate",
+        // As `HOP_BY_HOP` (the map's path): hop-by-hop by RFC 7540 §3.2.1 wherever it comes.
+        b"http2-settings",
     ]);
     const VIA_1: crate::packed::StaticField = (b"via", b"1.1 sluice");
     const VIA_2: crate::packed::StaticField = (b"via", b"2 sluice");
@@ -833,6 +835,8 @@ mod tests {
         assert_eq!(names(&usual), ["x-a", "content-length", "via"]);
         let second = [("connection", "close"), ("x-a", "1"), ("connection", "x-a"), ("x-b", "2")];
         assert_eq!(names(&second), ["x-b", "via"]);
+        // Both forms drop HTTP2-Settings (found by the proxy_fields fuzz target).
+        assert_eq!(names(&[("cookiq", "a=2"), ("http2-settings", "6.6.6")]), ["cookiq", "via"]);
     }
 
     #[test]
