@@ -213,7 +213,9 @@ fn reloads_under_load_cut_nothing() {
                 .find_map(|p| p.trim_start_matches("requests: ").strip_suffix(label)?.trim().parse().ok())
                 .unwrap_or(u64::MAX)
         };
-        assert!(n(" succeeded") > 1000 && n(" succeeded") == n(" started"), "h2load over {what}: {line}");
+        // However many a loaded machine lets through (it was still running at the last
+        // reload): every one it started succeeded.
+        assert!(n(" succeeded") > 100 && n(" succeeded") == n(" started"), "h2load over {what}: {line}");
         assert_eq!((n(" failed"), n(" errored"), n(" timeout")), (0, 0, 0), "h2load over {what}: {line}");
         support::note(&format!("{TEST}: h2load over {what} across the reloads: {line}"));
     }

@@ -129,6 +129,10 @@ impl Server {
         let cfg = self.source.load()?;
         let old = self.live.borrow().clone();
         let (g, stop) = generation(cfg, Some(&old.state))?;
+        let (was, now) = (&old.state.cfg, &g.state.cfg);
+        if was.admin != now.admin || was.pid_file != now.pid_file {
+            tracing::warn!("[admin] and pid_file keep their values from start-up: changing them takes a restart");
+        }
         let wanted = keys(&g.state.cfg);
         let g = Arc::new(g);
         // Bind what is new first: a failure leaves everything as it was. A listener whose
