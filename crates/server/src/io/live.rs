@@ -135,8 +135,9 @@ impl Server {
         }
         let wanted = keys(&g.state.cfg);
         let g = Arc::new(g);
-        // Bind what is new first: a failure leaves everything as it was. A listener whose
-        // address a changed one takes over (TLS turned on or off) is stopped just before.
+        // Bind what is new first: a failure leaves everything as it was, but for a listener
+        // whose address a changed one takes over (TLS turned on or off): that one is stopped
+        // just before its successor binds, and stays stopped if the bind fails.
         let mut bound = Vec::new();
         let mut stopped = 0;
         let new_keys: Vec<Key> = wanted.iter().filter(|k| !self.listeners.contains_key(k)).copied().collect();
