@@ -423,21 +423,13 @@ fn chromium_decodes_and_runs_compressed_scripts() {
     )
     .unwrap();
     let cert = srv.scratch("data/self-signed-cert.pem");
-    let spki = support::run(
-        Command::new("sh").arg("-c").arg(format!(
-            "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der | \
-             openssl dgst -sha256 -binary | base64",
-            cert.display()
-        )),
-        std::time::Duration::from_secs(10),
-    );
-    spki.expect_success("SPKI hash");
+    let spki = support::spki_pin(&cert);
     let profile = tempfile::tempdir().unwrap();
     let out = support::run(
         Command::new("chromium")
             .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"])
             .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(format!("--ignore-certificate-errors-spki-list={}", spki.stdout.trim()))
+            .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
             .arg("--dump-dom")
             .arg(srv.https("/page.html")),
         std::time::Duration::from_secs(60),

@@ -182,22 +182,14 @@ fn chromium_preloads_from_learned_hints() {
     );
     let px = Server::start_with(&Options { extra, ..Options::default() });
     let cert = px.scratch("data/self-signed-cert.pem");
-    let spki = run(
-        Command::new("sh").arg("-c").arg(format!(
-            "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der | \
-             openssl dgst -sha256 -binary | base64",
-            cert.display()
-        )),
-        Duration::from_secs(10),
-    );
-    spki.expect_success("SPKI hash");
+    let spki = support::spki_pin(&cert);
     let load = || {
         let profile = tempfile::tempdir().unwrap();
         let out = run(
             Command::new("chromium")
                 .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"])
                 .arg(format!("--user-data-dir={}", profile.path().display()))
-                .arg(format!("--ignore-certificate-errors-spki-list={}", spki.stdout.trim()))
+                .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
                 .arg("--dump-dom")
                 .arg(px.https("/p/head.html")),
             Duration::from_secs(60),

@@ -9,19 +9,9 @@ use std::time::{Duration, Instant};
 
 use support::{curl, free_port, require_tool, Options, Proto, Server};
 
-/// A child process killed when the test ends, failed or not.
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// An origin on `port` answering every GET with the `X-Request-Id` it got, padded with text
 /// to 4 KB (so that the proxy compresses it).
-fn echo_origin(port: u16) -> Kill {
+fn echo_origin(port: u16) -> support::Kill {
     let script = format!(
         "import http.server\n\
          class H(http.server.BaseHTTPRequestHandler):\n\
@@ -44,7 +34,7 @@ fn echo_origin(port: u16) -> Kill {
         assert!(Instant::now() < deadline, "origin did not start");
         thread::sleep(Duration::from_millis(50));
     }
-    Kill(child)
+    support::Kill(child)
 }
 
 fn server(origin: u16, trusted: bool) -> Server {

@@ -13,16 +13,6 @@ use std::time::{Duration, Instant};
 
 use support::{file_len, free_port, require_tool, run, sluice_bin, Options, Running, Server};
 
-/// A child process killed when the test ends, failed or not.
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `POST /reload` on the admin listener: the status and the body.
 fn reload(srv: &Server) -> (u16, String) {
     let out = run(
@@ -83,11 +73,12 @@ fn reloads_under_load_cut_nothing() {
          def echo(ws):\n    for m in ws:\n        ws.send(m)\n\
          with s.serve(echo, '127.0.0.1', {ws_port}) as srv:\n    srv.serve_forever()\n"
     );
-    let _ws_child =
-        Kill(Command::new("python3").arg("-c").arg(&ws_server).stderr(Stdio::null()).spawn().expect("python3"));
+    let _ws_child = support::Kill(
+        Command::new("python3").arg("-c").arg(&ws_server).stderr(Stdio::null()).spawn().expect("python3"),
+    );
     let grpc_port = free_port();
     let grpc_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/grpc_echo.py");
-    let _grpc_child = Kill(
+    let _grpc_child = support::Kill(
         Command::new("python3")
             .arg(&grpc_script)
             .args(["serve", &grpc_port.to_string()])

@@ -255,12 +255,9 @@ pub(crate) struct ProxySettings {
 }
 
 impl ProxySettings {
-    /// Whether `ip` is a trusted proxy (an IPv4-mapped IPv6 address as its IPv4 one).
+    /// Whether `ip` is a trusted proxy (`Cidr::contains` takes an IPv4-mapped IPv6 address as
+    /// its IPv4 one).
     pub(crate) fn trusts(&self, ip: std::net::IpAddr) -> bool {
-        let ip = match ip {
-            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
-            v4 => v4,
-        };
         self.trusted.iter().any(|c| c.contains(ip))
     }
 }

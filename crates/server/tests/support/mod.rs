@@ -198,6 +198,16 @@ impl Drop for Running {
     }
 }
 
+/// A child process (a peer a test started) killed and reaped when the test ends, failed or not.
+#[allow(dead_code)] // Not every test file starts a peer of its own.
+pub(crate) struct Kill(pub(crate) Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        kill_and_reap(&mut self.0);
+    }
+}
+
 /// Runs `cmd` to completion, killing it and panicking after `limit`.
 pub(crate) fn run(cmd: &mut Command, limit: Duration) -> Output {
     Running::spawn(cmd).finish(limit)
@@ -640,6 +650,22 @@ pub(crate) fn python_has(module: &str, test: &str) -> bool {
         note(&format!("SKIP {test}: python module `{module}` missing; run scripts/setup.sh"));
     }
     ok
+}
+
+/// The base64 SHA-256 of the SubjectPublicKeyInfo of the PEM certificate `cert` (openssl): what
+/// Chromium's `--ignore-certificate-errors-spki-list` takes.
+#[allow(dead_code)] // Only the Chromium tests.
+pub(crate) fn spki_pin(cert: &Path) -> String {
+    let out = run(
+        Command::new("sh").arg("-c").arg(format!(
+            "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der | \
+             openssl dgst -sha256 -binary | base64",
+            cert.display()
+        )),
+        Duration::from_secs(10),
+    );
+    out.expect_success("SPKI hash");
+    out.stdout.trim().to_owned()
 }
 
 /// scripts/h3client.py, the aioquic client of the HTTP/3 tests.
