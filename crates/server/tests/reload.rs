@@ -56,7 +56,8 @@ fn set_generation(srv: &Server, base: &Path, from: u32, to: u32) {
 /// While 1 GB downloads run over HTTP/1.1, HTTP/2 and HTTP/3, h2load sends small requests over
 /// HTTP/2 and HTTP/1.1, a WebSocket echoes every 50 ms and a gRPC client stream sends every
 /// 50 ms (both through the proxy), the configuration is reloaded three times: each reload
-/// serves the new site at once; every download arrives whole, h2load counts no failed request,
+/// serves the new site at once; every download arrives whole, every request h2load sent that
+/// reached the server was answered whole and counted a success,
 /// the WebSocket and the gRPC stream finish; a bad configuration in between is refused with
 /// file:line:column and the running one keeps serving.
 #[test]
@@ -196,7 +197,25 @@ fn reloads_under_load_cut_nothing() {
     assert!(o.status.success() && o.stdout.contains("echoed"), "WebSocket: {}\n{}", o.stdout, o.stderr);
     let o = grpc.finish(Duration::from_secs(40));
     assert!(o.status.success(), "gRPC stream: {}\n{}", o.stdout, o.stderr);
-    for (what, load) in [("h2", load_h2), ("h1", load_h1)] {
+    // The server's own record of the load (the access log's text lines: `time peer protocol
+    // method authority path status in out duration outcome`), once its buffer is written out.
+    thread::sleep(Duration::from_millis(300));
+    let log = srv.log();
+    let served = |proto: &str| -> (u64, Vec<String>) {
+        let (mut ok, mut other) = (0, Vec::new());
+        for l in log.lines() {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() > 6 && f[2] == proto && f[5] == "/hello.txt" {
+                if f[6] == "200" && f.last() == Some(&"ok") {
+                    ok += 1;
+                } else {
+                    other.push(l.to_owned());
+                }
+            }
+        }
+        (ok, other)
+    };
+    for (what, proto, load) in [("h2", "HTTP/2", load_h2), ("h1", "HTTP/1.1", load_h1)] {
         let o = load.finish(Duration::from_secs(120));
         let line = o.stdout.lines().find(|l| l.starts_with("requests:")).unwrap_or_default().to_owned();
         let n = |label: &str| -> u64 {
@@ -204,10 +223,23 @@ fn reloads_under_load_cut_nothing() {
                 .find_map(|p| p.trim_start_matches("requests: ").strip_suffix(label)?.trim().parse().ok())
                 .unwrap_or(u64::MAX)
         };
-        // However many a loaded machine lets through (it was still running at the last
-        // reload): every one it started succeeded.
-        assert!(n(" succeeded") > 100 && n(" succeeded") == n(" started"), "h2load over {what}: {line}");
-        assert_eq!((n(" failed"), n(" errored"), n(" timeout")), (0, 0, 0), "h2load over {what}: {line}");
+        let (ok, other) = served(proto);
+        // Nothing cut: every request that reached the server was answered whole, and each of
+        // those the client counted a success.
+        assert!(other.is_empty(), "h2load over {what}: requests not answered whole:\n{}", other.join("\n"));
+        assert!(n(" succeeded") > 100 && n(" succeeded") == ok, "h2load over {what}: {line}; the server answered {ok}");
+        assert_eq!(n(" timeout"), 0, "h2load over {what}: {line}");
+        if what == "h1" {
+            // h2load opens a new connection after `Connection: close`: nothing fails at all.
+            assert_eq!((n(" failed"), n(" errored")), (0, 0), "h2load over {what}: {line}");
+        } else {
+            // A retired HTTP/2 connection gets its GOAWAY once it has been idle for a second,
+            // which a starved h2load can let happen (when the machine is loaded). Unlike
+            // browsers, h2load does not send the requests it queued meanwhile on a new
+            // connection (RFC 9113 §6.8 allows it: nothing was processed) and counts them
+            // failed; they never reached the server (checked above), at most `-m` per client.
+            assert!(n(" errored") == n(" failed") && n(" errored") <= 4 * 8, "h2load over {what}: {line}");
+        }
         support::note(&format!("{TEST}: h2load over {what} across the reloads: {line}"));
     }
     support::note(&format!("{TEST}: reload to new site served {took:?}"));
