@@ -472,8 +472,8 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         let (docroot, active) = (p.docroot.clone(), p.active.clone());
         let running = p.start_each(&mut stage, &active, |stage, kind, bin, setup| {
             let launch = match no_h3(kind) {
-                None => servers::static_launch_h3(kind, setup, &docroot),
-                Some(_) => servers::static_launch(kind, setup, &docroot),
+                None => servers::static_launch_h3(kind, setup, &docroot, false),
+                Some(_) => servers::static_launch(kind, setup, &docroot, false),
             };
             launch.and_then(|l| stage.start_static(kind, bin, setup, &l, &url(kind, READY_FILE)))?;
             if let Some(why) = no_h3(kind) {

@@ -458,13 +458,13 @@ pub fn run(plan: &Plan) -> Result<(), String> {
         let docroot = p.docroot.clone();
         let setup = p.setup(COMPETITOR);
         let ready = transfer::url(COMPETITOR, transfer::READY_FILE);
-        servers::static_launch(COMPETITOR, &setup, &docroot)
+        servers::static_launch(COMPETITOR, &setup, &docroot, false)
             .and_then(|l| stage.start_static(COMPETITOR, &sluice, &setup, &l, &ready))
             .map_err(|e| format!("the TCP competitor `{}` did not start: {e}", COMPETITOR.name()))?;
         let active = p.active.clone();
         let running = p.start_each(&mut stage, &active, |stage, kind, bin, setup| {
             let ready = transfer::url(kind, transfer::READY_FILE);
-            servers::static_launch_h3(kind, setup, &docroot)
+            servers::static_launch_h3(kind, setup, &docroot, false)
                 .and_then(|l| stage.start_static(kind, bin, setup, &l, &ready))
                 .and_then(|()| transfer::probe_h3(stage, &client, &ready, transfer::READY_TEXT.len() as u64))
         });

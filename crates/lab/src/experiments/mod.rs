@@ -177,6 +177,11 @@ pub struct RunArgs {
     /// is partly emulator-bound, and the report says so).
     #[arg(long)]
     pub gigabit: bool,
+    /// `priority` and `pageload` only: every server compresses its responses, switched on as an
+    /// operator would (Sluice `[compression] enabled`, nginx `gzip on` for stylesheets and
+    /// scripts, h2o `compress: ON`, Caddy `encode zstd gzip`); without it none does.
+    #[arg(long)]
+    pub compress: bool,
     /// Only these cases, comma-separated, by the names the reports use (e.g. `20mbit-40ms`).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub cases: Vec<String>,
@@ -206,6 +211,7 @@ pub fn run_main(a: RunArgs) -> Result<(), String> {
         runs_given: a.runs.is_some(),
         quick: a.quick,
         gigabit: a.gigabit,
+        compress: a.compress,
         cases: a.cases,
         out,
         sluice: a.sluice,
@@ -257,6 +263,7 @@ mod tests {
             runs_given: false,
             quick: true,
             gigabit: false,
+            compress: false,
             cases: vec![],
             out: PathBuf::from("/nonexistent"),
             sluice: None,

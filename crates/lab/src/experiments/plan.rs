@@ -21,6 +21,9 @@ pub struct Plan {
     pub quick: bool,
     /// Add the 1 Gbit/s × 2 ms case.
     pub gigabit: bool,
+    /// `priority` and `pageload`: every static server compresses responses as its operator
+    /// would switch it on (otherwise none does).
+    pub compress: bool,
     /// Only the cases of these names (empty: all).
     pub cases: Vec<String>,
     /// Output directory.
@@ -135,6 +138,7 @@ mod tests {
             runs_given: false,
             quick: false,
             gigabit: false,
+            compress: false,
             cases: vec![],
             out: PathBuf::from("/nonexistent"),
             sluice: None,

@@ -226,9 +226,9 @@ fn run_phase<O: Default>(
     let running = p.start_each(stage, phase, |stage, kind, bin, setup| {
         let url = format!("https://{SERVER_ADDR}:{}/style.css", kind.port());
         let launch = if kind.is_h3() {
-            servers::static_launch_h3(kind, setup, &docroot)
+            servers::static_launch_h3(kind, setup, &docroot, plan.compress)
         } else {
-            servers::static_launch(kind, setup, &docroot)
+            servers::static_launch(kind, setup, &docroot, plan.compress)
         };
         launch.and_then(|l| stage.start_static(kind, bin, setup, &l, &url))?;
         if kind.is_h3() {

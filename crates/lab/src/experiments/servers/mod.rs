@@ -270,8 +270,10 @@ pub(crate) fn args_env(kind: ServerKind, dir: &str, name: &str) -> (Vec<String>,
 /// The launch of `kind` serving the static files of `docroot` over TLS (the `priority`
 /// experiment): Sluice `[[site]] root`, nginx `root`, h2o `file.dir`, Caddy `file_server`.
 /// The tuned variants have the same configuration as their base; their tuning is the server
-/// namespace's sysctls.
-pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Launch, String> {
+/// namespace's sysctls. `compress`: responses compressed as an operator switches it on (Sluice
+/// `[compression] enabled`, nginx `gzip on` for the text types, h2o `compress: ON`, Caddy
+/// `encode zstd gzip`); without it none of them compresses.
+pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path, compress: bool) -> Result<Launch, String> {
     let (dir, cert, key) = s.paths()?;
     let root = check_config_path(docroot)?;
     let (name, text) = match kind {
@@ -286,7 +288,8 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
                  access_log = false\n\n\
                  [[listener]]\naddr = {addr}\ntls = true\n\n\
                  [[certificate]]\ncert = {cert}\nkey = {key}\n\n\
-                 [[site]]\nroot = {root}\n{flow}",
+                 [[site]]\nroot = {root}\n\n\
+                 [compression]\nenabled = {compress}\n{flow}",
                 data = toml_str(&format!("{dir}/data")),
                 addr = toml_str(&s.listen.to_string()),
                 cert = toml_str(&cert),
@@ -298,10 +301,12 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
                 },
             ),
         ),
-        ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => ("nginx.conf", nginx_static(s, &root)?),
-        ServerKind::H2o | ServerKind::H2oTuned => ("h2o.conf", h2o_static(s, &root)?),
+        ServerKind::Nginx | ServerKind::Nginx512 | ServerKind::NginxTuned => {
+            ("nginx.conf", nginx_static(s, &root, compress)?)
+        }
+        ServerKind::H2o | ServerKind::H2oTuned => ("h2o.conf", h2o_static(s, &root, compress)?),
         ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => {
-            ("Caddyfile", caddy_static(s, &root, false)?)
+            ("Caddyfile", caddy_static(s, &root, false, compress)?)
         }
     };
     let (args, env) = args_env(kind, &dir, name);
@@ -315,8 +320,8 @@ pub fn static_launch(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Laun
 /// gets `protocols h1 h2 h3` in its `servers` global option; its UDP listener comes with the
 /// TLS one. The other peers have no HTTP/3 in their Debian packages (nginx 1.22: `http_v3`
 /// came with 1.25; h2o 2.2: QUIC came with 2.3), and are refused.
-pub fn static_launch_h3(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<Launch, String> {
-    let mut l = static_launch(kind, s, docroot)?;
+pub fn static_launch_h3(kind: ServerKind, s: &Setup, docroot: &Path, compress: bool) -> Result<Launch, String> {
+    let mut l = static_launch(kind, s, docroot, compress)?;
     match kind {
         ServerKind::Sluice | ServerKind::SluiceFlow(_) | ServerKind::SluiceH3 => {
             // HTTP/3 on UDP, the TLS listener's port (inside a variant's own [quic] table, if any).
@@ -327,7 +332,7 @@ pub fn static_launch_h3(kind: ServerKind, s: &Setup, docroot: &Path) -> Result<L
             }
         }
         ServerKind::Caddy | ServerKind::CaddyTuned | ServerKind::CaddyH3 => {
-            l.config.1 = caddy_static(s, &check_config_path(docroot)?, true)?;
+            l.config.1 = caddy_static(s, &check_config_path(docroot)?, true, compress)?;
         }
         _ => return Err(format!("`{}` has no HTTP/3 in its Debian package", kind.name())),
     }
@@ -502,7 +507,7 @@ mod tests {
             .contains("earlyhints"));
         assert!(launch(ServerKind::Haproxy, &setup(ServerKind::Haproxy)).unwrap_err().contains("proxymem"));
         let root = Path::new("/d");
-        assert!(static_launch(kind, &setup(kind), root).unwrap_err().contains("reverse proxy"));
+        assert!(static_launch(kind, &setup(kind), root, false).unwrap_err().contains("reverse proxy"));
     }
 
     #[test]
@@ -580,41 +585,60 @@ mod tests {
             (ServerKind::Caddy, "root * \"/tmp/lab work/docroot\"\n\tfile_server"),
         ];
         for (kind, needle) in cases {
-            let l = static_launch(kind, &setup(kind), root).unwrap();
+            let l = static_launch(kind, &setup(kind), root, false).unwrap();
             assert!(l.config.1.contains(needle), "missing {needle:?} in\n{}", l.config.1);
             assert!(l.config.1.contains(&kind.port().to_string()), "{}", l.config.1);
             assert!(!l.config.1.contains("/up"), "no upload sink in a static configuration");
         }
-        let nginx = static_launch(ServerKind::NginxTuned, &setup(ServerKind::NginxTuned), root).unwrap();
+        let nginx = static_launch(ServerKind::NginxTuned, &setup(ServerKind::NginxTuned), root, false).unwrap();
         assert!(nginx.config.1.contains("listen 10.77.0.2:8453 ssl http2;"));
         assert!(ServerKind::NginxTuned.is_tuned() && !ServerKind::Nginx.is_tuned());
         assert_eq!(ServerKind::CaddyTuned.program(), "caddy");
         // The tuned variants are the priority experiment's only.
         assert!(launch(ServerKind::H2oTuned, &setup(ServerKind::H2oTuned)).unwrap_err().contains("priority"));
-        assert!(static_launch(ServerKind::Sluice, &setup(ServerKind::Sluice), Path::new("/a;b")).is_err());
+        assert!(static_launch(ServerKind::Sluice, &setup(ServerKind::Sluice), Path::new("/a;b"), false).is_err());
+    }
+
+    #[test]
+    fn compression_is_switched_alike() {
+        let root = Path::new("/tmp/lab work/docroot");
+        let cases = [
+            (ServerKind::Sluice, "[compression]\nenabled = true\n", "[compression]\nenabled = false\n"),
+            (ServerKind::Nginx, "gzip on;", "gzip"),
+            (ServerKind::H2o, "compress: ON", "compress"),
+            (ServerKind::Caddy, "\tencode zstd gzip\n", "encode"),
+        ];
+        for (kind, on, off) in cases {
+            let with = static_launch(kind, &setup(kind), root, true).unwrap().config.1;
+            let without = static_launch(kind, &setup(kind), root, false).unwrap().config.1;
+            assert!(with.contains(on), "{} with compression:\n{with}", kind.name());
+            assert_eq!(without.contains(off), kind == ServerKind::Sluice, "{} without:\n{without}", kind.name());
+        }
+        let c = static_launch_h3(ServerKind::CaddyH3, &setup(ServerKind::CaddyH3), root, true).unwrap().config.1;
+        assert!(c.contains("protocols h1 h2 h3") && c.contains("encode zstd gzip"), "{c}");
     }
 
     #[test]
     fn static_configs_with_http3_for_the_download_experiment() {
         let root = Path::new("/tmp/lab work/docroot");
-        let c = static_launch_h3(ServerKind::Caddy, &setup(ServerKind::Caddy), root).unwrap().config.1;
+        let c = static_launch_h3(ServerKind::Caddy, &setup(ServerKind::Caddy), root, false).unwrap().config.1;
         assert!(c.contains("\t\tprotocols h1 h2 h3\n") && c.contains("file_server"), "{c}");
-        let c = static_launch_h3(ServerKind::Sluice, &setup(ServerKind::Sluice), root).unwrap().config.1;
+        let c = static_launch_h3(ServerKind::Sluice, &setup(ServerKind::Sluice), root, false).unwrap().config.1;
         assert!(c.ends_with("\n[quic]\nenabled = true\n") && c.contains("root = \"/tmp/lab work/docroot\""), "{c}");
         let kind = ServerKind::SluiceFlow(Flow::FillCwnd);
-        let c = static_launch_h3(kind, &setup(kind), root).unwrap().config.1;
+        let c = static_launch_h3(kind, &setup(kind), root, false).unwrap().config.1;
         assert!(c.contains("[tcp]\nlimit_inflight = false\n") && c.contains("[quic]\nenabled = true"), "{c}");
         let kind = ServerKind::parse("sluice-h3nocap").unwrap();
-        let c = static_launch_h3(kind, &setup(kind), root).unwrap().config.1;
+        let c = static_launch_h3(kind, &setup(kind), root, false).unwrap().config.1;
         assert!(c.contains("\n[quic]\nenabled = true\nlimit_inflight = false\n") && c.contains(":8459\""), "{c}");
         let kind = ServerKind::parse("sluice-h3cubic").unwrap();
-        let c = static_launch_h3(kind, &setup(kind), root).unwrap().config.1;
+        let c = static_launch_h3(kind, &setup(kind), root, false).unwrap().config.1;
         assert!(c.contains("\n[quic]\nenabled = true\ncongestion = \"cubic\"\n"), "{c}");
         for kind in [ServerKind::Nginx, ServerKind::H2o] {
-            assert!(static_launch_h3(kind, &setup(kind), root).unwrap_err().contains("no HTTP/3"));
+            assert!(static_launch_h3(kind, &setup(kind), root, false).unwrap_err().contains("no HTTP/3"));
         }
         // The plain static configuration keeps Caddy on h1 and h2.
-        let c = static_launch(ServerKind::Caddy, &setup(ServerKind::Caddy), root).unwrap().config.1;
+        let c = static_launch(ServerKind::Caddy, &setup(ServerKind::Caddy), root, false).unwrap().config.1;
         assert!(c.contains("\t\tprotocols h1 h2\n"), "{c}");
     }
 

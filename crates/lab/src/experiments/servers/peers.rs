@@ -139,11 +139,11 @@ pub fn nginx_config(s: &Setup, body_buffer_kib: u32) -> Result<String, String> {
     render(NGINX, &["UPLOAD", "PAGES"], &v)
 }
 
-/// nginx serving the files of `root` (checked) over TLS.
-pub fn nginx_static(s: &Setup, root: &str) -> Result<String, String> {
+/// nginx serving the files of `root` (checked) over TLS; with `compress`, gzip on (`COMPRESS`).
+pub fn nginx_static(s: &Setup, root: &str, compress: bool) -> Result<String, String> {
     let mut v = base(s, "nginx static files for the priority experiment.")?;
     v.extend([("CONNECTIONS", NGINX_CONNECTIONS.into()), ("ROOT", esc(root))]);
-    render(NGINX, &["STATIC", "PAGES"], &v)
+    render(NGINX, if compress { &["STATIC", "PAGES", "COMPRESS"] } else { &["STATIC", "PAGES"] }, &v)
 }
 
 /// nginx as a reverse proxy of every path to `origin`, its default `proxy_buffering on`, an
@@ -168,11 +168,11 @@ pub fn h2o_config(s: &Setup) -> Result<String, String> {
     render(H2O, &["UPLOAD"], &v)
 }
 
-/// h2o serving the files of `root` (checked) over TLS (`file.dir`).
-pub fn h2o_static(s: &Setup, root: &str) -> Result<String, String> {
+/// h2o serving the files of `root` (checked) over TLS (`file.dir`); with `compress`, `compress: ON`.
+pub fn h2o_static(s: &Setup, root: &str, compress: bool) -> Result<String, String> {
     let mut v = base(s, "h2o static files for the priority experiment.")?;
     v.push(("ROOT", esc(root)));
-    render(H2O, &["STATIC"], &v)
+    render(H2O, if compress { &["STATIC", "COMPRESS"] } else { &["STATIC"] }, &v)
 }
 
 /// h2o as a reverse proxy of every path to `origin` (`proxy.reverse.url`).
@@ -194,11 +194,13 @@ pub fn caddy_config(s: &Setup) -> Result<String, String> {
 }
 
 /// Caddy serving the files of `root` (checked) over TLS (`file_server`); with `h3`, HTTP/3 too
-/// (`protocols h1 h2 h3`: its UDP listener comes with the TLS one).
-pub fn caddy_static(s: &Setup, root: &str, h3: bool) -> Result<String, String> {
+/// (`protocols h1 h2 h3`: its UDP listener comes with the TLS one); with `compress`, `encode`.
+pub fn caddy_static(s: &Setup, root: &str, h3: bool, compress: bool) -> Result<String, String> {
     let mut v = base(s, "Caddy static files for the priority experiment.")?;
     v.push(("ROOT", esc(root)));
-    render(CADDY, if h3 { &["STATIC", "H3"] } else { &["STATIC"] }, &v)
+    let flags: Vec<&str> =
+        ["STATIC"].into_iter().chain(h3.then_some("H3")).chain(compress.then_some("COMPRESS")).collect();
+    render(CADDY, &flags, &v)
 }
 
 /// Caddy as a reverse proxy of every path to `origin` (`reverse_proxy`).
