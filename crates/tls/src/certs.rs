@@ -5,11 +5,12 @@
 //! ([`rustls::ServerConfig::builder_with_provider`]), so rustls never has to guess a
 //! process-wide default (which panics when more than one provider is compiled in).
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -138,6 +139,11 @@ pub fn certified(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static
     Ok(LoadedCert { key: Arc::new(key), dns_names, leaf_der })
 }
 
+/// A PEM chain and key held in memory (an ACME order's result, a stored certificate).
+pub fn load_pem(chain: &[u8], key: &[u8]) -> Result<LoadedCert, String> {
+    certified(parse_chain(chain)?, parse_key(key)?)
+}
+
 /// Loads a PEM chain and key from files.
 pub fn load_cert(cert: &Path, key: &Path) -> Result<LoadedCert, String> {
     let chain = read_chain(cert)?;
@@ -251,6 +257,16 @@ impl Served {
             .map(|c| Self { cert: c.clone(), port })
     }
 
+    /// [`Served::for_sni`], the [`Dynamic`] certificates first, as the resolver picks them: a
+    /// connection that presented an ACME certificate answers the names that certificate
+    /// covers.
+    pub fn for_sni_with(certs: &[Arc<ServedCert>], dynamic: &Dynamic, sni: Option<&str>, port: u16) -> Option<Self> {
+        if let Some(cert) = sni.and_then(|n| dynamic.get(n)) {
+            return Some(Self { cert: Arc::new(ServedCert { cert, origins: None, enforce: true }), port });
+        }
+        Self::for_sni(certs, sni, port)
+    }
+
     /// Whether a request for `authority` belongs on this connection (else 421, RFC 9110
     /// §15.5.20): its port is the listener's (443 when it names none), and its host is one the
     /// certificate covers. A connection coalesced for a name the certificate does not cover,
@@ -310,15 +326,90 @@ fn split_authority(a: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// rustls certificate resolver over [`pick_cert`].
+/// The ALPN protocol of TLS-ALPN-01 validation handshakes (RFC 8737 §6.2).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// Certificates that change while the server runs, shared by every configuration generation:
+/// those obtained from an ACME CA (chosen before the configured ones for the names they
+/// cover), and the TLS-ALPN-01 challenge certificates (RFC 8737), presented only to a
+/// handshake that offers `acme-tls/1`.
+#[derive(Debug, Default)]
+pub struct Dynamic {
+    certs: RwLock<Vec<LoadedCert>>,
+    challenges: RwLock<HashMap<String, Arc<CertifiedKey>>>,
+}
+
+impl Dynamic {
+    /// Serve `cert` from now on, in place of one for the same set of names.
+    pub fn install(&self, cert: LoadedCert) {
+        let mut certs = self.certs.write().unwrap_or_else(|e| e.into_inner());
+        let mut names = cert.dns_names.clone();
+        names.sort();
+        certs.retain(|c| {
+            let mut n = c.dns_names.clone();
+            n.sort();
+            n != names
+        });
+        certs.push(cert);
+    }
+
+    /// The certificate served for `name`, if one was installed.
+    pub fn get(&self, name: &str) -> Option<LoadedCert> {
+        let certs = self.certs.read().unwrap_or_else(|e| e.into_inner());
+        certs.iter().find(|c| c.exact_match(name)).or_else(|| certs.iter().find(|c| c.wildcard_match(name))).cloned()
+    }
+
+    /// Present a TLS-ALPN-01 challenge certificate for `name` (RFC 8737 §3): self-signed for
+    /// that one name, with the critical acmeIdentifier extension holding the SHA-256 digest of
+    /// the key authorization.
+    pub fn set_challenge(&self, name: &str, key_authorization_digest: &[u8]) -> Result<(), String> {
+        let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).map_err(|e| e.to_string())?;
+        params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(key_authorization_digest)];
+        let key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+        let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
+        let der = PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        // Not through `certified`: webpki refuses the critical extension it does not know,
+        // which is the validation server's to read.
+        let signing = rustls::crypto::ring::default_provider()
+            .key_provider
+            .load_private_key(der)
+            .map_err(|e| format!("challenge key: {e}"))?;
+        let key = Arc::new(CertifiedKey::new(vec![cert.der().clone()], signing));
+        self.challenges.write().unwrap_or_else(|e| e.into_inner()).insert(normalise_host(name), key);
+        Ok(())
+    }
+
+    /// Stop presenting the challenge certificate for `name`.
+    pub fn clear_challenge(&self, name: &str) {
+        self.challenges.write().unwrap_or_else(|e| e.into_inner()).remove(&normalise_host(name));
+    }
+
+    fn challenge(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        self.challenges.read().unwrap_or_else(|e| e.into_inner()).get(&normalise_host(name)).cloned()
+    }
+}
+
+/// rustls certificate resolver over [`pick_cert`], with the [`Dynamic`] certificates first.
 #[derive(Debug)]
 struct SniResolver {
     certs: Vec<LoadedCert>,
+    dynamic: Option<Arc<Dynamic>>,
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         HELLO_SNI.set(Some(hello.server_name().map(Box::from)));
+        if let Some(d) = &self.dynamic {
+            // RFC 8737 §3: a validation offers `acme-tls/1` and nothing else.
+            if hello.alpn().is_some_and(|mut a| a.next() == Some(ACME_TLS_ALPN) && a.next().is_none()) {
+                // A validation handshake (RFC 8737 §3): the challenge certificate or nothing,
+                // never a certificate of the site.
+                return hello.server_name().and_then(|n| d.challenge(n));
+            }
+            if let Some(c) = hello.server_name().and_then(|n| d.get(n)) {
+                return Some(c.key);
+            }
+        }
         pick_cert(&self.certs, hello.server_name()).map(|c| Arc::clone(&c.key))
     }
 }
@@ -340,6 +431,16 @@ pub fn take_hello_sni() -> Option<Option<Box<str>>> {
 /// Builds a rustls server configuration serving `certs` (selected by SNI, the first is the
 /// fallback) and offering the `alpn` protocols in order of preference.
 pub fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<rustls::ServerConfig>, String> {
+    server_config_with(certs, alpn, None)
+}
+
+/// [`server_config`] with the [`Dynamic`] certificates: chosen first for the names they cover;
+/// with `acme-tls/1` among `alpn`, a validation handshake gets its challenge certificate.
+pub fn server_config_with(
+    certs: &[LoadedCert],
+    alpn: &[&[u8]],
+    dynamic: Option<Arc<Dynamic>>,
+) -> Result<Arc<rustls::ServerConfig>, String> {
     if certs.is_empty() {
         return Err("no certificate to serve".into());
     }
@@ -348,7 +449,7 @@ pub fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<rustls:
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS configuration: {e}"))?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(SniResolver { certs: certs.to_vec() }));
+        .with_cert_resolver(Arc::new(SniResolver { certs: certs.to_vec(), dynamic }));
     cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     // After a TLS 1.3 handshake the TLS stream protects the records itself with the traffic
     // keys rustls hands over (`records.rs`).
