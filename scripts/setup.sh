@@ -3,7 +3,8 @@
 #   apt:    curl, openssl, nghttp2-client (nghttp, h2load), h2o, nginx-light, caddy, haproxy (peers),
 #           libjs-jquery (the compression benchmark's script),
 #           iproute2 (ip netns, for the lab), nodejs (an upstream of the reverse-proxy tests)
-#   go:     h2spec (go install; linked into /usr/local/bin when root)
+#   go:     h2spec, and pebble and pebble-challtestsrv (the ACME test CA and its DNS; Debian's
+#           pebble predates ARI) by go install, linked into /usr/local/bin when root
 #   rustup: the rustfmt and clippy components
 #   pip:    aioquic (HTTP/3 client), grpcio and websockets (reverse-proxy tests),
 #           prometheus_client (the metrics test's parser)
@@ -16,6 +17,7 @@
 set -euo pipefail
 
 H2SPEC_MODULE="github.com/summerwind/h2spec/cmd/h2spec@latest"
+PEBBLE_VERSION="v2.10.3"
 
 log() { printf 'setup: %s\n' "$*"; }
 PROBLEMS=0
@@ -139,6 +141,33 @@ if [ -n "${h2spec_path:-}" ] && [ "$h2spec_path" != /usr/local/bin/h2spec ] && !
     log "h2spec is at $h2spec_path (not on PATH; scripts find it there)"
   fi
 fi
+
+# --- go: Pebble, the ACME test CA, and its challenge test server (DNS for the test names) ------
+gobin_dir=$( (go env GOBIN 2>/dev/null || true) | head -1)
+[ -n "$gobin_dir" ] || gobin_dir="$( (go env GOPATH 2>/dev/null || echo "$HOME/go") | head -1)/bin"
+for tool in pebble pebble-challtestsrv; do
+  # `go install` builds report version "dev": what is there is taken as it is.
+  if [ -x "$gobin_dir/$tool" ]; then
+    log "present: $tool ($gobin_dir/$tool)"
+  elif ! command -v go >/dev/null 2>&1; then
+    warn "$tool missing and no Go toolchain to build it; the ACME tests will skip"
+    continue
+  else
+    log "installing: $tool (go install github.com/letsencrypt/pebble/v2/cmd/$tool@$PEBBLE_VERSION)"
+    if ! timeout 900 go install "github.com/letsencrypt/pebble/v2/cmd/$tool@$PEBBLE_VERSION"; then
+      warn "go install of $tool failed; the ACME tests will skip"
+      continue
+    fi
+  fi
+  if [ "$(command -v "$tool" || true)" != "$gobin_dir/$tool" ] && [ "$(command -v "$tool" || true)" != "/usr/local/bin/$tool" ]; then
+    if can_root; then
+      as_root ln -sf "$gobin_dir/$tool" "/usr/local/bin/$tool"
+      log "linked: /usr/local/bin/$tool -> $gobin_dir/$tool"
+    else
+      log "$tool is at $gobin_dir/$tool (not on PATH)"
+    fi
+  fi
+done
 
 # --- python: aioquic, the HTTP/3 client of scripts/h3client.py --------------------------------
 if python3 -c 'import sys, aioquic; sys.exit(not aioquic.__version__.startswith("1."))' 2>/dev/null; then

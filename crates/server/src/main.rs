@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acme;
 mod app;
 mod config;
 mod handlers;
@@ -181,6 +182,7 @@ async fn serve(source: io::live::Source, cfg: config::Config) -> Result<(), Stri
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let (admin_cfg, pid_file) = (cfg.admin.clone(), cfg.pid_file.clone());
     let server = io::live::Server::start(source, cfg, alive_tx).await?;
+    acme::spawn(server.watch());
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let (draining_tx, draining_rx) = watch::channel(false);
     if let Some(addr) = admin_cfg.addr {

@@ -380,7 +380,8 @@ pub(crate) fn answer_inline(head: &RequestHead, state: &State, conn: &ConnInfo, 
     use crate::handlers::static_files::Files;
     use crate::handlers::Handler;
     // The JSON log's fields (request id, compression) come from the usual path.
-    if !state.inline_routes || state.cfg.access_log == AccessLogFormat::Json {
+    if !state.inline_routes || state.cfg.access_log == AccessLogFormat::Json || (!conn.tls && state.cfg.acme.is_some())
+    {
         return None;
     }
     let head_only = match &head.method[..] {

@@ -20,6 +20,12 @@ pub(crate) fn route<'a>(state: &'a State, authority: &str, path: &str) -> Option
 /// Answer one request, and say which route did (its metrics id; 0: none). `alt_svc` goes into
 /// the response before the route's header rules, so a rule can change or remove it.
 pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&http::HeaderValue>) -> (Response, u32) {
+    if !req.tls && state.cfg.acme.is_some() {
+        // HTTP-01 answers, and https for the names that have their ACME certificate.
+        if let Some(resp) = crate::acme::shared().cleartext(&req.authority, &req.path, req.query.as_deref()) {
+            return (resp, 0);
+        }
+    }
     if state.speedtest.claims(&req.path) {
         let mut resp = state.speedtest.serve_claimed(req).await;
         add_alt_svc(&mut resp, alt_svc);

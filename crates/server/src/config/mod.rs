@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+pub(crate) mod acme;
 mod admin;
 mod compression;
 mod defaults;
@@ -30,7 +31,7 @@ use defaults::{
 use raw::*;
 #[cfg(test)]
 pub(crate) use site::HeaderRules;
-pub(crate) use site::{Route, RouteHandler, Site};
+pub(crate) use site::{host_of, Route, RouteHandler, Site};
 pub(crate) use upstream::{Balance, HashKey, ProxySettings, ServerAddr, Upstream, UpstreamProto};
 
 /// The access log's format (`access_log`).
@@ -85,6 +86,8 @@ pub(crate) struct Config {
     pub(crate) compression: Compression,
     /// `[admin]`: the admin listener and metrics.
     pub(crate) admin: Admin,
+    /// `[acme]` and the certificates to order; `None`: no site's certificate comes from ACME.
+    pub(crate) acme: Option<acme::Acme>,
 }
 
 /// The QUIC congestion controllers quinn offers.
@@ -396,6 +399,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         proxy: ProxySettings::default(),
         compression: Compression::default(),
         admin: Admin::default(),
+        acme: None,
     }
 }
 
@@ -487,6 +491,16 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
     let quic = quic(&src, &raw.quic)?;
     let compression = compression::compression(&src, &raw.compression)?;
     let admin = admin::admin(&src, &raw.admin, &listeners)?;
+    let site_tls: Vec<Option<Spanned<String>>> = match raw.site.as_deref() {
+        None => vec![None; sites.len()],
+        Some(list) => list.iter().map(|s| s.get_ref().tls.clone()).collect(),
+    };
+    let configured: Vec<sluice_tls::certs::LoadedCert> = certificates
+        .iter()
+        .filter_map(|c| sluice_tls::certs::load_cert(c.cert.as_ref()?, c.key.as_ref()?).ok())
+        .collect();
+    let covered = |h: &str| configured.iter().any(|c| c.covers(h));
+    let acme = acme::acme(&src, &raw.acme, &sites, &site_tls, &listeners, &covered)?;
     Ok(Config {
         data_dir,
         listeners,
@@ -521,6 +535,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         proxy,
         compression,
         admin,
+        acme,
     })
 }
 

@@ -34,6 +34,8 @@ pub(super) struct RawConfig {
     pub(super) compression: super::compression::RawCompression,
     #[serde(default)]
     pub(super) admin: super::admin::RawAdmin,
+    #[serde(default)]
+    pub(super) acme: super::acme::RawAcme,
 }
 
 #[derive(Deserialize, Default)]
@@ -97,6 +99,8 @@ pub(super) struct RawSite {
     pub(super) early_hints: Option<Vec<Spanned<String>>>,
     /// `false`: the site's own route's responses go uncompressed.
     pub(super) compress: Option<Spanned<bool>>,
+    /// Where the site's certificate comes from: "auto" (the default), "acme" or "manual".
+    pub(super) tls: Option<Spanned<String>>,
     pub(super) route: Option<Vec<Spanned<RawRoute>>>,
 }
 

@@ -499,3 +499,62 @@ fn access_log_formats() {
     let e = fmt("\"xml\"").unwrap_err().to_string();
     assert!(e.starts_with("sluice.toml:1:14:") && e.contains("\"json\""), "{e}");
 }
+
+#[test]
+fn acme_orders_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let listeners =
+        "[[listener]]\naddr = \"127.0.0.1:8443\"\ntls = true\n[[listener]]\naddr = \"127.0.0.1:8080\"\ntls = false\n";
+    // By default: a site of public names with no certificate; never a reserved or local one.
+    let text = format!(
+        "{listeners}[[site]]\nhosts = [\"example.com\", \"www.example.com\"]\nbuiltin = true\n\
+         [[site]]\nhosts = [\"app.test\"]\nbuiltin = true\n\
+         [[site]]\nhosts = [\"manual.example.org\"]\nbuiltin = true\ntls = \"manual\"\n"
+    );
+    let c = parse_in(dir.path(), &text).unwrap();
+    let a = c.acme.expect("ACME for example.com");
+    assert_eq!(a.orders, vec![vec!["example.com".to_string(), "www.example.com".to_string()]]);
+    assert_eq!(a.directory, acme::LETSENCRYPT);
+    assert_eq!((a.challenge, a.key_type, a.https_port), (acme::Challenge::TlsAlpn01, acme::KeyType::EcdsaP256, 8443));
+    // `[acme] enabled = false` turns the default off.
+    let off = parse_in(dir.path(), &format!("{text}[acme]\nenabled = false\n")).unwrap();
+    assert!(off.acme.is_none());
+    // Explicit: a reserved name is the operator's call, localhost and addresses are not.
+    let text = format!(
+        "{listeners}[[site]]\nhosts = [\"app.internal\"]\nbuiltin = true\ntls = \"acme\"\n\
+         [acme]\ndirectory = \"letsencrypt-staging\"\nemail = \"ops@example.com\"\nchallenge = \"http-01\"\n\
+         key_type = \"ecdsa-p384\"\neab_kid = \"kid\"\neab_hmac_key = \"c2VjcmV0\"\n"
+    );
+    let a = parse_in(dir.path(), &text).unwrap().acme.unwrap();
+    assert_eq!(a.orders, vec![vec!["app.internal".to_string()]]);
+    assert_eq!(a.directory, acme::LETSENCRYPT_STAGING);
+    assert_eq!(a.eab, Some(("kid".to_string(), b"secret".to_vec())));
+    assert_eq!((a.challenge, a.key_type), (acme::Challenge::Http01, acme::KeyType::EcdsaP384));
+    let cases = [
+        ("[[site]]\nhosts = [\"localhost\"]\nbuiltin = true\ntls = \"acme\"\n", 4, "does not certify `localhost`"),
+        ("[[site]]\nhosts = [\"10.0.0.1\"]\nbuiltin = true\ntls = \"acme\"\n", 4, "does not certify `10.0.0.1`"),
+        ("[[site]]\nbuiltin = true\ntls = \"acme\"\n", 3, "needs `hosts`"),
+        ("[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\ntls = \"yes\"\n", 4, "not \"yes\""),
+        (
+            "[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\n[acme]\ndirectory = \"http://ca/dir\"\n",
+            5,
+            "https:// URL",
+        ),
+        ("[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\n[acme]\neab_kid = \"k\"\n", 5, "needs both"),
+        (
+            "[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\n[acme]\nchallenge = \"dns-01\"\n",
+            5,
+            "not \"dns-01\"",
+        ),
+        ("[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\n[acme]\nkey_type = \"rsa\"\n", 5, "not \"rsa\""),
+        ("[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\n[acme]\ncheck_secs = 0\n", 5, "between 1 and 86400"),
+    ];
+    for (tail, line, msg) in cases {
+        let e = err(&format!("{listeners}{tail}"));
+        assert_eq!(e.pos.map(|p| p.0), Some(line + 6), "{tail}: {e}");
+        assert!(e.msg.contains(msg), "{tail}: {e}");
+    }
+    // HTTP-01 without a cleartext listener.
+    let e = err("[[listener]]\naddr = \"127.0.0.1:8443\"\ntls = true\n[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\n[acme]\nchallenge = \"http-01\"\n");
+    assert!(e.msg.contains("needs a cleartext"), "{e}");
+}

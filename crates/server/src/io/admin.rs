@@ -179,6 +179,7 @@ fn families(state: &State) -> Vec<Family> {
             Members::Histograms(ttfb),
         ),
     ]);
+    out.extend(crate::acme::families());
     out
 }
 

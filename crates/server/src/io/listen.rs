@@ -159,9 +159,13 @@ async fn serve_connection(
                     return;
                 }
             };
+            if stream.alpn_protocol() == Some(sluice_tls::certs::ACME_TLS_ALPN) {
+                // A TLS-ALPN-01 validation: the handshake was all (RFC 8737 §3).
+                return;
+            }
             let done = if stream.resumed() { &events.tls_resumed } else { &events.tls_ok };
             done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let served = Served::for_sni(&t.certs, stream.server_name(), t.port);
+            let served = Served::for_sni_with(&t.certs, &crate::acme::shared().certs, stream.server_name(), t.port);
             let h2 = stream.alpn_protocol() == Some(b"h2");
             let mut info = ConnInfo::new(peer, true, t.alt_svc.as_ref(), served);
             if state.cfg.access_log == crate::config::AccessLogFormat::Json {

@@ -318,12 +318,24 @@ fn generation(cfg: Config, previous: Option<&State>) -> Result<(Generation, watc
     let served =
         if cfg.listeners.iter().any(|l| l.tls) { load_certificates(&cfg, previous.is_none())? } else { Vec::new() };
     let certs: Vec<sluice_tls::certs::LoadedCert> = served.iter().map(|s| s.cert.clone()).collect();
-    let tls =
-        if certs.is_empty() { None } else { Some(sluice_tls::certs::server_config(&certs, &[b"h2", b"http/1.1"])?) };
+    // The ACME certificates come first for their names; TLS-ALPN-01 validations are answered
+    // on TCP when that is the challenge (RFC 8737 §3).
+    let dynamic = Some(crate::acme::shared().certs.clone());
+    let alpn: &[&[u8]] = match &cfg.acme {
+        Some(a) if a.challenge == crate::config::acme::Challenge::TlsAlpn01 => {
+            &[b"h2", b"http/1.1", sluice_tls::certs::ACME_TLS_ALPN]
+        }
+        _ => &[b"h2", b"http/1.1"],
+    };
+    let tls = if certs.is_empty() {
+        None
+    } else {
+        Some(sluice_tls::certs::server_config_with(&certs, alpn, dynamic.clone())?)
+    };
     let quic_tls = if certs.is_empty() || !cfg.quic.enabled {
         None
     } else {
-        Some(sluice_tls::certs::server_config(&certs, &[b"h3"])?)
+        Some(sluice_tls::certs::server_config_with(&certs, &[b"h3"], dynamic)?)
     };
     let state = Arc::new(State::after(cfg, previous));
     let (stop_tx, stop) = watch::channel(Stop::Run);

@@ -58,12 +58,14 @@ pub(crate) fn have(tool: &str) -> bool {
         return *ok;
     }
     // The probe each tool answers with success: `openssl version` and `caddy version`,
-    // `gtlsclient --help` (its `--version` takes an argument), `nginx -v`, `--version` for the
-    // rest.
+    // `gtlsclient --help` (its `--version` takes an argument), `nginx -v`, `pebble -version`,
+    // `pebble-challtestsrv -h`, `--version` for the rest.
     let probe = match tool {
         "openssl" | "caddy" => "version",
         "gtlsclient" => "--help",
         "nginx" => "-v",
+        "pebble" => "-version",
+        "pebble-challtestsrv" => "-h",
         _ => "--version",
     };
     let ok =
@@ -247,6 +249,10 @@ pub(crate) struct Options {
     pub(crate) env: &'static [(&'static str, &'static str)],
     /// Top-level keys, replacing `access_log = true` (before the first table).
     pub(crate) top: &'static str,
+    /// The TLS and cleartext listeners' ports, when a peer must know them beforehand.
+    pub(crate) ports: Option<(u16, u16)>,
+    /// `data_dir`, when not the server's own (two servers sharing one, or a restart).
+    pub(crate) data_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -259,6 +265,8 @@ impl Default for Options {
             log: None,
             env: &[],
             top: "access_log = true",
+            ports: None,
+            data_dir: None,
         }
     }
 }
@@ -288,7 +296,7 @@ impl Server {
         let mut last_log = String::new();
         for _attempt in 0..3 {
             let dir = tempfile::Builder::new().prefix("sluice-it-").tempdir().expect("temp dir");
-            let (tls_port, plain_port) = free_ports();
+            let (tls_port, plain_port) = opts.ports.unwrap_or_else(free_ports);
             let admin_port = free_port();
             write_site(dir.path());
             let config = dir.path().join("sluice.toml");
@@ -478,7 +486,7 @@ fn config_text(dir: &Path, tls_port: u16, plain_port: u16, admin_port: u16, opts
          drain_secs = {drain}\n\
          {idle}\
          {extra}\n",
-        data = dir.join("data").display(),
+        data = opts.data_dir.clone().unwrap_or_else(|| dir.join("data")).display(),
         top = opts.top,
         www = dir.join("www").display(),
         drain = opts.drain_secs,

@@ -331,7 +331,7 @@ async fn handshake(
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.server_name);
-    let served = Served::for_sni(certs, sni.as_deref(), port);
+    let served = Served::for_sni_with(certs, &crate::acme::shared().certs, sni.as_deref(), port);
     Some((quic, pace, uni, served))
 }
 
