@@ -353,6 +353,11 @@ impl Dynamic {
         certs.push(cert);
     }
 
+    /// Stop serving the installed certificates `keep` says no to.
+    pub fn retain(&self, keep: impl Fn(&LoadedCert) -> bool) {
+        self.certs.write().unwrap_or_else(|e| e.into_inner()).retain(|c| keep(c));
+    }
+
     /// The certificate served for `name`, if one was installed.
     pub fn get(&self, name: &str) -> Option<LoadedCert> {
         let certs = self.certs.read().unwrap_or_else(|e| e.into_inner());

@@ -103,10 +103,13 @@ impl Shared {
     pub(crate) fn cleartext(&self, authority: &str, path: &str, query: Option<&str>) -> Option<Response> {
         let host = crate::config::host_of(authority);
         let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-        let (managed, port) = self.managed.read().unwrap_or_else(|e| e.into_inner()).clone();
-        if !managed.contains(&host) {
-            return None;
-        }
+        let port = {
+            let managed = self.managed.read().unwrap_or_else(|e| e.into_inner());
+            if !managed.0.contains(&host) {
+                return None;
+            }
+            managed.1
+        };
         if let Some(token) = path.strip_prefix("/.well-known/acme-challenge/") {
             return Some(match self.http01.read().unwrap_or_else(|e| e.into_inner()).get(token) {
                 Some(ka) => Response::text(StatusCode::OK, ka.clone()),
@@ -139,6 +142,10 @@ pub(crate) fn spawn(mut live: watch::Receiver<Arc<Generation>>) {
                     t.abort();
                 }
                 let s = shared();
+                // A name no longer kept by ACME is served from the configuration again.
+                let orders = want.as_ref().map(|a| a.orders.clone()).unwrap_or_default();
+                s.certs.retain(|c| orders.iter().any(|o| o.iter().all(|n| c.covers(n))));
+                s.expiry.write().unwrap_or_else(|e| e.into_inner()).retain(|n, _| orders.iter().any(|o| o[0] == *n));
                 match &want {
                     None => *s.managed.write().unwrap_or_else(|e| e.into_inner()) = (Vec::new(), 0),
                     Some(a) => {
