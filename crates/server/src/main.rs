@@ -182,7 +182,7 @@ async fn serve(source: io::live::Source, cfg: config::Config) -> Result<(), Stri
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let (admin_cfg, pid_file) = (cfg.admin.clone(), cfg.pid_file.clone());
     let server = io::live::Server::start(source, cfg, alive_tx).await?;
-    acme::spawn(server.watch());
+    server.keep_acme_certificates();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let (draining_tx, draining_rx) = watch::channel(false);
     if let Some(addr) = admin_cfg.addr {

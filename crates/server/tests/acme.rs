@@ -179,14 +179,18 @@ fn wait_log(srv: &Server, needle: &str, n: usize, within: Duration) -> String {
     }
 }
 
-/// curl verifying with `root` (no `-k`): exit status, HTTP status and the leaf's serial.
+/// curl verifying with `root` (no `-k`): whether it succeeded, and the HTTP status.
 fn verified_get(root: &Path, port: u16, path: &str) -> (bool, String) {
+    verified_get_name(NAME, root, port, path)
+}
+
+fn verified_get_name(name: &str, root: &Path, port: u16, path: &str) -> (bool, String) {
     let out = run(
         Command::new("curl")
             .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
             .arg(root)
-            .args(["--resolve", &format!("{NAME}:{port}:127.0.0.1")])
-            .arg(format!("https://{NAME}:{port}{path}")),
+            .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+            .arg(format!("https://{name}:{port}{path}")),
         Duration::from_secs(15),
     );
     (out.status.success(), out.stdout)
@@ -425,4 +429,56 @@ fn two_servers_sharing_storage_order_once() {
     let root = pebble.root();
     assert_eq!(verified_get(&root, a.tls_port, "/hello.txt"), (true, "200".into()));
     assert_eq!(verified_get(&root, b.tls_port, "/hello.txt"), (true, "200".into()));
+}
+
+/// A reload that adds a site gets its certificate without a restart; one that turns a site's
+/// ACME off stops serving its ACME certificate.
+#[test]
+fn a_reload_adds_and_drops_names() {
+    const TEST: &str = "a_reload_adds_and_drops_names";
+    require_tool!("curl", TEST);
+    require_tool!("pebble", TEST);
+    require_tool!("pebble-challtestsrv", TEST);
+    let (tls, plain) = (free_port(), free_port());
+    let pebble = Pebble::start(tls, plain, "", &[]);
+    let srv = Server::start_with(&Options {
+        extra: acme_config(&pebble, "tls-alpn-01", ""),
+        ports: Some((tls, plain)),
+        ..Options::default()
+    });
+    wait_log(&srv, "acme: serving the stored certificate", 1, Duration::from_secs(60));
+    let root = pebble.root();
+    assert_eq!(verified_get(&root, tls, "/hello.txt"), (true, "200".into()));
+    let reload = || {
+        let out = run(
+            Command::new("curl").args(["-s", "-X", "POST", "-w", "\n%{http_code}", &srv.admin("/reload")]),
+            Duration::from_secs(30),
+        );
+        assert!(out.stdout.ends_with("200"), "reload: {}\n{}", out.stdout, srv.log());
+    };
+    let path = srv.config_path();
+    let text = fs::read_to_string(&path).unwrap();
+    let two = "two.sluice.test";
+    fs::write(
+        &path,
+        format!("{text}\n[[site]]\nhosts = [\"{two}\"]\nroot = '{}'\ntls = \"acme\"\n", srv.scratch("").display()),
+    )
+    .unwrap();
+    reload();
+    wait_log(&srv, &format!("acme: obtained a certificate for {two}"), 1, Duration::from_secs(60));
+    wait_log(&srv, &format!("acme: serving the stored certificate for {two}"), 1, Duration::from_secs(10));
+    let (ok, _) = verified_get_name(two, &root, tls, "/");
+    assert!(ok, "the added name's certificate verifies\n{}", srv.log());
+    assert_eq!(verified_get(&root, tls, "/hello.txt"), (true, "200".into()), "the first is still served");
+    // The first site's ACME off: its name is back on the configured (self-signed) certificate.
+    let text = fs::read_to_string(&path).unwrap();
+    fs::write(&path, text.replacen("tls = \"acme\"", "tls = \"manual\"", 1)).unwrap();
+    reload();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while verified_get(&root, tls, "/hello.txt").0 {
+        assert!(Instant::now() < deadline, "still served ACME's certificate\n{}", srv.log());
+        thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, _) = verified_get_name(two, &root, tls, "/");
+    assert!(ok, "the other name keeps its certificate\n{}", srv.log());
 }

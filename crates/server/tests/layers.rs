@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom to top.
-const LAYERS: [&str; 7] = ["config", "message", "handlers", "state", "app", "io", "main"];
+const LAYERS: [&str; 8] = ["config", "message", "handlers", "acme", "state", "app", "io", "main"];
 
 /// The handlers that must not name one another.
 const HANDLERS: [&str; 4] = ["builtin", "speedtest", "static_files", "proxy"];

@@ -27,10 +27,8 @@ use instant_acme::{
 };
 use rustls::pki_types::CertificateDer;
 use sluice_tls::certs::{Dynamic, LoadedCert};
-use tokio::sync::watch;
 
 use crate::config::acme::{Acme, Challenge, KeyType};
-use crate::io::live::Generation;
 use crate::message::Response;
 use store::{FileStore, Storage};
 
@@ -128,66 +126,63 @@ impl Shared {
     }
 }
 
-/// Keep the certificates the configuration asks for, following reloads: the tasks start again
-/// when `[acme]` or the names change.
-pub(crate) fn spawn(mut live: watch::Receiver<Arc<Generation>>) {
-    tokio::spawn(async move {
-        let mut current: Option<Acme> = None;
-        let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
-        loop {
-            let g = live.borrow_and_update().clone();
-            let want = g.state.cfg.acme.clone();
-            if want != current {
-                for t in tasks.drain(..) {
-                    t.abort();
+/// The keepers of the configuration's certificates, one task each, started anew when `[acme]`
+/// or its names change (the driver that follows reloads calls [`Keepers::apply`]).
+#[derive(Default)]
+pub(crate) struct Keepers {
+    current: Option<Acme>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Keepers {
+    /// Keep what `want` asks for, storing under `data_dir`.
+    pub(crate) fn apply(&mut self, want: Option<&Acme>, data_dir: &std::path::Path) {
+        if want == self.current.as_ref() {
+            return;
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        let s = shared();
+        // A name no longer kept by ACME is served from the configuration again.
+        let orders = want.map(|a| a.orders.clone()).unwrap_or_default();
+        s.certs.retain(|c| orders.iter().any(|o| o.iter().all(|n| c.covers(n))));
+        s.expiry.write().unwrap_or_else(|e| e.into_inner()).retain(|n, _| orders.iter().any(|o| o[0] == *n));
+        match want {
+            None => *s.managed.write().unwrap_or_else(|e| e.into_inner()) = (Vec::new(), 0),
+            Some(a) => {
+                let names: Vec<String> = a.orders.iter().flatten().cloned().collect();
+                *s.managed.write().unwrap_or_else(|e| e.into_inner()) = (names, a.https_port);
+                let store: Arc<dyn Storage> = Arc::new(FileStore::new(data_dir.join("acme")));
+                for names in &a.orders {
+                    tracing::info!(
+                        "acme: keeping a certificate for {} from {} ({})",
+                        names.join(", "),
+                        a.directory,
+                        match a.challenge {
+                            Challenge::TlsAlpn01 => "tls-alpn-01",
+                            Challenge::Http01 => "http-01",
+                        }
+                    );
+                    let keeper = Keeper {
+                        acme: a.clone(),
+                        names: names.clone(),
+                        store: store.clone(),
+                        chosen: std::sync::Mutex::new(None),
+                    };
+                    self.tasks.push(tokio::spawn(keeper.run()));
                 }
-                let s = shared();
-                // A name no longer kept by ACME is served from the configuration again.
-                let orders = want.as_ref().map(|a| a.orders.clone()).unwrap_or_default();
-                s.certs.retain(|c| orders.iter().any(|o| o.iter().all(|n| c.covers(n))));
-                s.expiry.write().unwrap_or_else(|e| e.into_inner()).retain(|n, _| orders.iter().any(|o| o[0] == *n));
-                match &want {
-                    None => *s.managed.write().unwrap_or_else(|e| e.into_inner()) = (Vec::new(), 0),
-                    Some(a) => {
-                        let names: Vec<String> = a.orders.iter().flatten().cloned().collect();
-                        *s.managed.write().unwrap_or_else(|e| e.into_inner()) = (names, a.https_port);
-                        let store: Arc<dyn Storage> = Arc::new(FileStore::new(g.state.cfg.data_dir.join("acme")));
-                        for names in &a.orders {
-                            tracing::info!(
-                                "acme: keeping a certificate for {} from {} ({})",
-                                names.join(", "),
-                                a.directory,
-                                match a.challenge {
-                                    Challenge::TlsAlpn01 => "tls-alpn-01",
-                                    Challenge::Http01 => "http-01",
-                                }
-                            );
-                            let keeper = Keeper {
-                                acme: a.clone(),
-                                names: names.clone(),
-                                store: store.clone(),
-                                chosen: std::sync::Mutex::new(None),
-                            };
-                            tasks.push(tokio::spawn(keeper.run()));
-                        }
-                        let ca = store::ca_dir(&a.directory);
-                        for key in store.list(&format!("{ca}/certs")).unwrap_or_default() {
-                            let name = key.rsplit('/').next().unwrap_or_default();
-                            if !a.orders.iter().any(|o| o[0] == name) {
-                                tracing::info!(
-                                    "acme: the stored certificate for {name} stays in storage; no site asks for it"
-                                );
-                            }
-                        }
+                let ca = store::ca_dir(&a.directory);
+                for key in store.list(&format!("{ca}/certs")).unwrap_or_default() {
+                    let name = key.rsplit('/').next().unwrap_or_default();
+                    if !a.orders.iter().any(|o| o[0] == name) {
+                        tracing::info!("acme: the stored certificate for {name} stays in storage; no site asks for it");
                     }
                 }
-                current = want;
-            }
-            if live.changed().await.is_err() {
-                return;
             }
         }
-    });
+        self.current = want.cloned();
+    }
 }
 
 /// One certificate's keeper.

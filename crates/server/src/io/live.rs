@@ -122,6 +122,21 @@ impl Server {
         self.live.subscribe()
     }
 
+    /// Keep the ACME certificates each generation asks for (`crate::acme`), across reloads.
+    pub(crate) fn keep_acme_certificates(&self) {
+        let mut live = self.watch();
+        tokio::spawn(async move {
+            let mut keepers = crate::acme::Keepers::default();
+            loop {
+                let g = live.borrow_and_update().clone();
+                keepers.apply(g.state.cfg.acme.as_ref(), &g.state.cfg.data_dir);
+                if live.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
     /// Read the configuration and certificates again and put them in place; the running
     /// generation keeps serving if anything is wrong. Returns what changed.
     pub(crate) async fn reload(&mut self) -> Result<String, String> {
