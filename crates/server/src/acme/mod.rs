@@ -300,7 +300,7 @@ impl Keeper {
     /// 9773 §4.2) when it has renewal information, else two thirds into the lifetime. The
     /// account is returned when it had to be loaded for the question.
     async fn renewal_time(&self, s: &Stored) -> (u64, Option<Account>) {
-        let fallback = s.not_before + (s.not_after - s.not_before) * 2 / 3;
+        let fallback = s.not_before + s.not_after.saturating_sub(s.not_before) * 2 / 3;
         let Some(id) = &s.id else { return (fallback, None) };
         let Ok(account) = self.account().await else { return (fallback, None) };
         match account.renewal_info(id).await {
