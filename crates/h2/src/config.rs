@@ -85,6 +85,10 @@ pub struct Config {
     /// frame; `Some(vec![])` sends an empty one. Each entry is an ASCII serialised origin
     /// (RFC 6454 §6.2) such as `https://example.com`.
     pub origins: Option<Vec<String>>,
+    /// Send SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441 §3): requests may carry
+    /// `:protocol` (extended CONNECT, e.g. WebSockets). Without it such a request is malformed
+    /// (§4).
+    pub enable_connect_protocol: bool,
 }
 
 impl Default for Config {
@@ -109,6 +113,7 @@ impl Default for Config {
             no_rfc7540_priorities: true,
             max_pending_priority_updates: 128,
             origins: None,
+            enable_connect_protocol: false,
         }
     }
 }

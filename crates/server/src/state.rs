@@ -64,6 +64,8 @@ impl State {
             flood_window: l.flood_window,
             header_timeout: cfg.timeouts.header,
             idle_timeout: cfg.timeouts.idle,
+            // RFC 8441: WebSockets ride the connection (bridged to HTTP/1.1 upstreams).
+            enable_connect_protocol: true,
             ..sluice_h2::Config::default()
         };
         let window_budget = match previous {

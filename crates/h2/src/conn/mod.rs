@@ -253,6 +253,9 @@ impl Connection {
         if cfg.no_rfc7540_priorities {
             values.push(Setting::NoRfc7540Priorities(1));
         }
+        if cfg.enable_connect_protocol {
+            values.push(Setting::EnableConnectProtocol(1));
+        }
         let mut control = Vec::with_capacity(256);
         Settings { ack: false, values }.encode(&mut control);
         if let Some(origins) = &cfg.origins {

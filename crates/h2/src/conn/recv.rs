@@ -449,6 +449,14 @@ impl Connection {
         let filled = request::fill_request_head(list, &mut head);
         self.spans = spans;
         filled.map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
+        if head.protocol.is_some() && !self.cfg.enable_connect_protocol {
+            // RFC 8441 §4: `:protocol` only where SETTINGS_ENABLE_CONNECT_PROTOCOL was sent.
+            return Err(Error::stream(
+                id,
+                Reason::PROTOCOL_ERROR,
+                ":protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL",
+            ));
+        }
         let content_length =
             request::content_length(&head).map_err(|d| Error::stream(id, Reason::PROTOCOL_ERROR, d))?;
         if b.end_stream && content_length.is_some_and(|cl| cl != 0) {

@@ -177,6 +177,18 @@ pub(crate) fn to_request(
         malformed = Some(Refusal::bad("a host field that is not text"));
     }
     let authority = pseudo.or_else(|| host.map(Arc::from));
+    let websocket = match head.protocol.as_deref() {
+        None => false,
+        Some(p) if p.eq_ignore_ascii_case(b"websocket") => true,
+        // RFC 8441 §4: a protocol the server does not support.
+        Some(_) => {
+            malformed = Some(Refusal {
+                status: http::StatusCode::NOT_IMPLEMENTED,
+                why: "extended CONNECT for a protocol other than websocket",
+            });
+            false
+        }
+    };
     match &authority {
         Some(a) if !conn.checked(a) && !sluice_http::valid_authority(a) => {
             malformed = Some(Refusal::bad("an invalid authority"))
@@ -200,6 +212,7 @@ pub(crate) fn to_request(
         malformed,
         upgrade: None,
         exchange: counters,
+        websocket,
     }
 }
 

@@ -102,6 +102,7 @@ mod tests {
             proto: Proto::Http1,
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
+            websocket: false,
             exchange: Default::default(),
             method,
             authority: "localhost".into(),

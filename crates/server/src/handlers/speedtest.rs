@@ -299,6 +299,7 @@ mod tests {
             proto: Proto::Http2,
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
+            websocket: false,
             exchange: Default::default(),
             method,
             authority: "localhost".into(),

@@ -109,6 +109,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         malformed,
         upgrade,
         exchange: counters,
+        websocket: false,
     };
     // `head` is always `None` here: `finish` moves it into the map for HTTP/1.1.
     let Prepared { status, headers, body, no_body, log, .. } = prepare(&mut req, &state, info).await;

@@ -42,6 +42,9 @@ pub(crate) struct Request {
     pub(crate) peer: std::net::SocketAddr,
     /// Request method.
     pub(crate) method: Method,
+    /// An extended CONNECT for a WebSocket (RFC 8441 over HTTP/2: `CONNECT` with `:protocol`
+    /// `websocket`): the stream itself becomes the tunnel.
+    pub(crate) websocket: bool,
     /// Authority (`:authority` or `Host`), lower-cased, possibly with a port. Shared: on a
     /// connection the requests name the same one, which is then not copied per request
     /// (`ConnInfo::checked` holds it).

@@ -1471,3 +1471,51 @@ fn declared_input_is_what_declared_bodies_still_owe_within_the_windows() {
     c.send(kind::DATA, 0, 7, b"x");
     assert_eq!(c.conn.declared_input(), 0);
 }
+
+/// The SETTINGS frame's (id, value) pairs in `out`, the first frame a connection sends.
+fn first_settings(out: &[u8]) -> Vec<(u16, u32)> {
+    let h = Head::parse(out).expect("a frame");
+    assert_eq!(h.kind, kind::SETTINGS);
+    out[9..9 + h.len as usize]
+        .chunks(6)
+        .map(|c| (u16::from_be_bytes([c[0], c[1]]), u32::from_be_bytes([c[2], c[3], c[4], c[5]])))
+        .collect()
+}
+
+#[test]
+fn extended_connect_only_where_announced() {
+    // RFC 8441 §3: announced with SETTINGS_ENABLE_CONNECT_PROTOCOL = 1.
+    for (enable, announced) in [(true, true), (false, false)] {
+        let mut conn = Connection::new(
+            Config { enable_connect_protocol: enable, ..Config::default() },
+            Box::new(FixedWindows { stream: 65_535, connection: 65_535 }),
+            Instant::now(),
+        );
+        let mut buf = Vec::new();
+        let _ = conn.poll_transmit(Instant::now(), &mut buf, usize::MAX);
+        assert_eq!(first_settings(&buf).contains(&(0x8, 1)), announced);
+    }
+    let websocket = [
+        (":method", "CONNECT"),
+        (":protocol", "websocket"),
+        (":scheme", "https"),
+        (":authority", "x"),
+        (":path", "/ws"),
+    ];
+    // Announced: the request comes through with its protocol.
+    let mut c = Client::new(Config { enable_connect_protocol: true, ..Config::default() });
+    let b = c.block(&websocket);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    match c.events().as_slice() {
+        [Event::Request { head, end_stream: false, .. }] => {
+            assert_eq!(head.protocol.as_deref(), Some(&b"websocket"[..]))
+        }
+        e => panic!("{e:?}"),
+    }
+    // Not announced: §4, a malformed request.
+    let mut c = Client::new(Config::default());
+    let b = c.block(&websocket);
+    c.send(kind::HEADERS, flag::END_HEADERS, 1, &b);
+    assert_eq!(c.output(), vec![F::Rst(1, Reason::PROTOCOL_ERROR)]);
+    assert!(c.events().is_empty());
+}

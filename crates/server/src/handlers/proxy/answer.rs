@@ -87,6 +87,94 @@ pub(super) fn switch(
     Response::new(StatusCode::SWITCHING_PROTOCOLS, fields, Body::Empty)
 }
 
+/// The answer to a WebSocket over HTTP/2 (RFC 8441): after the upstream's 101, a 200 whose
+/// body is what the upstream sends, while the stream's request body goes to the upstream; the
+/// tunnel opens only on a 101 (bytes before it would go to whatever the upstream made of
+/// them). A refusal (4xx, 5xx) passes on; a 2xx that is not a switch is a 502, as it would
+/// look like an open tunnel to the client.
+pub(super) fn websocket_stream(
+    up: &Arc<Upstream>,
+    answer: Answer,
+    active: Counted<'_>,
+    client: crate::message::RequestBody,
+) -> Response {
+    use tokio::io::AsyncWriteExt;
+    if answer.status != StatusCode::SWITCHING_PROTOCOLS {
+        if answer.status.is_success() || answer.status.is_informational() {
+            let err = ProxyError::new(ErrorType::HttpProtocolError, "the upstream did not switch to WebSocket");
+            tracing::warn!(upstream = %up.name, "502: {}", err.detail);
+            return up.fail_response(&err);
+        }
+        return response(up, answer, active, None);
+    }
+    let upstream = match answer.body {
+        body::Source::H1(ex) => ex.into_upgraded(),
+        body::Source::H2(_) => None,
+    };
+    let Some((io, pre)) = upstream else {
+        let err = ProxyError::new(ErrorType::HttpProtocolError, "a 101 that was not asked for");
+        return up.fail_response(&err);
+    };
+    let mut fields = answer.fields.into_map();
+    headers::response(&mut fields, answer.version);
+    // RFC 8441 §5: HTTP/2 has no key and no accept.
+    fields.remove("sec-websocket-accept");
+    fields.remove(http::header::UPGRADE);
+    // The stream's two directions meet the upstream connection through an in-memory pipe, so
+    // that the tunnel's copying and idle timeout are the HTTP/1.1 tunnel's.
+    let (near, far) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(tunnel(far, io, pre, up.cfg.idle_timeout));
+    let (rd, mut wr) = tokio::io::split(near);
+    tokio::spawn(async move {
+        let mut client = client;
+        while let Some(Ok(b)) = client.chunk().await {
+            if wr.write_all(&b).await.is_err() {
+                return;
+            }
+        }
+        let _ = wr.shutdown().await;
+    });
+    Response::new(StatusCode::OK, fields, Body::Source(Box::new(ReadSource { rd })))
+}
+
+/// A response body read from a byte stream until its end.
+struct ReadSource<R> {
+    rd: R,
+}
+
+impl<R: tokio::io::AsyncRead + Send + Unpin> crate::message::BodySource for ReadSource<R> {
+    fn poll_chunk(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        max: usize,
+    ) -> std::task::Poll<Option<std::io::Result<bytes::Bytes>>> {
+        let mut buf = vec![0u8; max.clamp(1, 16 * 1024)];
+        let mut rb = tokio::io::ReadBuf::new(&mut buf);
+        match std::pin::Pin::new(&mut self.rd).poll_read(cx, &mut rb) {
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Some(Err(e))),
+            std::task::Poll::Ready(Ok(())) if rb.filled().is_empty() => std::task::Poll::Ready(None),
+            std::task::Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                buf.truncate(n);
+                std::task::Poll::Ready(Some(Ok(bytes::Bytes::from(buf))))
+            }
+        }
+    }
+
+    fn len(&self) -> Option<u64> {
+        None
+    }
+
+    fn may_trail(&self) -> bool {
+        false
+    }
+
+    fn take_trailers(&mut self) -> Option<http::HeaderMap> {
+        None
+    }
+}
+
 /// Copy bytes both ways until both sides have closed, either fails, or nothing moves for
 /// `idle`; `pre` (what `b` sent right after its 101) goes to `a` first. A side's end of stream
 /// is passed on as a shutdown of the other side's writes.

@@ -75,6 +75,9 @@ async fn serve(
         Ok(p) => p,
         Err(why) => return plan::Plan::refusal(why),
     };
+    // A WebSocket over HTTP/2: the handshake goes alone, the stream's bytes after the 101.
+    let (client_body, tunnel_body) =
+        if req.websocket { (RequestBody::empty(), Some(client_body)) } else { (client_body, None) };
     let streamed = !client_body.is_end_stream() && plan.declared != Some(0);
     // Told when a streamed body has gone upstream in full: the response-head timer starts then
     // (without a body, at once).
@@ -98,6 +101,9 @@ async fn serve(
         Err(resp) => return resp,
     };
     // 4. The client's response.
+    if let Some(client) = tunnel_body {
+        return answer::websocket_stream(up, answer, active, client);
+    }
     if answer.status == StatusCode::SWITCHING_PROTOCOLS {
         return answer::switch(up, &mut client_conn, answer, plan.upgrade.is_some());
     }
@@ -122,6 +128,7 @@ mod tests {
             proto: crate::message::Proto::Http2,
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
+            websocket: false,
             exchange: Default::default(),
             method: http::Method::GET,
             authority: "localhost".into(),

@@ -23,6 +23,9 @@ pub(super) struct Plan<'a> {
     pub(super) target: Cow<'a, str>,
     /// A WebSocket handshake's `Upgrade` value, passed on (HTTP/1.1 upstreams only).
     pub(super) upgrade: Option<HeaderValue>,
+    /// An extended CONNECT for a WebSocket (RFC 8441) made an HTTP/1.1 handshake (RFC 6455
+    /// §4.1): the `Sec-WebSocket-Key` Sluice sends (HTTP/2 has none of its own).
+    pub(super) websocket_key: Option<String>,
     /// The client announced trailers: the body goes chunked (RFC 9112 §7.1.2).
     pub(super) trailer: bool,
     /// The body's declared length, when it goes with one.
@@ -83,9 +86,15 @@ impl<'a> Plan<'a> {
         // for such a request.)
         let upgrade = if to_h1 && upgradable && headers::connection_has(&req.headers, "upgrade") {
             headers::websocket_upgrade(&req.headers).cloned()
+        } else if req.websocket {
+            if !to_h1 {
+                return Err("a WebSocket over HTTP/2 reaches HTTP/1.1 upstreams only");
+            }
+            Some(HeaderValue::from_static("websocket"))
         } else {
             None
         };
+        let websocket_key = req.websocket.then(websocket_key);
         // Request trailers need chunked framing over HTTP/1.1 (RFC 9112 §7.1.2).
         // (The plan saw which of these the client sent: no lookup for an absent one.)
         let trailer = to_h1 && fields.has_trailer() && fields.kept(&http::header::TRAILER);
@@ -129,7 +138,9 @@ impl<'a> Plan<'a> {
             }
             Some(Box::new(H2Head { scheme, fields: list }))
         };
-        Ok(Self { method: req.method.clone(), fields, authority, target, upgrade, trailer, declared, h2 })
+        // The handshake is a GET without a body; the stream's bytes go through the tunnel.
+        let (method, declared) = if req.websocket { (http::Method::GET, None) } else { (req.method.clone(), declared) };
+        Ok(Self { method, fields, authority, target, upgrade, websocket_key, trailer, declared, h2 })
     }
 
     /// The client's answer to a request [`Plan::new`] refused.
@@ -153,6 +164,9 @@ impl<'a> Plan<'a> {
             Some(u) => {
                 field(out, b"upgrade", u.as_bytes());
                 field(out, b"connection", b"upgrade");
+                if let Some(k) = &self.websocket_key {
+                    field(out, b"sec-websocket-key", k.as_bytes());
+                }
             }
             // Sluice forwards trailers to every client, so it asks for them (RFC 9110 §10.1.4:
             // with the `TE` connection option over HTTP/1.1).
@@ -163,4 +177,19 @@ impl<'a> Plan<'a> {
         }
         field(out, b"host", self.authority);
     }
+}
+
+/// A `Sec-WebSocket-Key`: 16 bytes, base64 (RFC 6455 §4.1). A nonce the upstream answers
+/// with its hash, not a secret: the standard library's randomly keyed hasher makes it.
+fn websocket_key() -> String {
+    use base64::Engine;
+    use std::hash::{BuildHasher, Hasher};
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut bytes = [0u8; 16];
+    for half in bytes.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
