@@ -88,6 +88,9 @@ pub struct Config {
     /// Send a reserved setting (RFC 9114 §7.2.4.1 recommends it, to keep peers ignoring
     /// unknown settings).
     pub grease: bool,
+    /// Send SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 9220 §3): requests may carry `:protocol`
+    /// (extended CONNECT, e.g. WebSockets). Without it such a request is malformed.
+    pub enable_connect_protocol: bool,
 }
 
 impl Default for Config {
@@ -117,6 +120,7 @@ impl Default for Config {
             max_glitches_per_window: DEFAULT_MAX_GLITCHES,
             flood_window: Duration::from_secs(10),
             grease: true,
+            enable_connect_protocol: false,
         }
     }
 }

@@ -88,6 +88,8 @@ impl State {
             max_resets_per_window: l.max_resets_per_window,
             max_glitches_per_window: l.max_glitches_per_window,
             flood_window: l.flood_window,
+            // RFC 9220: WebSockets over HTTP/3 too.
+            enable_connect_protocol: true,
             ..sluice_h3::Config::default()
         };
         let send_budget = match previous {

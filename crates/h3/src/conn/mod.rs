@@ -273,6 +273,9 @@ impl Connection {
             (setting::MAX_FIELD_SECTION_SIZE, cfg.max_field_section_size),
             (setting::QPACK_BLOCKED_STREAMS, cfg.qpack_blocked_streams),
         ];
+        if cfg.enable_connect_protocol {
+            settings.push((setting::ENABLE_CONNECT_PROTOCOL, 1));
+        }
         if cfg.grease {
             settings.push((setting::GREASE, setting::GREASE_VALUE));
         }

@@ -232,7 +232,7 @@ impl Connection {
         let malformed = |reason| Error::stream(id, Code::H3_MESSAGE_ERROR, reason);
         let list = fields.into_iter().map(|f| (f.name, f.value));
         let head = sluice_http::request_head(list).map_err(malformed)?;
-        check_h3_head(&head).map_err(malformed)?;
+        check_h3_head(&head, self.cfg.enable_connect_protocol).map_err(malformed)?;
         let content_length = sluice_http::content_length(&head).map_err(malformed)?;
         // RFC 9218 §4: field lines of one dictionary combine; later members win.
         let mut priority = Priority::default();
@@ -383,9 +383,9 @@ impl Connection {
 }
 
 /// HTTP/3 rules beyond those shared with HTTP/2 (`sluice_http::request_head`).
-fn check_h3_head(head: &RequestHead) -> Result<(), &'static str> {
-    if head.protocol.is_some() {
-        // RFC 9220 §3: `:protocol` needs SETTINGS_ENABLE_CONNECT_PROTOCOL, which we do not send.
+fn check_h3_head(head: &RequestHead, extended_connect: bool) -> Result<(), &'static str> {
+    if head.protocol.is_some() && !extended_connect {
+        // RFC 9220 §3: `:protocol` needs SETTINGS_ENABLE_CONNECT_PROTOCOL, which we did not send.
         return Err(":protocol without extended CONNECT");
     }
     // §4.3.1: schemes with a mandatory authority need `:authority` or `host`, neither empty,

@@ -585,3 +585,24 @@ fn body_pieces_are_cut_from_blocks_of_their_own_stream() {
         }
     }
 }
+
+#[test]
+fn extended_connect_where_announced() {
+    // RFC 9220 §3: announced with SETTINGS_ENABLE_CONNECT_PROTOCOL = 1; then a request with
+    // `:protocol` is delivered with it, its stream left open for the tunnel's bytes.
+    let mut c = Client::new(Config { enable_connect_protocol: true, ..Config::default() });
+    assert!(c.server_settings().contains(&(0x08, 1)), "{:?}", c.server_settings());
+    let websocket = [
+        (":method", "CONNECT"),
+        (":protocol", "websocket"),
+        (":scheme", "https"),
+        (":authority", "a"),
+        (":path", "/ws"),
+    ];
+    c.request(0, &websocket, false);
+    match &c.events()[..] {
+        [Event::Request { stream: 0, head, .. }] => assert_eq!(head.protocol.as_deref(), Some(&b"websocket"[..])),
+        e => panic!("{e:?}"),
+    }
+    assert!(!Client::new(Config::default()).server_settings().iter().any(|(id, _)| *id == 0x08));
+}

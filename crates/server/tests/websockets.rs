@@ -1,7 +1,8 @@
-//! WebSockets over HTTP/2 (RFC 8441): Sluice sends SETTINGS_ENABLE_CONNECT_PROTOCOL, and an
-//! extended CONNECT to a proxied route becomes an HTTP/1.1 WebSocket handshake upstream; the
-//! stream is the tunnel once the upstream's 101 is in. Clients: Node's `http2`
-//! (scripts/ws_h2.js) and headless Chromium; the upstream: PyPI `websockets`.
+//! WebSockets over HTTP/2 (RFC 8441) and HTTP/3 (RFC 9220): Sluice sends
+//! SETTINGS_ENABLE_CONNECT_PROTOCOL, and an extended CONNECT to a proxied route becomes an
+//! HTTP/1.1 WebSocket handshake upstream; the stream is the tunnel once the upstream's 101 is
+//! in. Clients: Node's `http2` (scripts/ws_h2.js), headless Chromium, aioquic
+//! (scripts/ws_h3.py); the upstream: PyPI `websockets`.
 
 mod support;
 
@@ -125,6 +126,37 @@ fn chromium_opens_its_websocket_over_http2() {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !srv.log().contains("HTTP/2 CONNECT") {
         assert!(Instant::now() < deadline, "Chromium did not use RFC 8441:\n{}", srv.log());
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// aioquic over HTTP/3: the setting is there, the CONNECT gets 200, every message comes back.
+#[test]
+fn websockets_ride_the_http3_connection() {
+    const TEST: &str = "websockets_ride_the_http3_connection";
+    if !support::have_aioquic(TEST) || !support::python_has("websockets", TEST) {
+        return;
+    }
+    let (_ws, ws_port) = echo_server();
+    let extra = format!("[[upstream]]\nname = \"ws\"\nservers = [\"127.0.0.1:{ws_port}\"]\n[[site.route]]\npath = \"/ws/\"\nproxy = \"ws\"\n");
+    let srv = Server::start_with(&Options { extra, ..Options::default() });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ws_h3.py");
+    let out = run(
+        Command::new("python3").arg(&script).args([&srv.tls_port.to_string(), "/ws/", "20"]),
+        Duration::from_secs(30),
+    );
+    let r: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}\n{}", out.stdout, out.stderr, srv.log()));
+    assert_eq!(r["settings"], true, "{r}");
+    assert_eq!(r["status"], 200, "{r}\n{}", srv.log());
+    let echoed: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
+    assert_eq!(r["echoed"], serde_json::json!(echoed), "{r}");
+    let mut rtt: Vec<f64> = r["rtt_ms"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
+    rtt.sort_by(f64::total_cmp);
+    support::note(&format!("{TEST}: 20 echoes over one HTTP/3 stream, median round trip {:.2} ms", rtt[10]));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !srv.log().contains("HTTP/3 CONNECT") {
+        assert!(Instant::now() < deadline, "no access-log line for the CONNECT:\n{}", srv.log());
         thread::sleep(Duration::from_millis(50));
     }
 }
