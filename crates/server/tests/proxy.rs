@@ -422,8 +422,9 @@ fn up_at(port: u16, more: &str) -> String {
 #[test]
 fn upstream_failures_are_explicit() {
     require_tool!("curl", "upstream_failures_are_explicit");
-    let closed = free_port();
-    let px = proxy(&up_at(closed, "retries = 0"), "");
+    // Port 1 (tcpmux): nothing listens there; a port found free a moment ago may be another
+    // test's listener by the time the proxy connects.
+    let px = proxy(&up_at(1, "retries = 0"), "");
     for p in [Proto::H1Plain, Proto::H2Tls] {
         let r = curl(&px, p, "/p/x", &[]);
         assert_eq!(r.status, 502, "{p:?}");
@@ -703,8 +704,9 @@ fn balancing_retries_ejection_and_health_checks() {
     }
     assert_eq!((a.heads().len(), b.heads().len()), (6, 2), "weights 3:1 over 8 requests");
 
-    // One server refuses: every request still succeeds (retried), and it gets ejected.
-    let closed = free_port();
+    // One server refuses: every request still succeeds (retried), and it gets ejected. (Port 1:
+    // nothing listens there; see `upstream_failures_are_explicit`.)
+    let closed = 1;
     let px = proxy(
         &format!(
             "servers = [\"127.0.0.1:{closed}\", \"127.0.0.1:{}\"]\n[upstream.eject]\nfailures = 2\nsecs = 60",

@@ -76,8 +76,10 @@ async fn serve(
         Err(why) => return plan::Plan::refusal(why),
     };
     // A WebSocket over HTTP/2: the handshake goes alone, the stream's bytes after the 101.
+    // (Boxed: held across the attempts, it would grow every proxied request's future past the
+    // allocator's thread cache; see the test below.)
     let (client_body, tunnel_body) =
-        if req.websocket { (RequestBody::empty(), Some(client_body)) } else { (client_body, None) };
+        if req.websocket { (RequestBody::empty(), Some(Box::new(client_body))) } else { (client_body, None) };
     let streamed = !client_body.is_end_stream() && plan.declared != Some(0);
     // Told when a streamed body has gone upstream in full: the response-head timer starts then
     // (without a body, at once).
@@ -102,7 +104,7 @@ async fn serve(
     };
     // 4. The client's response.
     if let Some(client) = tunnel_body {
-        return answer::websocket_stream(up, answer, active, client);
+        return answer::websocket_stream(up, answer, active, *client);
     }
     if answer.status == StatusCode::SWITCHING_PROTOCOLS {
         return answer::switch(up, &mut client_conn, answer, plan.upgrade.is_some());
