@@ -152,10 +152,13 @@ impl<'a> Plan<'a> {
     pub(super) fn write_h1_head(&self, out: &mut Vec<u8>) {
         use sluice_http::h1::field;
         sluice_http::h1::request_line(&self.method, &self.target, out);
-        let trailer = self.trailer;
+        // A WebSocket handshake made from an extended CONNECT has no body: a length the client
+        // declared would have the upstream read the tunnel's first bytes as one.
+        let drop_length = self.trailer || self.websocket_key.is_some();
         self.fields.each(|n, v| {
             // The proxy's own `te`, `host` and framing replace the client's.
-            if *n == http::header::TE || *n == http::header::HOST || (trailer && *n == http::header::CONTENT_LENGTH) {
+            if *n == http::header::TE || *n == http::header::HOST || (drop_length && *n == http::header::CONTENT_LENGTH)
+            {
                 return;
             }
             field(out, n.as_str().as_bytes(), v.as_bytes());
