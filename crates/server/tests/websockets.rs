@@ -41,6 +41,29 @@ fn node_client(srv: &Server, path: &str, count: u32, protocol: &str) -> serde_js
         .unwrap_or_else(|e| panic!("{e}: {}\n{}\n{}", out.stdout, out.stderr, srv.log()))
 }
 
+/// A client's result (scripts/ws_h2.js, scripts/ws_h3.py) for 20 messages: the setting was
+/// announced, the CONNECT got 200, every message came back in order; the median round trip
+/// noted, and the CONNECT in the access log over `proto`.
+fn twenty_echoes(srv: &Server, r: &serde_json::Value, proto: &str, test: &str) {
+    assert_eq!(r["settings"], true, "{r}");
+    assert_eq!(r["status"], 200, "{r}\n{}", srv.log());
+    let echoed: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
+    assert_eq!(r["echoed"], serde_json::json!(echoed), "{r}");
+    let mut rtt: Vec<f64> = r["rtt_ms"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
+    rtt.sort_by(f64::total_cmp);
+    support::note(&format!("{test}: 20 echoes over one {proto} stream, median round trip {:.2} ms", rtt[10]));
+    wait_for_connect(srv, proto);
+}
+
+/// Waits for the access log's line of an extended CONNECT over `proto` (`HTTP/2`, `HTTP/3`).
+fn wait_for_connect(srv: &Server, proto: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !srv.log().contains(&format!("{proto} CONNECT")) {
+        assert!(Instant::now() < deadline, "no access-log line for a {proto} CONNECT:\n{}", srv.log());
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Node's client: the setting is there, the CONNECT gets 200, every message comes back; the
 /// access log has the CONNECT. A protocol other than websocket gets 501; a route whose
 /// upstream answers the handshake with a plain 200 (no switch) gets 502, not a tunnel.
@@ -70,18 +93,7 @@ fn websockets_ride_the_http2_connection() {
     );
     let srv = Server::start_with(&Options { extra, ..Options::default() });
     let r = node_client(&srv, "/ws/", 20, "websocket");
-    assert_eq!(r["settings"], true, "{r}");
-    assert_eq!(r["status"], 200, "{r}\n{}", srv.log());
-    let echoed: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
-    assert_eq!(r["echoed"], serde_json::json!(echoed), "{r}");
-    let mut rtt: Vec<f64> = r["rtt_ms"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
-    rtt.sort_by(f64::total_cmp);
-    support::note(&format!("{TEST}: 20 echoes over one HTTP/2 stream, median round trip {:.2} ms", rtt[10]));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !srv.log().contains("HTTP/2 CONNECT") {
-        assert!(Instant::now() < deadline, "no access-log line for the CONNECT:\n{}", srv.log());
-        thread::sleep(Duration::from_millis(50));
-    }
+    twenty_echoes(&srv, &r, "HTTP/2", TEST);
     let r = node_client(&srv, "/ws/", 1, "webtransport");
     assert_eq!(r["status"], 501, "{r}");
     let r = node_client(&srv, "/plain/", 1, "websocket");
@@ -123,11 +135,7 @@ fn chromium_opens_its_websocket_over_http2() {
         Duration::from_secs(60),
     );
     assert!(out.stdout.contains("echo:hello over h2"), "{}\n{}\n{}", out.stdout, out.stderr, srv.log());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !srv.log().contains("HTTP/2 CONNECT") {
-        assert!(Instant::now() < deadline, "Chromium did not use RFC 8441:\n{}", srv.log());
-        thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_connect(&srv, "HTTP/2");
 }
 
 /// aioquic over HTTP/3: the setting is there, the CONNECT gets 200, every message comes back.
@@ -147,16 +155,5 @@ fn websockets_ride_the_http3_connection() {
     );
     let r: serde_json::Value = serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: {}\n{}\n{}", out.stdout, out.stderr, srv.log()));
-    assert_eq!(r["settings"], true, "{r}");
-    assert_eq!(r["status"], 200, "{r}\n{}", srv.log());
-    let echoed: Vec<String> = (0..20).map(|i| format!("m{i}")).collect();
-    assert_eq!(r["echoed"], serde_json::json!(echoed), "{r}");
-    let mut rtt: Vec<f64> = r["rtt_ms"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
-    rtt.sort_by(f64::total_cmp);
-    support::note(&format!("{TEST}: 20 echoes over one HTTP/3 stream, median round trip {:.2} ms", rtt[10]));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !srv.log().contains("HTTP/3 CONNECT") {
-        assert!(Instant::now() < deadline, "no access-log line for the CONNECT:\n{}", srv.log());
-        thread::sleep(Duration::from_millis(50));
-    }
+    twenty_echoes(&srv, &r, "HTTP/3", TEST);
 }

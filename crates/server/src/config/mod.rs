@@ -495,11 +495,19 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         None => vec![None; sites.len()],
         Some(list) => list.iter().map(|s| s.get_ref().tls.clone()).collect(),
     };
-    let configured: Vec<sluice_tls::certs::LoadedCert> = certificates
-        .iter()
-        .filter_map(|c| sluice_tls::certs::load_cert(c.cert.as_ref()?, c.key.as_ref()?).ok())
-        .collect();
-    let covered = |h: &str| configured.iter().any(|c| c.covers(h));
+    // Read only when a site of public names asks (the generation reads them for serving).
+    let configured: std::cell::OnceCell<Vec<sluice_tls::certs::LoadedCert>> = std::cell::OnceCell::new();
+    let covered = |h: &str| {
+        configured
+            .get_or_init(|| {
+                certificates
+                    .iter()
+                    .filter_map(|c| sluice_tls::certs::load_cert(c.cert.as_ref()?, c.key.as_ref()?).ok())
+                    .collect()
+            })
+            .iter()
+            .any(|c| c.covers(h))
+    };
     let acme = acme::acme(&src, &raw.acme, &sites, &site_tls, &listeners, &covered)?;
     Ok(Config {
         data_dir,
