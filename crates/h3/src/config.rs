@@ -91,6 +91,9 @@ pub struct Config {
     /// Send SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 9220 §3): requests may carry `:protocol`
     /// (extended CONNECT, e.g. WebSockets). Without it such a request is malformed.
     pub enable_connect_protocol: bool,
+    /// Send SETTINGS_H3_DATAGRAM = 1 (RFC 9297 §2.1.1): HTTP Datagrams may ride QUIC
+    /// DATAGRAM frames (the driver must have offered them in the transport parameters).
+    pub h3_datagram: bool,
 }
 
 impl Default for Config {
@@ -121,6 +124,7 @@ impl Default for Config {
             flood_window: Duration::from_secs(10),
             grease: true,
             enable_connect_protocol: false,
+            h3_datagram: false,
         }
     }
 }

@@ -65,6 +65,9 @@ pub mod setting {
     pub const QPACK_BLOCKED_STREAMS: u64 = 0x07;
     /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 9220 §3, the id RFC 8441 gave it), default 0.
     pub const ENABLE_CONNECT_PROTOCOL: u64 = 0x08;
+    /// SETTINGS_H3_DATAGRAM (RFC 9297 §2.1.1), default 0; a value other than 0 or 1 is
+    /// H3_SETTINGS_ERROR.
+    pub const H3_DATAGRAM: u64 = 0x33;
     /// The reserved setting we send (RFC 9114 §7.2.4.1: ids `0x1f * N + 0x21` exercise the rule
     /// that unknown settings are ignored). N = 42 was picked arbitrarily.
     pub const GREASE: u64 = 0x1f * 42 + 0x21;

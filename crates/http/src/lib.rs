@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod capsule;
 pub mod forward;
 pub mod h1;
 pub mod packed;

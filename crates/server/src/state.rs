@@ -28,6 +28,8 @@ pub(crate) struct State {
     /// The server-wide speed-test endpoints (`[speedtest]`), answered on every site before
     /// routing.
     pub(crate) speedtest: Speedtest,
+    /// The forward proxy (`[connect]`): CONNECT and CONNECT-UDP; `None`: off (405).
+    pub(crate) tunnels: Option<crate::handlers::tunnel::Tunnels>,
     /// Whether some route serves files with no header rules and no configured hints: only such
     /// a route's answers can be made inline (`app::respond::answer_inline`). A configuration
     /// without one (a reverse proxy's) skips that attempt for every request.
@@ -90,6 +92,8 @@ impl State {
             flood_window: l.flood_window,
             // RFC 9220: WebSockets over HTTP/3 too.
             enable_connect_protocol: true,
+            // RFC 9297: CONNECT-UDP's payloads in QUIC DATAGRAM frames.
+            h3_datagram: cfg.udp_tunnels(),
             ..sluice_h3::Config::default()
         };
         let send_budget = match previous {
@@ -107,6 +111,7 @@ impl State {
         let handlers =
             cfg.sites.iter().map(|s| s.routes.iter().map(|r| Handler::new(r, &cfg, &upstreams)).collect()).collect();
         let speedtest = Speedtest::new(&cfg.speedtest);
+        let tunnels = cfg.connect.as_ref().map(crate::handlers::tunnel::Tunnels::new);
         let inline_routes = cfg.sites.iter().flat_map(|s| &s.routes).any(|r| {
             matches!(r.handler, crate::config::RouteHandler::Root(_))
                 && r.early_hints.is_empty()
@@ -130,6 +135,7 @@ impl State {
             upstreams,
             handlers,
             speedtest,
+            tunnels,
             inline_routes,
             route_ids,
             retired: std::sync::atomic::AtomicBool::new(false),

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: [&str; 8] = ["config", "message", "handlers", "acme", "state", "app", "io", "main"];
 
 /// The handlers that must not name one another.
-const HANDLERS: [&str; 4] = ["builtin", "speedtest", "static_files", "proxy"];
+const HANDLERS: [&str; 5] = ["builtin", "speedtest", "static_files", "proxy", "tunnel"];
 
 /// Crates that are pure logic: what their manifests must not depend on.
 const PURE: [(&str, &[&str]); 6] = [

@@ -233,6 +233,10 @@ impl Connection {
                 setting::QPACK_MAX_TABLE_CAPACITY => capacity = value,
                 setting::QPACK_BLOCKED_STREAMS => blocked = value,
                 setting::MAX_FIELD_SECTION_SIZE => self.peer.max_field_section_size = value,
+                setting::H3_DATAGRAM => match value {
+                    0 | 1 => self.peer.h3_datagram = value == 1,
+                    _ => return Err(Error::conn(Code::H3_SETTINGS_ERROR, "SETTINGS_H3_DATAGRAM not 0 or 1")),
+                },
                 _ => {}
             }
         }

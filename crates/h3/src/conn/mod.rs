@@ -192,6 +192,8 @@ struct Peer {
     settings: bool,
     /// Its SETTINGS_MAX_FIELD_SECTION_SIZE (unlimited by default, RFC 9114 §7.2.4.1).
     max_field_section_size: u64,
+    /// It sent SETTINGS_H3_DATAGRAM = 1 (RFC 9297 §2.1.1).
+    h3_datagram: bool,
     control: Option<u64>,
     encoder: Option<u64>,
     decoder: Option<u64>,
@@ -276,6 +278,9 @@ impl Connection {
         if cfg.enable_connect_protocol {
             settings.push((setting::ENABLE_CONNECT_PROTOCOL, 1));
         }
+        if cfg.h3_datagram {
+            settings.push((setting::H3_DATAGRAM, 1));
+        }
         if cfg.grease {
             settings.push((setting::GREASE, setting::GREASE_VALUE));
         }
@@ -301,6 +306,7 @@ impl Connection {
             peer: Peer {
                 settings: false,
                 max_field_section_size: u64::MAX,
+                h3_datagram: false,
                 control: None,
                 encoder: None,
                 decoder: None,
@@ -451,6 +457,11 @@ impl Connection {
         // 2^62 - 4: the largest varint that is a client bidirectional stream id.
         varint::encode((1 << 62) - 4, &mut payload);
         frame::encode(frame::kind::GOAWAY, &payload, &mut self.control_out);
+    }
+    /// Whether HTTP Datagrams may ride QUIC DATAGRAM frames: we sent SETTINGS_H3_DATAGRAM = 1
+    /// and so did the peer (RFC 9297 §2.1.1).
+    pub fn datagrams(&self) -> bool {
+        self.cfg.h3_datagram && self.peer.h3_datagram
     }
 
     /// Start a graceful shutdown (RFC 9114 §5.2): GOAWAY with the first request stream id we

@@ -425,3 +425,27 @@ fn invalid_qpack_streams_close_with_qpack_codes() {
     c.input(C_DECODER, &[0x03, 0x00], false);
     closes_with(&mut c, Code(0x0202));
 }
+
+#[test]
+fn h3_datagram_needs_both_sides_and_a_boolean() {
+    // RFC 9297 §2.1.1: announced by SETTINGS_H3_DATAGRAM = 1; usable once the peer's says so
+    // too; any value other than 0 or 1 is H3_SETTINGS_ERROR.
+    let open = |ours: bool, theirs: Option<u64>| {
+        let mut c = Client::bare(Config { h3_datagram: ours, ..Config::default() });
+        let mut control = varint(0x00);
+        let mut s = vec![(0x01, 0)];
+        s.extend(theirs.map(|v| (0x33, v)));
+        control.extend(settings(&s));
+        c.input(C_CONTROL, &control, false);
+        c.pump();
+        c
+    };
+    let c = open(true, Some(1));
+    assert!(c.server_settings().contains(&(0x33, 1)));
+    assert!(c.conn.datagrams() && c.close.is_none());
+    assert!(!open(true, None).conn.datagrams());
+    assert!(!open(true, Some(0)).conn.datagrams());
+    let c = open(false, Some(1));
+    assert!(!c.conn.datagrams() && !c.server_settings().iter().any(|(id, _)| *id == 0x33));
+    assert_eq!(open(true, Some(2)).close.map(|c| c.0), Some(Code::H3_SETTINGS_ERROR));
+}

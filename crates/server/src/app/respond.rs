@@ -38,6 +38,9 @@ pub(crate) struct ConnInfo {
     pub(crate) checked: std::sync::OnceLock<Arc<str>>,
     /// What the TLS handshake agreed, for the JSON access log (`None` unless it is on).
     pub(crate) tls_info: Option<Arc<crate::message::accesslog::TlsInfo>>,
+    /// Tunnels open on this connection (the forward proxy's budget per connection), made by
+    /// the first CONNECT.
+    tunnels: std::sync::OnceLock<Arc<std::sync::atomic::AtomicU32>>,
 }
 
 /// A listener's `Alt-Svc` value in both forms a response takes it: as a header value (for a
@@ -75,7 +78,14 @@ impl ConnInfo {
             served,
             checked: std::sync::OnceLock::new(),
             tls_info: None,
+            tunnels: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The parts of a CONNECT request on this connection (`udp`: CONNECT-UDP).
+    pub(crate) fn connect_parts(&self, udp: bool) -> Box<crate::message::ConnectParts> {
+        let count = self.tunnels.get_or_init(Default::default).clone();
+        Box::new(crate::message::ConnectParts { udp, conn_tunnels: Some(count), datagrams: None })
     }
 
     /// Whether `authority` is the one already found valid and served on this connection.
@@ -177,18 +187,21 @@ pub(crate) fn to_request(
         malformed = Some(Refusal::bad("a host field that is not text"));
     }
     let authority = pseudo.or_else(|| host.map(Arc::from));
-    let websocket = match head.protocol.as_deref() {
-        None => false,
-        Some(p) if p.eq_ignore_ascii_case(b"websocket") => true,
+    let (websocket, udp) = match head.protocol.as_deref() {
+        None => (false, false),
+        Some(p) if p.eq_ignore_ascii_case(b"websocket") => (true, false),
+        Some(p) if p.eq_ignore_ascii_case(b"connect-udp") => (false, true),
         // RFC 8441 §4: a protocol the server does not support.
         Some(_) => {
             malformed = Some(Refusal {
                 status: http::StatusCode::NOT_IMPLEMENTED,
-                why: "extended CONNECT for a protocol other than websocket",
+                why: "extended CONNECT for a protocol other than websocket and connect-udp",
             });
-            false
+            (false, false)
         }
     };
+    // A CONNECT that is not a WebSocket's: the forward proxy's.
+    let connect = (method == http::Method::CONNECT && !websocket).then(|| conn.connect_parts(udp));
     match &authority {
         Some(a) if !conn.checked(a) && !sluice_http::valid_authority(a) => {
             malformed = Some(Refusal::bad("an invalid authority"))
@@ -213,6 +226,7 @@ pub(crate) fn to_request(
         upgrade: None,
         exchange: counters,
         websocket,
+        connect,
     }
 }
 
@@ -273,10 +287,12 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
     } else {
         req.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
     };
+    // A CONNECT's authority names where its tunnel goes, not something served here.
+    let tunnel_target = req.connect.as_ref().is_some_and(|c| !c.udp);
     let refused = if let Some(r) = req.malformed {
         tracing::debug!(peer = %conn.peer, why = r.why, status = r.status.as_u16(), "request refused");
         Some(Response::text(r.status, format!("{}: {}\n", r.status.canonical_reason().unwrap_or("refused"), r.why)))
-    } else if let Some(r) = conn.misdirected(&req.authority) {
+    } else if let Some(r) = conn.misdirected(&req.authority).filter(|_| !tunnel_target) {
         Some(r)
     } else if declared.is_some_and(|n| n > state.cfg.limits.max_request_body) {
         crate::message::metrics::limit(crate::message::metrics::Limit::RequestBody);
@@ -286,7 +302,7 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
     } else {
         None
     };
-    if refused.is_none() && !req.authority.is_empty() && conn.checked.get().is_none() {
+    if refused.is_none() && !req.authority.is_empty() && conn.checked.get().is_none() && !tunnel_target {
         // Valid (a malformed request was refused above) and served here.
         let _ = conn.checked.set(req.authority.clone());
     }

@@ -26,6 +26,24 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
             return (resp, 0);
         }
     }
+    if req.connect.is_some() {
+        // The forward proxy's, whatever the site: a CONNECT's authority is where it goes.
+        let resp = match &state.tunnels {
+            Some(t) => Box::pin(t.serve(req)).await,
+            None => {
+                let mut r = Response::text(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "this server is not a forward proxy ([connect] is not configured)\n",
+                );
+                r.headers.insert(
+                    http::header::ALLOW,
+                    http::HeaderValue::from_static("GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE"),
+                );
+                r
+            }
+        };
+        return (resp, 0);
+    }
     if state.speedtest.claims(&req.path) {
         let mut resp = state.speedtest.serve_claimed(req).await;
         add_alt_svc(&mut resp, alt_svc);

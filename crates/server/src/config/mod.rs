@@ -18,6 +18,7 @@ use toml::Spanned;
 pub(crate) mod acme;
 mod admin;
 mod compression;
+pub(crate) mod connect;
 mod defaults;
 mod raw;
 mod site;
@@ -88,6 +89,8 @@ pub(crate) struct Config {
     pub(crate) admin: Admin,
     /// `[acme]` and the certificates to order; `None`: no site's certificate comes from ACME.
     pub(crate) acme: Option<acme::Acme>,
+    /// `[connect]`: the forward proxy's tunnels (CONNECT, CONNECT-UDP); `None`: off.
+    pub(crate) connect: Option<connect::Connect>,
 }
 
 /// The QUIC congestion controllers quinn offers.
@@ -400,6 +403,7 @@ pub(crate) fn default_config(data_dir: PathBuf) -> Config {
         compression: Compression::default(),
         admin: Admin::default(),
         acme: None,
+        connect: None,
     }
 }
 
@@ -509,6 +513,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
             .any(|c| c.covers(h))
     };
     let acme = acme::acme(&src, &raw.acme, &sites, &site_tls, &listeners, &covered)?;
+    let connect = connect::connect(&src, &raw.connect)?;
     Ok(Config {
         data_dir,
         listeners,
@@ -544,6 +549,7 @@ fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, ConfigError> {
         compression,
         admin,
         acme,
+        connect,
     })
 }
 

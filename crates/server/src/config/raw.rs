@@ -36,6 +36,8 @@ pub(super) struct RawConfig {
     pub(super) admin: super::admin::RawAdmin,
     #[serde(default)]
     pub(super) acme: super::acme::RawAcme,
+    #[serde(default)]
+    pub(super) connect: super::connect::RawConnect,
 }
 
 #[derive(Deserialize, Default)]

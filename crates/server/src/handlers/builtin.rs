@@ -103,6 +103,7 @@ mod tests {
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
             websocket: false,
+            connect: None,
             exchange: Default::default(),
             method,
             authority: "localhost".into(),

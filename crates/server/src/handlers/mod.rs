@@ -4,14 +4,17 @@
 //! lookup by name, no handler reaching into another.
 //!
 //! Layer rule (checked by `tests/layers.rs`): a handler module uses the message types, the
-//! configuration and the shared helpers here ([`conditional`]), never another handler.
+//! configuration and the shared helpers here ([`conditional`], [`pipe`]), never another
+//! handler.
 
 pub(crate) mod builtin;
 pub(crate) mod conditional;
 pub(crate) mod encoding;
+pub(crate) mod pipe;
 pub(crate) mod proxy;
 pub(crate) mod speedtest;
 pub(crate) mod static_files;
+pub(crate) mod tunnel;
 
 use std::sync::Arc;
 

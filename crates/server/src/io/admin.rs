@@ -180,6 +180,7 @@ fn families(state: &State) -> Vec<Family> {
         ),
     ]);
     out.extend(crate::acme::families());
+    out.extend(crate::handlers::tunnel::families());
     out
 }
 

@@ -77,7 +77,9 @@ where
 }
 
 async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<State>) -> hyper::Response<H1Body> {
-    let upgrade = req.headers().contains_key(http::header::UPGRADE).then(|| hyper::upgrade::on(&mut req));
+    // A CONNECT's connection becomes its tunnel after a 2xx, as an upgrade's after a 101.
+    let connect = req.method() == http::Method::CONNECT;
+    let upgrade = (connect || req.headers().contains_key(http::header::UPGRADE)).then(|| hyper::upgrade::on(&mut req));
     let (parts, incoming) = req.into_parts();
     let malformed = head_problem(&parts, state.cfg.limits.max_header_list_size);
     // RFC 9112 §3.2.2: with an absolute-form target, its authority is the one to use.
@@ -110,6 +112,7 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
         upgrade,
         exchange: counters,
         websocket: false,
+        connect: connect.then(|| info.connect_parts(false)),
     };
     // `head` is always `None` here: `finish` moves it into the map for HTTP/1.1.
     let Prepared { status, headers, body, no_body, log, .. } = prepare(&mut req, &state, info).await;
@@ -128,7 +131,8 @@ async fn handle(mut req: hyper::Request<Incoming>, info: &ConnInfo, state: Arc<S
     *resp.headers_mut() = headers;
     // A reload replaced this connection's configuration: this response is its last (RFC 9112
     // §9.6); a 101 hands the connection to its tunnel instead.
-    if state.retired() && status != http::StatusCode::SWITCHING_PROTOCOLS {
+    let tunnel = status == http::StatusCode::SWITCHING_PROTOCOLS || (connect && status.is_success());
+    if state.retired() && !tunnel {
         resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
     }
     resp

@@ -284,6 +284,9 @@ struct StreamCtx {
     /// hand-back was about seven atomic operations (two semaphores' counts and wait lists) of a
     /// small response's 170.
     framed: usize,
+    /// A CONNECT's stream: its request body is a tunnel's bytes, not bounded by
+    /// `limits.max_request_body` (the forward proxy's budgets bound tunnels).
+    tunnel: bool,
 }
 
 /// The streams of one connection and their handlers.
@@ -352,6 +355,7 @@ impl Streams {
         mut head: Box<RequestHead>,
         end_stream: bool,
         on_consumed: Option<Arc<dyn Fn(usize) + Send + Sync>>,
+        datagrams: Option<crate::message::Datagrams>,
     ) {
         if end_stream {
             if let Some(a) = answer_inline(&head, &self.conn.state, &self.conn.info, self.proto) {
@@ -372,11 +376,23 @@ impl Streams {
         // The request's counters live in the stream's shared state: no allocation of their own
         // (and through them the request reaches its interim path).
         let counters = ExchangeRef::new(room.clone());
-        let req = Box::new(to_request(&mut head, body, &self.conn.info, self.proto, counters));
+        let tunnel = &head.method[..] == b"CONNECT";
+        let mut req = Box::new(to_request(&mut head, body, &self.conn.info, self.proto, counters));
         engine.recycle_head(head);
+        if let (Some(c), Some(d)) = (req.connect.as_mut(), datagrams) {
+            c.datagrams = Some(d);
+        }
         let fut = Box::pin(run_handler(req, room.clone()));
-        let ctx =
-            StreamCtx { body_tx, trailers, room, handler: None, held: VecDeque::new(), held_trailers: None, framed: 0 };
+        let ctx = StreamCtx {
+            body_tx,
+            trailers,
+            room,
+            handler: None,
+            held: VecDeque::new(),
+            held_trailers: None,
+            framed: 0,
+            tunnel,
+        };
         self.run(engine, id, ctx, fut);
     }
 
@@ -473,6 +489,7 @@ impl Streams {
                     held,
                     held_trailers: None,
                     framed: 0,
+                    tunnel: false,
                 };
                 self.map.insert(id, ctx);
                 self.lists().finished.push(id);
@@ -502,7 +519,7 @@ impl Streams {
             s.room.counters.recv_window.fetch_max(u64::from(w), Ordering::Relaxed);
         }
         let Some(tx) = &s.body_tx else { return BodyVerdict::Taken };
-        if total > self.conn.state.cfg.limits.max_request_body {
+        if total > self.conn.state.cfg.limits.max_request_body && !s.tunnel {
             let _ = tx.send(Err(BodyError::TooLarge));
             tracing::info!(peer = %self.conn.info.peer, stream = id, "request body over limits.max_request_body: stream cancelled");
             s.body_tx = None;

@@ -383,15 +383,18 @@ pub(crate) enum Limit {
     Timeout,
     /// A peer that stopped reading: its writes timed out.
     StalledPeer,
+    /// `[connect]`'s tunnel budgets: a CONNECT refused (503).
+    Tunnels,
 }
 
-const LIMITS: [(Limit, &str); 6] = [
+const LIMITS: [(Limit, &str); 7] = [
     (Limit::Connections, "connections"),
     (Limit::RequestBody, "request_body"),
     (Limit::HeaderList, "header_list"),
     (Limit::Streams, "streams"),
     (Limit::Timeout, "timeout"),
     (Limit::StalledPeer, "stalled_peer"),
+    (Limit::Tunnels, "tunnels"),
 ];
 
 /// Count a tripped limit.

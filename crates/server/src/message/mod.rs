@@ -10,6 +10,7 @@ pub(crate) mod response;
 
 pub(crate) use body::{Body, BodySource, CHUNK};
 pub(crate) use request::{
-    BodyError, Exchange, ExchangeRef, Interim, Proto, Refusal, Request, RequestBody, TrailerSlot,
+    BodyError, ConnectParts, Datagrams, Exchange, ExchangeRef, Interim, Proto, Refusal, Request, RequestBody,
+    TrailerSlot,
 };
 pub(crate) use response::{Head, Response, SharedHead};

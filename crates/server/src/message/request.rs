@@ -45,6 +45,8 @@ pub(crate) struct Request {
     /// An extended CONNECT for a WebSocket (RFC 8441 over HTTP/2: `CONNECT` with `:protocol`
     /// `websocket`): the stream itself becomes the tunnel.
     pub(crate) websocket: bool,
+    /// A CONNECT's tunnel parts (the forward proxy's): set on CONNECT requests only.
+    pub(crate) connect: Option<Box<ConnectParts>>,
     /// Authority (`:authority` or `Host`), lower-cased, possibly with a port. Shared: on a
     /// connection the requests name the same one, which is then not copied per request
     /// (`ConnInfo::checked` holds it).
@@ -68,6 +70,30 @@ pub(crate) struct Request {
     /// What the driver lends the request: its access-log counters (handlers mark the hints
     /// they sent) and its interim path.
     pub(crate) exchange: ExchangeRef,
+}
+
+/// What a CONNECT request brings beyond its head (RFC 9110 §9.3.6; RFC 9298 for UDP).
+#[derive(Default)]
+pub(crate) struct ConnectParts {
+    /// An extended CONNECT with `:protocol` `connect-udp` (RFC 9298 §3): a UDP tunnel.
+    pub(crate) udp: bool,
+    /// The connection's count of open tunnels (the budget per connection).
+    pub(crate) conn_tunnels: Option<Arc<std::sync::atomic::AtomicU32>>,
+    /// HTTP/3 with HTTP Datagrams agreed (RFC 9297 §2.1): the stream's QUIC datagrams.
+    pub(crate) datagrams: Option<Datagrams>,
+}
+
+/// Sends one UDP payload as an HTTP Datagram of a request stream ([`Datagrams::send`]).
+pub(crate) type SendDatagram = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// The QUIC DATAGRAM side of one request stream (RFC 9297 §2.1), lent by the HTTP/3 driver.
+pub(crate) struct Datagrams {
+    /// HTTP Datagram payloads that arrived for the stream (its quarter stream id taken off),
+    /// at most the tunnel's queue: more are dropped, as datagrams may be.
+    pub(crate) rx: mpsc::Receiver<Bytes>,
+    /// Sends one UDP payload (Context ID 0) as an HTTP Datagram of the stream; false when it
+    /// cannot go (larger than the path takes, or the connection is gone).
+    pub(crate) send: SendDatagram,
 }
 
 /// Why a request is answered before any handler sees it, and with what status.

@@ -5,7 +5,7 @@
 //! a GET's answer teaches the Early Hints cache.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http::{HeaderValue, StatusCode};
 
@@ -13,6 +13,7 @@ use super::body::{self, UpstreamBody};
 use super::error::{ErrorType, ProxyError};
 use super::hints;
 use super::upstream::{Counted, Upstream};
+use crate::handlers::pipe;
 use crate::message::{Body, Head, Response};
 use sluice_http::forward as headers;
 
@@ -80,7 +81,7 @@ pub(super) fn switch(
     let (idle, name) = (up.cfg.idle_timeout, up.name.clone());
     tokio::spawn(async move {
         match down.await {
-            Ok(d) => tunnel(hyper_util::rt::TokioIo::new(d), io, pre, idle).await,
+            Ok(d) => pipe::splice(hyper_util::rt::TokioIo::new(d), io, pre, idle, &pipe::Moved::default()).await,
             Err(e) => tracing::debug!(upstream = %name, %e, "upgrade did not complete"),
         }
     });
@@ -98,7 +99,6 @@ pub(super) fn websocket_stream(
     active: Counted<'_>,
     client: crate::message::RequestBody,
 ) -> Response {
-    use tokio::io::AsyncWriteExt;
     if answer.status != StatusCode::SWITCHING_PROTOCOLS {
         if answer.status.is_success() || answer.status.is_informational() {
             let err = ProxyError::new(ErrorType::HttpProtocolError, "the upstream did not switch to WebSocket");
@@ -122,103 +122,10 @@ pub(super) fn websocket_stream(
     fields.remove(http::header::UPGRADE);
     // The stream's two directions meet the upstream connection through an in-memory pipe, so
     // that the tunnel's copying and idle timeout are the HTTP/1.1 tunnel's.
-    let (near, far) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(tunnel(far, io, pre, up.cfg.idle_timeout));
-    let (rd, mut wr) = tokio::io::split(near);
-    tokio::spawn(async move {
-        let mut client = client;
-        while let Some(Ok(b)) = client.chunk().await {
-            if wr.write_all(&b).await.is_err() {
-                return;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
-    Response::new(StatusCode::OK, fields, Body::Source(Box::new(ReadSource { rd })))
-}
-
-/// A response body read from a byte stream until its end.
-struct ReadSource<R> {
-    rd: R,
-}
-
-impl<R: tokio::io::AsyncRead + Send + Unpin> crate::message::BodySource for ReadSource<R> {
-    fn poll_chunk(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-        max: usize,
-    ) -> std::task::Poll<Option<std::io::Result<bytes::Bytes>>> {
-        let mut buf = vec![0u8; max.clamp(1, 16 * 1024)];
-        let mut rb = tokio::io::ReadBuf::new(&mut buf);
-        match std::pin::Pin::new(&mut self.rd).poll_read(cx, &mut rb) {
-            std::task::Poll::Pending => std::task::Poll::Pending,
-            std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Some(Err(e))),
-            std::task::Poll::Ready(Ok(())) if rb.filled().is_empty() => std::task::Poll::Ready(None),
-            std::task::Poll::Ready(Ok(())) => {
-                let n = rb.filled().len();
-                buf.truncate(n);
-                std::task::Poll::Ready(Some(Ok(bytes::Bytes::from(buf))))
-            }
-        }
-    }
-
-    fn len(&self) -> Option<u64> {
-        None
-    }
-
-    fn may_trail(&self) -> bool {
-        false
-    }
-
-    fn take_trailers(&mut self) -> Option<http::HeaderMap> {
-        None
-    }
-}
-
-/// Copy bytes both ways until both sides have closed, either fails, or nothing moves for
-/// `idle`; `pre` (what `b` sent right after its 101) goes to `a` first. A side's end of stream
-/// is passed on as a shutdown of the other side's writes.
-async fn tunnel<A, B>(a: A, b: B, pre: bytes::Bytes, idle: Duration)
-where
-    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut ar, mut aw) = tokio::io::split(a);
-    if !pre.is_empty() && aw.write_all(&pre).await.is_err() {
-        return;
-    }
-    let (mut br, mut bw) = tokio::io::split(b);
-    let mut abuf = vec![0u8; 16 * 1024];
-    let mut bbuf = vec![0u8; 16 * 1024];
-    let (mut a_open, mut b_open) = (true, true);
-    while a_open || b_open {
-        tokio::select! {
-            r = ar.read(&mut abuf), if a_open => match r {
-                Ok(0) | Err(_) => {
-                    a_open = false;
-                    let _ = bw.shutdown().await;
-                }
-                Ok(n) => {
-                    if bw.write_all(&abuf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            },
-            r = br.read(&mut bbuf), if b_open => match r {
-                Ok(0) | Err(_) => {
-                    b_open = false;
-                    let _ = aw.shutdown().await;
-                }
-                Ok(n) => {
-                    if aw.write_all(&bbuf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            },
-            () = tokio::time::sleep(idle) => return,
-        }
-    }
+    let (side, body) = pipe::stream_side(client);
+    let idle = up.cfg.idle_timeout;
+    tokio::spawn(async move { pipe::splice(side, io, pre, idle, &pipe::Moved::default()).await });
+    Response::new(StatusCode::OK, fields, body)
 }
 
 /// Learn from the upstream's answer to a GET: its hintable `Link` values now, or, for HTML

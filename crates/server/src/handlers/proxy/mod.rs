@@ -131,6 +131,7 @@ mod tests {
             peer: "127.0.0.1:1".parse().unwrap(),
             upgrade: None,
             websocket: false,
+            connect: None,
             exchange: Default::default(),
             method: http::Method::GET,
             authority: "localhost".into(),

@@ -479,7 +479,7 @@ fn handle_events(conn: &mut Connection, streams: &mut Streams, info: &Arc<ConnIn
                         let _ = release.send(Cmd::Release { id, n });
                     }) as Arc<dyn Fn(usize) + Send + Sync>
                 });
-                streams.start(conn, id, head, end_stream, on_consumed);
+                streams.start(conn, id, head, end_stream, on_consumed, None);
             }
             Event::Data { stream, data, end_stream } => {
                 let window = conn.stream_window(stream);

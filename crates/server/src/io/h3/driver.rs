@@ -104,7 +104,17 @@ pub(super) struct Driver {
     pub(super) timeout: Option<tokio::time::Instant>,
     /// Its open streams as the metrics last counted them.
     pub(super) open_counted: usize,
+    /// CONNECT-UDP streams' datagram queues by quarter stream id (RFC 9297 §2.1), shared with
+    /// the task reading the connection's QUIC datagrams: made by the first such request.
+    datagram_routes: Option<Routes>,
 }
+
+/// Where QUIC datagrams go: the queue of the stream whose id / 4 they start with.
+type Routes = Arc<Mutex<FxHashMap<u64, mpsc::Sender<Bytes>>>>;
+
+/// HTTP Datagrams queued per CONNECT-UDP stream for its tunnel (each at most a QUIC
+/// datagram, about 1,400 bytes); more are dropped.
+const DATAGRAM_QUEUE: usize = 64;
 
 impl Driver {
     /// The driver of `quic`, whose control and QPACK streams are `uni` (opened in that order),
@@ -178,6 +188,7 @@ impl Driver {
             active: false,
             timeout: None,
             open_counted: 0,
+            datagram_routes: None,
             state,
         };
         for s in uni {
@@ -445,13 +456,14 @@ impl Driver {
         while let Some(ev) = self.engine.poll_event() {
             match ev {
                 Event::Request { stream, head, end_stream } => {
+                    let datagrams = self.datagrams_for(stream, &head);
                     // Request-body credit: the stream's reader waits while the handler holds
                     // more than BODY_BUFFER unconsumed bytes. (No body, no credit to return.)
                     let on_consumed = (!end_stream).then(|| {
                         let credit = self.credits.get(&stream).cloned().unwrap_or_default();
                         Arc::new(move |n| credit.consumed(n)) as Arc<dyn Fn(usize) + Send + Sync>
                     });
-                    self.streams.start(&mut self.engine, stream, Box::new(head), end_stream, on_consumed);
+                    self.streams.start(&mut self.engine, stream, Box::new(head), end_stream, on_consumed, datagrams);
                 }
                 Event::Data { stream, data, end_stream } => self.body(stream, data, end_stream),
                 Event::Trailers { stream, fields } => self.streams.trailers(stream, fields),
@@ -484,6 +496,36 @@ impl Driver {
         self.credits.retain(|id, _| streams.contains(*id) || engine.buffered(*id).is_some() || engine.wants_read(*id));
     }
 
+    /// The QUIC datagram side of a CONNECT-UDP request on `stream`, when both sides agreed to
+    /// HTTP Datagrams (RFC 9297 §2.1.1) and quinn to QUIC DATAGRAM frames (RFC 9221).
+    fn datagrams_for(&mut self, stream: u64, head: &sluice_http::RequestHead) -> Option<crate::message::Datagrams> {
+        let udp = &head.method[..] == b"CONNECT"
+            && head.protocol.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(b"connect-udp"));
+        if !udp || !self.engine.datagrams() || self.quic.max_datagram_size().is_none() {
+            return None;
+        }
+        let routes = match &self.datagram_routes {
+            Some(r) => r.clone(),
+            None => {
+                let r = Routes::default();
+                tokio::spawn(read_datagrams(self.quic.clone(), r.clone()));
+                self.datagram_routes = Some(r.clone());
+                r
+            }
+        };
+        let (tx, rx) = mpsc::channel(DATAGRAM_QUEUE);
+        {
+            let mut map = routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            map.retain(|_, t| !t.is_closed());
+            map.insert(stream / 4, tx);
+        }
+        let quic = self.quic.clone();
+        let send = Box::new(move |payload: &[u8]| {
+            quic.send_datagram(sluice_http::capsule::udp_quic_datagram(stream, payload)).is_ok()
+        });
+        Some(crate::message::Datagrams { rx, send })
+    }
+
     fn body(&mut self, stream: u64, data: Bytes, end_stream: bool) {
         let credit = self.credits.get(&stream).cloned();
         let n = data.len();
@@ -502,6 +544,21 @@ impl Driver {
                     c.consumed(n);
                 }
                 self.engine.stop_reading(stream);
+            }
+        }
+    }
+}
+
+/// Hand each QUIC datagram of the connection to its stream's queue, until the connection
+/// ends. A datagram for no open CONNECT-UDP stream is dropped (RFC 9297 §2.1 allows a
+/// receiver to drop those it cannot yet place); one for a full queue too, and counted.
+async fn read_datagrams(quic: quinn::Connection, routes: Routes) {
+    while let Ok(d) = quic.read_datagram().await {
+        let Some((quarter, n)) = sluice_http::capsule::get_varint(&d) else { continue };
+        let tx = routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&quarter).cloned();
+        if let Some(tx) = tx {
+            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(d.slice(n..)) {
+                crate::handlers::tunnel::dropped(1);
             }
         }
     }

@@ -125,6 +125,9 @@ fn size_buffers(socket: &std::net::UdpSocket, want: usize) {
     }
 }
 
+/// Bytes of QUIC datagrams a connection buffers each way.
+const DATAGRAM_BUFFER: usize = 256 * 1024;
+
 /// quinn's transport parameters from the configuration; with `pace`, the congestion
 /// controller is bounded by the in-flight bound (`quic_pace.rs`).
 fn transport(cfg: &Config, pace: Option<Arc<PaceLink>>) -> Result<quinn::TransportConfig, String> {
@@ -143,7 +146,12 @@ fn transport(cfg: &Config, pace: Option<Arc<PaceLink>>) -> Result<quinn::Transpo
         // until then quinn's default (10 MB) would let the first responses fill its buffer far
         // past what the path carries, all of it ahead of anything requested later (traced:
         // about 1 MB ahead of an urgent response 0.45 s into a connection).
-        .send_window(send_window(INITIAL_WINDOW, sluice_h3::Config::default().quantum));
+        .send_window(send_window(INITIAL_WINDOW, sluice_h3::Config::default().quantum))
+        // QUIC DATAGRAM frames (RFC 9221) carry CONNECT-UDP's payloads; offered only when the
+        // forward proxy serves it. What waits to be read or sent is bounded (quinn drops the
+        // oldest past it).
+        .datagram_receive_buffer_size(cfg.udp_tunnels().then_some(DATAGRAM_BUFFER))
+        .datagram_send_buffer_size(DATAGRAM_BUFFER);
     let inner: Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> = match cfg.quic.congestion {
         QuicCongestion::Cubic => Arc::new(quinn::congestion::CubicConfig::default()),
         QuicCongestion::Bbr => Arc::new(quinn::congestion::BbrConfig::default()),

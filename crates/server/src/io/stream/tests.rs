@@ -149,7 +149,7 @@ async fn a_cached_file_is_answered_inline_exactly_as_its_handler_answers() {
     // The first request takes the usual path: it finds the authority valid and served on
     // this connection, and puts the file in the cache.
     let fields = [("accept", "*/*"), ("user-agent", "test")];
-    s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &fields), true, None);
+    s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &fields), true, None, None);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
     assert_eq!(e.heads, vec![(1, 200, false)]);
     assert_eq!(e.data[&1], A_TXT);
@@ -159,7 +159,7 @@ async fn a_cached_file_is_answered_inline_exactly_as_its_handler_answers() {
     // The next is answered at once, through no command: the same head, fields and body.
     let h = head_with("GET", "localhost", "/a.txt?x=1", &fields);
     let at = &*h as *const RequestHead;
-    s.start(&mut e, 3, h, true, None);
+    s.start(&mut e, 3, h, true, None, None);
     assert_eq!(e.recycled.len(), 2);
     assert_eq!(&*e.recycled[1] as *const _, at, "the head goes back to the engine");
     assert_eq!(e.heads[1], (3, 200, false));
@@ -169,7 +169,7 @@ async fn a_cached_file_is_answered_inline_exactly_as_its_handler_answers() {
     assert_eq!(e.ended.get(&3), Some(&true));
     assert!(!s.contains(3), "no stream state is kept for it");
     // HEAD: the same fields, no body, the head ends the stream.
-    s.start(&mut e, 5, head_with("HEAD", "localhost", "/a.txt", &[]), true, None);
+    s.start(&mut e, 5, head_with("HEAD", "localhost", "/a.txt", &[]), true, None, None);
     assert_eq!(e.heads[2], (5, 200, true));
     assert_eq!(e.fields[&5], e.fields[&1]);
     assert!(!e.data.contains_key(&5));
@@ -181,12 +181,12 @@ async fn an_inline_body_the_engine_refuses_as_full_is_held_and_sent_after_progre
     let dir = tempfile::tempdir().unwrap();
     let (mut s, mut rx) = file_streams(dir.path());
     let mut e = Recorder { bound: Some(1), ..Recorder::default() };
-    s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &[]), true, None);
+    s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &[]), true, None, None);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
     e.queued.insert(1, 0);
     // Stream 3's queue is full when its answer comes: the head goes, the body waits.
     e.queued.insert(3, 1);
-    s.start(&mut e, 3, head_with("GET", "localhost", "/a.txt", &[]), true, None);
+    s.start(&mut e, 3, head_with("GET", "localhost", "/a.txt", &[]), true, None, None);
     assert_eq!(e.heads.last(), Some(&(3, 200, false)));
     assert!(e.data.get(&3).is_none_or(Vec::is_empty));
     assert!(s.contains(3), "the refused body is held");
@@ -203,7 +203,7 @@ async fn requests_the_inline_answer_does_not_cover_take_the_usual_path() {
     let dir = tempfile::tempdir().unwrap();
     let (mut s, mut rx) = file_streams(dir.path());
     let mut e = Recorder::default();
-    s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &[]), true, None);
+    s.start(&mut e, 1, head_with("GET", "localhost", "/a.txt", &[]), true, None, None);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
     let etag = e.fields[&1].iter().find(|f| f.name == "etag").unwrap().value.clone();
     let etag = std::str::from_utf8(&etag).unwrap().to_owned();
@@ -224,7 +224,7 @@ async fn requests_the_inline_answer_does_not_cover_take_the_usual_path() {
     ];
     for (i, (method, authority, fields, status)) in cases.into_iter().enumerate() {
         let id = 3 + 2 * i as u64;
-        s.start(&mut e, id, head_with(method, authority, "/a.txt", fields), true, None);
+        s.start(&mut e, id, head_with(method, authority, "/a.txt", fields), true, None, None);
         // Nothing went to the engine from `start` itself: the handler's commands did.
         assert!(!e.fields.contains_key(&id), "{method} {authority} {fields:?} answered inline");
         pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
@@ -265,6 +265,7 @@ fn bare_ctx(s: &Streams) -> StreamCtx {
         held: VecDeque::new(),
         held_trailers: None,
         framed: 0,
+        tunnel: false,
     }
 }
 
@@ -317,7 +318,7 @@ async fn a_handler_that_panics_fails_its_stream_only() {
             panic!("a handler bug");
         }),
     );
-    s.start(&mut e, 3, head("GET", "/__down?bytes=10"), true, None);
+    s.start(&mut e, 3, head("GET", "/__down?bytes=10"), true, None, None);
     assert!(s.contains(1));
     tx.send(()).unwrap();
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
@@ -332,7 +333,7 @@ async fn a_handler_blocks_on_a_full_queue_and_resumes_as_frames_go_out() {
     let (mut s, mut rx, _dir) = streams();
     let mut e = Recorder::default();
     let total = 1_000_000;
-    s.start(&mut e, 1, head("GET", "/__down?bytes=1000000"), true, None);
+    s.start(&mut e, 1, head("GET", "/__down?bytes=1000000"), true, None, None);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
     assert_eq!(e.heads, vec![(1, 200, false)]);
     // The handler stopped at the stream's send buffer: not one byte more.
@@ -357,7 +358,7 @@ async fn data_the_engine_refuses_as_full_is_held_and_sent_after_progress() {
     let (mut s, mut rx, _dir) = streams();
     // An engine that takes one chunk at a time.
     let mut e = Recorder { bound: Some(1), ..Recorder::default() };
-    s.start(&mut e, 1, head("GET", "/__down?bytes=200000"), true, None);
+    s.start(&mut e, 1, head("GET", "/__down?bytes=200000"), true, None, None);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
     assert_eq!(e.data[&1].len(), CHUNK, "one chunk taken, the rest held");
     while !e.ended.contains_key(&1) {
@@ -381,7 +382,7 @@ async fn request_body_credit_is_returned_only_as_the_handler_consumes() {
         c.fetch_add(n, Ordering::SeqCst);
     });
     // A body with no handler reading it yet: credit stays with the handler's queue.
-    s.start(&mut e, 3, head("POST", "/__up"), false, Some(on_consumed));
+    s.start(&mut e, 3, head("POST", "/__up"), false, Some(on_consumed), None);
     assert_eq!(consumed.load(Ordering::SeqCst), 0);
     for _ in 0..10 {
         assert_eq!(s.body(3, Bytes::from(vec![7u8; 1000]), false, Some(65_535)), BodyVerdict::Taken);
@@ -402,7 +403,7 @@ async fn with_an_engine_that_reports_closed_streams_a_stream_goes_when_both_are_
     let (mut s, mut rx, _dir) = streams();
     let mut e = Recorder { reports: true, ..Recorder::default() };
     // The handler finishes first: the stream stays while the engine holds it.
-    s.start(&mut e, 5, head("POST", "/__up"), false, None);
+    s.start(&mut e, 5, head("POST", "/__up"), false, None, None);
     assert_eq!(s.body(5, Bytes::from_static(b"abc"), true, None), BodyVerdict::Taken);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
     assert_eq!(e.ended.get(&5), Some(&true), "the handler answered");
@@ -415,7 +416,7 @@ async fn with_an_engine_that_reports_closed_streams_a_stream_goes_when_both_are_
     s.sweep(&mut e);
     assert!(!s.contains(5), "gone once the engine reported it");
     // The engine forgets the stream first: it stays until its handler finishes.
-    s.start(&mut e, 7, head("POST", "/__up"), false, None);
+    s.start(&mut e, 7, head("POST", "/__up"), false, None, None);
     assert_eq!(s.body(7, Bytes::from_static(b"abc"), false, None), BodyVerdict::Taken);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
     e.gone.push(7);
@@ -432,7 +433,7 @@ async fn with_an_engine_that_reports_closed_streams_a_stream_goes_when_both_are_
 async fn a_reset_stream_fails_its_body_and_stops_its_handler() {
     let (mut s, mut rx, _dir) = streams();
     let mut e = Recorder::default();
-    s.start(&mut e, 5, head("POST", "/__up"), false, None);
+    s.start(&mut e, 5, head("POST", "/__up"), false, None, None);
     assert_eq!(s.body(5, Bytes::from_static(b"abc"), false, None), BodyVerdict::Taken);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
     assert!(s.contains(5));
@@ -446,7 +447,7 @@ async fn a_reset_stream_fails_its_body_and_stops_its_handler() {
     s.sweep(&mut e);
     assert!(s.is_empty());
     // A stream whose handler is blocked on permits wakes when reset, and ends.
-    s.start(&mut e, 7, head("GET", "/__down?bytes=10000000"), true, None);
+    s.start(&mut e, 7, head("GET", "/__down?bytes=10000000"), true, None, None);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(100)).await;
     assert_eq!(e.data[&7].len(), STREAM_SEND_BUFFER);
     s.reset(7);
@@ -465,7 +466,7 @@ async fn a_body_over_the_limit_is_refused() {
     let info = Arc::new(ConnInfo::new("127.0.0.1:1".parse().unwrap(), false, None, None));
     let (mut s, _rx) = Streams::new(Arc::new(State::new(cfg)), info, Proto::Http3);
     let mut e = Recorder::default();
-    s.start(&mut e, 1, head("POST", "/__up"), false, None);
+    s.start(&mut e, 1, head("POST", "/__up"), false, None, None);
     assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::Taken);
     assert_eq!(s.body(1, Bytes::from(vec![0u8; 1000]), false, None), BodyVerdict::TooLarge);
 }
@@ -482,7 +483,7 @@ async fn a_finished_handler_s_framed_bytes_go_back_when_its_stream_is_released()
     let mut e = Recorder { reports: true, ..Default::default() };
     // Not answered inline (a method the file handler refuses): a handler's whole answer,
     // its head and its one chunk in one command.
-    s.start(&mut e, 1, head("DELETE", "/a.txt"), true, None);
+    s.start(&mut e, 1, head("DELETE", "/a.txt"), true, None, None);
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(50)).await;
     assert_eq!(e.heads, [(1, 405, false)]);
     assert!(e.ended.get(&1).copied().unwrap_or(false), "the body ended the stream");
@@ -514,7 +515,7 @@ async fn stalled_streams_hold_at_most_the_global_budget_and_give_it_back_when_re
     let mut e = Recorder::default();
     // Five downloads whose client never lets a byte be framed.
     for id in [1, 3, 5, 7, 9] {
-        s.start(&mut e, id, head("GET", "/__down?bytes=10000000"), true, None);
+        s.start(&mut e, id, head("GET", "/__down?bytes=10000000"), true, None, None);
     }
     pump(&mut s, &mut rx, &mut e, Duration::from_millis(200)).await;
     let queued: usize = e.data.values().map(Vec::len).sum();
