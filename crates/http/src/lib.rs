@@ -1,7 +1,7 @@
 //! What the HTTP/2 and HTTP/3 engines share, sans-IO: header [`Field`]s, the [`RequestHead`]
 //! and its validation (RFC 9113 §8.2–§8.3, RFC 9114 §4.2–§4.3 say the same), RFC 9218
 //! [`Priority`] and the [`Scheduler`] that orders response data by it, the [`Budget`] the
-//! flood defences count in, the fields a reverse proxy forwards ([`forward`]) and the
+//! flood defences count in, HTTP Datagrams and capsules ([`capsule`], RFC 9297), the fields a reverse proxy forwards ([`forward`]) and the
 //! HTTP/1.1 messages its upstream client writes and reads ([`h1`]).
 
 #![warn(missing_docs)]
