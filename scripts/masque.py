@@ -11,7 +11,8 @@ Usage:
   masque.py flood PROXY_PORT HOST PORT COUNT [--size N]
       COUNT payloads as fast as they go, then echoes one at a time: does the tunnel still work?
   masque.py bench PROXY_PORT HOST PORT SECONDS [--size N] [--window W]
-      Echo throughput with at most W payloads in flight, for SECONDS.
+      Echo throughput with at most W payloads in flight, for SECONDS (--capsules: on the
+      stream instead of in QUIC datagrams).
   masque.py quic PROXY_PORT INNER_PORT PATH
       CONNECT-UDP to 127.0.0.1:INNER_PORT, then a whole HTTP/3 connection (aioquic's own)
       through the tunnel: GET PATH from the server there.
@@ -19,7 +20,7 @@ Usage:
       Opens COUNT CONNECT-UDP tunnels and leaves without closing them (the QUIC connection
       just goes silent).
 
-The proxy is 127.0.0.1:PROXY_PORT (certificate not verified: the tests' self-signed one).
+The proxy is 127.0.0.1:PROXY_PORT, or --proxy ADDR (certificate not verified: the tests' self-signed one).
 Prints one JSON object.
 """
 import argparse
@@ -164,7 +165,7 @@ def config():
 
 async def run_tcp(a):
     out = {}
-    async with connect("127.0.0.1", a.port, configuration=config(), create_protocol=Client) as c:
+    async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
         await settings(c)
         sid = c._quic.get_next_available_stream_id()
         c.h3.send_headers(sid, [(b":method", b"CONNECT"), (b":authority", f"{a.host}:{a.tport}".encode())]
@@ -188,7 +189,7 @@ async def run_tcp(a):
 
 async def run_udp(a):
     out = {"echoed": 0, "lost": 0, "rtt_ms": []}
-    async with connect("127.0.0.1", a.port, configuration=config(), create_protocol=Client) as c:
+    async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
         out["h3_datagram"] = (await settings(c)).get(H3_DATAGRAM) == 1
         t = open_udp(c, a.port, a.host, a.tport, a.auth)
         await t.response()
@@ -211,7 +212,7 @@ async def run_udp(a):
 
 async def run_flood(a):
     out = {}
-    async with connect("127.0.0.1", a.port, configuration=config(), create_protocol=Client) as c:
+    async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
         await settings(c)
         t = open_udp(c, a.port, a.host, a.tport)
         await t.response()
@@ -248,18 +249,20 @@ async def run_flood(a):
 
 async def run_bench(a):
     out = {}
-    async with connect("127.0.0.1", a.port, configuration=config(), create_protocol=Client) as c:
+    async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
         await settings(c)
         t = open_udp(c, a.port, a.host, a.tport)
         await t.response()
         out["status"] = t.status
         payload = b"b" * a.size
         in_flight, sent, back = 0, 0, 0
+        send = (lambda: c.h3.send_data(t.sid, capsule(payload), end_stream=False)) if a.capsules else \
+            (lambda: c.h3.send_datagram(t.sid, b"\x00" + payload))
         start = time.monotonic()
         end = start + a.seconds
         while time.monotonic() < end:
             while in_flight < a.window:
-                c.h3.send_datagram(t.sid, b"\x00" + payload)
+                send()
                 in_flight += 1
                 sent += 1
             c.transmit()
@@ -281,7 +284,7 @@ async def run_bench(a):
 
 async def run_abandon(a):
     out = {"opened": 0}
-    async with connect("127.0.0.1", a.port, configuration=config(), create_protocol=Client) as c:
+    async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
         await settings(c)
         ts = [open_udp(c, a.port, a.host, a.tport) for _ in range(a.count)]
         for t in ts:
@@ -297,7 +300,7 @@ async def run_abandon(a):
 async def run_quic(a):
     """An inner QUIC connection (aioquic's, sans-IO) whose packets ride the tunnel."""
     out = {}
-    async with connect("127.0.0.1", a.port, configuration=config(), create_protocol=Client) as c:
+    async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
         await settings(c)
         t = open_udp(c, a.port, "127.0.0.1", a.tport)
         await t.response()
@@ -352,6 +355,7 @@ def main():
     p.add_argument("port", type=int)
     p.add_argument("rest", nargs="+")
     p.add_argument("--auth")
+    p.add_argument("--proxy", default="127.0.0.1", help="the proxy's address (default 127.0.0.1)")
     p.add_argument("--capsules", action="store_true")
     p.add_argument("--size", type=int, default=32)
     p.add_argument("--window", type=int, default=32)
