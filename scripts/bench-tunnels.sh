@@ -92,14 +92,17 @@ with connect(sys.argv[1], ssl=ctx) as ws:
         t=time.monotonic(); ws.send("m%d"%i); assert ws.recv()=="m%d"%i; rtt.append((time.monotonic()-t)*1e3)
 print(json.dumps({"rtt_ms":rtt}))'
 
-med() { python3 -c 'import sys,statistics; v=sorted(float(x) for x in sys.argv[1:]); print("%.3g (%.3g–%.3g)" % (statistics.median(v), v[0], v[-1]))' "$@"; }
+med() { python3 -c 'import sys,statistics
+v=sorted(float(x) for x in sys.argv[1:])
+f=lambda x: "{:,.0f}".format(x) if abs(x) >= 100 else "{:.3g}".format(x)
+print("%s (%s–%s)" % (f(statistics.median(v)), f(v[0]), f(v[-1])))' "$@"; }
 
 # --- servers -----------------------------------------------------------------------------
 WS_PORT=$(free_port)
 python3 -c "import websockets.sync.server as s
 def echo(ws):
     for m in ws: ws.send(m)
-with s.serve(echo, '127.0.0.1', $WS_PORT) as srv: srv.serve_forever()" &
+with s.serve(echo, '127.0.0.1', $WS_PORT) as srv: srv.serve_forever()" 2>/dev/null &
 PIDS+=($!)
 ECHO_PORT=$(free_port)
 python3 -c "$UDP_ECHO" 127.0.0.1 "$ECHO_PORT" &
