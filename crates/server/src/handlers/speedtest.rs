@@ -11,7 +11,21 @@
 //!   (`bytes × 8 / seconds / 10⁶`), 0 when no time could be measured.
 //! - `GET /__ping` → 204 at once, for round-trip times.
 //!
-//! Every answer carries `cache-control: no-store` so no cache can fake a result.
+//! The server side of the IETF responsiveness test (draft-ietf-ippm-responsiveness-08, "RPM"),
+//! server-wide only:
+//!
+//! - `GET /.well-known/nq` (§8.1) → the configuration document: `version` 1 and `urls` with the
+//!   draft's names (`small_download_url`, `large_download_url`, `upload_url`) and the older
+//!   ones clients such as goresponsiveness still read (`small_https_download_url`,
+//!   `large_https_download_url`, `https_upload_url`), all on the request's own origin.
+//! - `GET /__nq/small` → 1 byte; `GET /__nq/large` → 8 GiB of zeros (§7: at least 8 GB; the
+//!   client stops reading when it has measured); `POST /__nq/upload` → the body discarded, then
+//!   the `/__up` JSON. Bodies are `application/octet-stream` from the shared zero buffer (no
+//!   allocation per request or chunk).
+//!
+//! Every answer carries `cache-control: no-store` so no cache can fake a result. Requests and
+//! bytes are counted in `sluice_speedtest_*` metrics; each request's rate is in its
+//! access-log line (bytes and duration).
 
 use std::time::Instant;
 
@@ -30,6 +44,18 @@ const DOWN: &str = "/__down";
 const UP: &str = "/__up";
 /// Latency path.
 const PING: &str = "/__ping";
+/// The responsiveness test's configuration document (draft-ietf-ippm-responsiveness §8.1).
+const NQ_CONFIG: &str = "/.well-known/nq";
+/// Its 1-byte resource.
+const NQ_SMALL: &str = "/__nq/small";
+/// Its large resource.
+const NQ_LARGE: &str = "/__nq/large";
+/// Its upload resource.
+const NQ_UPLOAD: &str = "/__nq/upload";
+/// Size of the large resource: 8 GiB (§7 asks for at least 8 GB).
+const NQ_LARGE_BYTES: u64 = 8 << 30;
+/// Every server-wide path, in `message::metrics::SPEEDTEST_ENDPOINTS`'s order.
+const PATHS: [&str; 7] = [DOWN, UP, PING, NQ_CONFIG, NQ_SMALL, NQ_LARGE, NQ_UPLOAD];
 
 /// The speed-test endpoints: server-wide (`[speedtest] enabled`, on every site before routing:
 /// [`Speedtest::claims`]) or as a route's handler (`speedtest = true`: the path's last segment
@@ -45,16 +71,12 @@ impl Speedtest {
 
     /// Whether `path` is one of the server-wide endpoints (when enabled).
     pub(crate) fn claims(&self, path: &str) -> bool {
-        self.cfg.enabled && matches!(path, DOWN | UP | PING)
+        self.cfg.enabled && PATHS.contains(&path)
     }
 
     /// Answer a request whose path [`Speedtest::claims`]; the upload reads `req.body` to the end.
     pub(crate) async fn serve_claimed(&self, req: &mut Request) -> Response {
-        let endpoint = match req.path.as_str() {
-            DOWN => DOWN,
-            UP => UP,
-            _ => PING,
-        };
+        let endpoint = PATHS.into_iter().find(|p| *p == req.path).unwrap_or(PING);
         serve(&self.cfg, req, endpoint).await
     }
 
@@ -76,7 +98,19 @@ fn endpoint(path: &str) -> Option<&'static str> {
 
 /// Answer the speed-test `endpoint` ([`DOWN`], [`UP`] or [`PING`]).
 async fn serve(cfg: &SpeedtestConfig, req: &mut Request, endpoint: &str) -> Response {
+    if let Some(i) = PATHS.iter().position(|p| *p == endpoint) {
+        crate::message::metrics::speedtest_request(i);
+    }
+    let get = matches!(req.method, Method::GET | Method::HEAD);
     let resp = match endpoint {
+        NQ_CONFIG if get => nq_config(req),
+        NQ_SMALL if get => zeros(req, 1),
+        NQ_LARGE if get => zeros(req, NQ_LARGE_BYTES),
+        NQ_CONFIG | NQ_SMALL | NQ_LARGE => method_not_allowed("GET, HEAD"),
+        NQ_UPLOAD => match req.method {
+            Method::POST | Method::PUT => upload(req).await,
+            _ => method_not_allowed("POST, PUT"),
+        },
         DOWN => match req.method {
             Method::GET | Method::HEAD => download(cfg, req),
             _ => method_not_allowed("GET, HEAD"),
@@ -122,10 +156,34 @@ pub(crate) fn parse_download_size(query: Option<&str>, max: u64) -> Result<u64, 
 }
 
 fn download(cfg: &SpeedtestConfig, req: &Request) -> Response {
-    let n = match parse_download_size(req.query.as_deref(), cfg.max_download_bytes) {
-        Ok(n) => n,
-        Err(msg) => return Response::text(StatusCode::BAD_REQUEST, format!("{msg}\n")),
-    };
+    match parse_download_size(req.query.as_deref(), cfg.max_download_bytes) {
+        Ok(n) => zeros(req, n),
+        Err(msg) => Response::text(StatusCode::BAD_REQUEST, format!("{msg}\n")),
+    }
+}
+
+/// The responsiveness test's configuration document for the origin `req` came to.
+fn nq_config(req: &Request) -> Response {
+    let origin = format!("{}://{}", if req.tls { "https" } else { "http" }, req.authority);
+    let url = |p: &str| format!("{origin}{p}");
+    let doc = serde_json::json!({
+        "version": 1,
+        "urls": {
+            "small_download_url": url(NQ_SMALL),
+            "large_download_url": url(NQ_LARGE),
+            "upload_url": url(NQ_UPLOAD),
+            "small_https_download_url": url(NQ_SMALL),
+            "large_https_download_url": url(NQ_LARGE),
+            "https_upload_url": url(NQ_UPLOAD),
+        }
+    });
+    let mut headers = http::HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Response::new(StatusCode::OK, headers, Body::Full(Bytes::from(doc.to_string())))
+}
+
+/// `n` zero bytes, `application/octet-stream` (none for HEAD, with the length).
+fn zeros(req: &Request, n: u64) -> Response {
     let mut headers = http::HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
@@ -151,6 +209,7 @@ async fn upload(req: &mut Request) -> Response {
         match chunk {
             Ok(b) => {
                 bytes = bytes.saturating_add(b.len() as u64);
+                crate::message::metrics::speedtest_bytes(true, b.len() as u64);
                 if let Some(h) = hasher.as_mut() {
                     h.update(&b);
                 }
@@ -311,6 +370,46 @@ mod tests {
             body,
             malformed: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_responsiveness_endpoints_follow_the_draft() {
+        let cfg = cfg();
+        let mut r = req(Method::GET, "/.well-known/nq", None, RequestBody::empty());
+        let resp = claimed(&cfg, &mut r).await.unwrap();
+        assert_eq!(resp.status, StatusCode::OK);
+        assert_eq!(resp.headers[header::CONTENT_TYPE], "application/json");
+        assert_eq!(resp.headers[header::CACHE_CONTROL], "no-store");
+        let Body::Full(b) = &resp.body else { panic!("config body") };
+        let doc: serde_json::Value = serde_json::from_slice(b).unwrap();
+        assert_eq!(doc["version"], 1);
+        for (k, path) in [
+            ("small_download_url", "/__nq/small"),
+            ("large_download_url", "/__nq/large"),
+            ("upload_url", "/__nq/upload"),
+            ("small_https_download_url", "/__nq/small"),
+            ("large_https_download_url", "/__nq/large"),
+            ("https_upload_url", "/__nq/upload"),
+        ] {
+            assert_eq!(doc["urls"][k], format!("https://localhost{path}"), "{k}");
+        }
+        let mut r = req(Method::GET, "/__nq/small", None, RequestBody::empty());
+        let resp = claimed(&cfg, &mut r).await.unwrap();
+        assert!(matches!(resp.body, Body::Zeros(1)));
+        assert_eq!(resp.headers[header::CONTENT_TYPE], "application/octet-stream");
+        let mut r = req(Method::HEAD, "/__nq/large", None, RequestBody::empty());
+        let resp = claimed(&cfg, &mut r).await.unwrap();
+        assert_eq!(resp.headers[header::CONTENT_LENGTH], "8589934592");
+        assert!(matches!(resp.body, Body::Empty));
+        let mut r = req(Method::POST, "/__nq/large", None, RequestBody::empty());
+        assert_eq!(claimed(&cfg, &mut r).await.unwrap().status, StatusCode::METHOD_NOT_ALLOWED);
+        let mut r = req(Method::GET, "/__nq/upload", None, RequestBody::empty());
+        assert_eq!(claimed(&cfg, &mut r).await.unwrap().status, StatusCode::METHOD_NOT_ALLOWED);
+        let mut r = req(Method::POST, "/__nq/upload", None, RequestBody::empty());
+        assert_eq!(claimed(&cfg, &mut r).await.unwrap().status, StatusCode::OK);
+        let off = SpeedtestConfig { enabled: false, ..cfg };
+        let mut r = req(Method::GET, "/.well-known/nq", None, RequestBody::empty());
+        assert!(claimed(&off, &mut r).await.is_none());
     }
 
     #[test]

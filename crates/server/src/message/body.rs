@@ -113,6 +113,7 @@ impl Body {
             Self::Zeros(left) => {
                 let n = (*left).min(max as u64) as usize;
                 *left -= n as u64;
+                crate::message::metrics::speedtest_bytes(false, n as u64);
                 Some(Some(Ok(Bytes::from_static(&ZEROS[..n]))))
             }
             Self::Trailed(b, _) => b.next_ready(max),
@@ -139,6 +140,7 @@ impl Body {
                     }
                     let n = (*left).min(max as u64) as usize;
                     *left -= n as u64;
+                    crate::message::metrics::speedtest_bytes(false, n as u64);
                     return Some(Ok(Bytes::from_static(&ZEROS[..n])));
                 }
                 Self::File { file, offset, len } => {

@@ -338,6 +338,30 @@ pub(crate) struct Events {
     pub(crate) compressed_out: [AtomicU64; 3],
     /// QUIC connections at close: round-trip time, lost and sent packets, congestion window.
     quic: Mutex<QuicClosed>,
+    /// Speed-test requests by endpoint ([`SPEEDTEST_ENDPOINTS`]), and the bytes its downloads
+    /// handed to connections and its uploads took.
+    pub(crate) speedtest: [AtomicU64; SPEEDTEST_ENDPOINTS.len()],
+    speedtest_down: AtomicU64,
+    speedtest_up: AtomicU64,
+}
+
+/// The speed test's endpoints, as metric label values (the index is what
+/// [`speedtest_request`] takes).
+pub(crate) const SPEEDTEST_ENDPOINTS: [&str; 7] =
+    ["down", "up", "ping", "nq_config", "nq_small", "nq_large", "nq_upload"];
+
+/// A speed-test request to endpoint `i` of [`SPEEDTEST_ENDPOINTS`].
+pub(crate) fn speedtest_request(i: usize) {
+    if let Some(c) = events().speedtest.get(i) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Speed-test body bytes: sent (`up` false: a download's zeros, as they are handed to the
+/// connection) or received (an upload's).
+pub(crate) fn speedtest_bytes(up: bool, n: u64) {
+    let e = events();
+    if up { &e.speedtest_up } else { &e.speedtest_down }.fetch_add(n, Ordering::Relaxed);
 }
 
 #[derive(Default)]
@@ -365,6 +389,9 @@ pub(crate) fn events() -> &'static Events {
         compressed_in: Default::default(),
         compressed_out: Default::default(),
         quic: Mutex::new(QuicClosed::default()),
+        speedtest: Default::default(),
+        speedtest_down: AtomicU64::new(0),
+        speedtest_up: AtomicU64::new(0),
     })
 }
 
@@ -690,6 +717,17 @@ fn write_statics(w: &mut Writer<'_, '_>) -> std::fmt::Result {
         "compressed_responses",
         "Responses sent compressed, by codec (static variants and streamed)",
         &per_codec(&e.compressed),
+    )?;
+    let endpoints: Vec<(Vec<(&str, &str)>, u64)> =
+        SPEEDTEST_ENDPOINTS.iter().enumerate().map(|(i, n)| (vec![("endpoint", *n)], load(&e.speedtest[i]))).collect();
+    w.counters("speedtest_requests", "Speed-test and responsiveness (RPM) requests, by endpoint", &endpoints)?;
+    w.counters(
+        "speedtest_bytes",
+        "Speed-test body bytes: downloads handed to connections, uploads received",
+        &[
+            (vec![("direction", "download")], load(&e.speedtest_down)),
+            (vec![("direction", "upload")], load(&e.speedtest_up)),
+        ],
     )?;
     w.counters("compression_input_bytes", "Bytes before compression, by codec", &per_codec(&e.compressed_in))?;
     w.counters("compression_output_bytes", "Bytes after compression, by codec", &per_codec(&e.compressed_out))?;
