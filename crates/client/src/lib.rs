@@ -60,9 +60,11 @@ pub mod mux;
 mod pool;
 mod progress;
 pub mod quic;
+mod speedtest;
 
 pub use h2::{H2Conn, H2Connector, H2Setup};
 pub use mux::{H2Mux, MuxConfig, MuxError, MuxReceiver, MuxSender, StreamEvent};
+pub use speedtest::{speedtest, SpeedtestArgs};
 
 use std::error::Error as _;
 use std::future::Future;

@@ -63,6 +63,9 @@ enum Command {
     Get(sluice_client::GetArgs),
     /// Upload a file or string to a URL and print curl's figures: speed_upload, size_upload, ...
     Put(sluice_client::PutArgs),
+    /// Measure a connection to a server: idle latency, capacity and responsiveness (RPM,
+    /// draft-ietf-ippm-responsiveness) each way, over HTTP/2; any server with /.well-known/nq.
+    Speedtest(sluice_client::SpeedtestArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Get(args) => sluice_client::get(args),
         Command::Put(args) => sluice_client::put(args),
+        Command::Speedtest(args) => sluice_client::speedtest(args),
         Command::Check { config } => match config::load(&config) {
             Ok(_) => {
                 println!("{}: ok", config.display());
