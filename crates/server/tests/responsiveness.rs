@@ -94,3 +94,71 @@ fn sluice_speedtest_measures_rpm() {
     assert!(count("nq_small") >= 20, "{metrics}");
     assert!(srv.log().contains("GET 127.0.0.1:") && srv.log().contains("/__nq/large"), "{}", srv.log());
 }
+
+/// One run of the speed-test page in headless Chromium at `width`: its results JSON and its
+/// layout report (both written into the page when it is done).
+fn page_run(srv: &Server, width: u32) -> (serde_json::Value, serde_json::Value) {
+    let spki = support::spki_pin(&srv.scratch("data/self-signed-cert.pem"));
+    let profile = tempfile::tempdir().unwrap();
+    let out = run(
+        Command::new("chromium")
+            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
+            .arg(format!("--window-size={width},900"))
+            .args(["--virtual-time-budget=120000", "--dump-dom"])
+            .arg(format!("https://localhost:{}/speedtest.html?auto=1&quick=1", srv.tls_port)),
+        Duration::from_secs(120),
+    );
+    let pre = |id: &str| -> serde_json::Value {
+        let start =
+            out.stdout.find(&format!("<pre id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}:\n{}", out.stdout));
+        let body = &out.stdout[start..];
+        let body = &body[body.find('>').unwrap() + 1..body.find("</pre>").unwrap()];
+        let text = body.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("#{id}: {e}: {text}"))
+    };
+    (pre("results-json"), pre("layout"))
+}
+
+/// The built-in speed-test page, run whole by headless Chromium over HTTP/2: idle latency,
+/// downloads and uploads (each with its protocol), latency under load on the loaded connection
+/// and on a separate one (the other loopback name), RPM; and every part of the page on screen
+/// and inside the viewport at a narrow (headless Chromium's floor, 500 px) and a desktop width.
+#[test]
+fn the_speed_test_page_runs_in_chromium() {
+    const TEST: &str = "the_speed_test_page_runs_in_chromium";
+    require_tool!("chromium", TEST);
+    let srv = Server::start();
+    // The embedded site's files, served as static files from the test's document root.
+    let site = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("site");
+    for f in ["speedtest.html", "speedtest.js", "style.css", "favicon.svg"] {
+        std::fs::copy(site.join(f), srv.www().join(f)).unwrap();
+    }
+    for width in [390, 1280] {
+        let (r, layout) = page_run(&srv, width);
+        assert!(r.get("error").is_none(), "{r}");
+        assert_eq!(r["protocol"], "h2", "{r}");
+        assert!(r["latency"]["idle_ms"].as_f64().unwrap() > 0.0, "{r}");
+        for leg in ["download", "upload"] {
+            assert!(r[leg]["mbps_p90"].as_f64().unwrap() > 0.0, "{leg}: {r}");
+            assert!(r[leg]["loaded_latency_ms"]["samples_own"].as_u64().unwrap() >= 1, "{leg}: {r}");
+            assert!(r[leg]["loaded_latency_ms"]["samples_separate"].as_u64().unwrap() >= 1, "{leg}: {r}");
+        }
+        assert!(r["rpm"].as_f64().unwrap() > 0.0, "{r}");
+        let ms = r["measurements"].as_array().unwrap();
+        assert!(ms.len() >= 12, "{r}");
+        assert!(ms.iter().all(|m| m["protocol"] == "h2"), "every transfer's protocol is known: {r}");
+        for (id, e) in layout["elements"].as_object().unwrap() {
+            assert_eq!(
+                (e["visible"].as_bool(), e["fits"].as_bool()),
+                (Some(true), Some(true)),
+                "{id} at {width}: {layout}"
+            );
+        }
+        assert!(layout["width"].as_u64().unwrap() <= u64::from(width.max(500)), "{layout}");
+    }
+    // The server's side of it.
+    let log = srv.log();
+    assert!(log.contains("HTTP/2 POST") && log.contains("/__up") && log.contains("/__nq/small"), "{log}");
+}

@@ -1,6 +1,6 @@
 //! The built-in demo site, embedded in the binary: an introduction (`/`), a stylesheet, and a
 //! browser speed test (`/speedtest.html` + `/speedtest.js`) using the `/__down`, `/__up` and
-//! `/__ping` endpoints of [`crate::speedtest`].
+//! `/__nq/small` endpoints of [`crate::speedtest`].
 //!
 //! Each asset's strong ETag is an FNV-1a hash of its bytes computed at compile time, so it is
 //! stable across restarts and changes exactly when the asset does; `If-None-Match` answers 304
@@ -49,8 +49,10 @@ static ASSETS: [Asset; 5] = [
     asset!("/favicon.svg", "favicon.svg", "image/svg+xml"),
 ];
 
-/// Content-Security-Policy for the pages: everything from this origin only, no inline script.
-const CSP: &str = "default-src 'self'; base-uri 'none'; frame-ancestors 'none'";
+/// Content-Security-Policy for the pages: everything from this origin only, no inline script;
+/// the speed test may also fetch from a second origin of the server over https (its latency
+/// on a separate connection).
+const CSP: &str = "default-src 'self'; connect-src 'self' https:; base-uri 'none'; frame-ancestors 'none'";
 
 fn find(path: &str) -> Option<&'static Asset> {
     let path = if path == "/" { "/index.html" } else { path };
@@ -161,7 +163,7 @@ mod tests {
     #[test]
     fn speedtest_page_uses_the_endpoints() {
         let js = std::str::from_utf8(find("/speedtest.js").unwrap().body).unwrap();
-        for needle in ["/__down?bytes=", "/__up", "/__ping"] {
+        for needle in ["/__down?bytes=", "/__up", "/__nq/small"] {
             assert!(js.contains(needle), "{needle}");
         }
     }
