@@ -16,9 +16,14 @@
 //! resource one after another on an idle connection.
 //!
 //! The load-generating connections' windows are large (16 MiB per stream), so the client's
-//! flow control does not cap what it measures.
+//! flow control does not cap what it measures; their requests are incremental (RFC 9218), so
+//! a server's scheduler lets the self probes' small answers through; their sockets hold at
+//! most 64 KiB unsent (TCP_NOTSENT_LOWAT), so a self probe's request is not queued behind
+//! megabytes of upload in the kernel. A download's goodput is the body bytes received; an
+//! upload's, the bytes its sockets saw acknowledged (TCP_INFO), not what was handed to them.
 
 use std::io::{IsTerminal, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -118,9 +123,16 @@ struct Net {
     timeout: Duration,
 }
 
+/// Bytes a load-generating connection's socket may hold unsent (TCP_NOTSENT_LOWAT): the rest
+/// waits in the HTTP/2 engine, where a self probe's request can go ahead of it. Without it
+/// the kernel queues megabytes of upload ahead of the probe, and the probe measures the
+/// client's own send buffer (the draft's -09 suggests this socket option for that reason).
+const LOAD_NOTSENT: u32 = 64 * 1024;
+
 impl Net {
-    /// A new HTTP/2 connection to `t`, and its TCP and TLS handshake times.
-    async fn connect(&self, t: &Target, window: bool) -> Result<(H2Mux, Duration, Duration), Failure> {
+    /// A new HTTP/2 connection to `t`, its TCP and TLS handshake times, and its socket.
+    /// `load`: a load-generating connection (large windows, a small unsent-bytes mark).
+    async fn connect(&self, t: &Target, load: bool) -> Result<(H2Mux, Duration, Duration, RawFd), Failure> {
         let opened = conn::open(t, &self.addrs, Some(self.tls.clone()), self.timeout).await?;
         if !opened.alpn_h2() {
             return Err(Failure::new(code::TLS, format!("{}: the server did not agree to h2", t.url)));
@@ -130,15 +142,19 @@ impl Net {
         let Stream::Tls(io) = opened.stream else {
             return Err(Failure::new(code::TLS, "https without TLS".to_owned()));
         };
+        let fd = io.get_ref().0.as_raw_fd();
         let mut cfg = MuxConfig::default();
-        if window {
+        if load {
+            let _ = sluice_sys::sock::set_notsent_lowat(fd, LOAD_NOTSENT);
+            // What an upload queues in the engine ahead of a self probe's request, likewise.
+            cfg.send_buffer = LOAD_NOTSENT as usize;
             cfg.engine.stream_window = 16 << 20;
             cfg.engine.connection_window = 32 << 20;
         }
         let mux = H2Mux::handshake(io, cfg, self.timeout)
             .await
             .map_err(|e| Failure::new(code::CONNECT, format!("HTTP/2 with {}: {e}", t.url)))?;
-        Ok((mux, tcp, tls))
+        Ok((mux, tcp, tls, fd))
     }
 }
 
@@ -182,7 +198,7 @@ async fn config(net: &Net, url: &Target) -> Result<Urls, Failure> {
         at.path = "/.well-known/nq".into();
         at.url = format!("https://{}{}", at.authority, at.path);
     }
-    let (mux, _, _) = net.connect(&at, false).await?;
+    let (mux, ..) = net.connect(&at, false).await?;
     let (status, body, _) = get(&mux, &at, 64 * 1024).await?;
     if status != 200 {
         return Err(Failure::new(code::HTTP_ERROR, format!("{}: status {status}", at.url)));
@@ -271,27 +287,48 @@ struct Leg {
     bytes: u64,
 }
 
-/// A load-generating connection: its task moves bytes and counts them into `bytes`.
+/// A load-generating connection: its task moves bytes and counts them into `bytes`
+/// (downloads); an upload's goodput is what its socket saw acknowledged (`acked` from
+/// `acked_at_start`), not what was handed to it.
 struct Load {
     mux: Arc<H2Mux>,
     task: tokio::task::JoinHandle<()>,
+    fd: RawFd,
+    acked_at_start: u64,
+}
+
+impl Load {
+    /// Bytes the peer acknowledged on this connection since it was opened for load (TLS and
+    /// HTTP/2 framing included: about 0.3 % more than the body bytes).
+    fn acked(&self) -> u64 {
+        sluice_sys::sock::path_info(self.fd).map_or(0, |i| i.bytes_acked.saturating_sub(self.acked_at_start))
+    }
 }
 
 /// Start a load-generating connection for `dir` counting into `bytes`.
 async fn load(net: &Net, urls: &Urls, upload: bool, bytes: Arc<AtomicU64>) -> Result<Load, Failure> {
     let target = if upload { urls.upload.clone() } else { urls.large.clone() };
-    let (mux, _, _) = net.connect(&target, true).await?;
+    let (mux, _, _, fd) = net.connect(&target, true).await?;
+    let acked_at_start = sluice_sys::sock::path_info(fd).map_or(0, |i| i.bytes_acked);
     let mux = Arc::new(mux);
     let m = mux.clone();
     let task = tokio::spawn(async move {
         // Again and again, should the server end a response (or an upload) before the test.
         loop {
+            // Incremental (RFC 9218 §4.2): a server serves same-urgency non-incremental
+            // responses one after another (§10; Sluice and h2o do), and the 1-byte answer of a
+            // self probe, which carries no priority (§5.3 of the draft), would wait behind
+            // 8 GiB. Marked incremental, the load shares the connection with it.
             let req = sluice_h2::client::Request {
                 method: if upload { "POST" } else { "GET" },
                 scheme: "https",
                 authority: target.authority.as_str(),
                 path: &target.path,
-                fields: &[("accept-encoding", "identity"), ("content-type", "application/octet-stream")],
+                fields: &[
+                    ("accept-encoding", "identity"),
+                    ("content-type", "application/octet-stream"),
+                    ("priority", "i"),
+                ],
             };
             let Ok((mut tx, mut rx)) = m.request(&req, !upload, Duration::from_secs(10)).await else { return };
             if upload {
@@ -312,7 +349,7 @@ async fn load(net: &Net, urls: &Urls, upload: bool, bytes: Arc<AtomicU64>) -> Re
             }
         }
     });
-    Ok(Load { mux, task })
+    Ok(Load { mux, task, fd, acked_at_start })
 }
 
 /// Measure one direction.
@@ -343,7 +380,7 @@ async fn leg(
                 let (net2, small, probes2) = (net.clone(), urls.small.clone(), probes.clone());
                 tokio::spawn(async move {
                     let taken = Instant::now();
-                    let Ok((mux, tcp, tls)) = net2.connect(&small, false).await else { return };
+                    let Ok((mux, tcp, tls, _)) = net2.connect(&small, false).await else { return };
                     if let Ok((200, _, http)) = get(&mux, &small, 1).await {
                         let ms = |d: Duration| d.as_secs_f64() * 1e3;
                         // TLS 1.3: one round trip.
@@ -379,17 +416,28 @@ async fn leg(
     let mut goodput_avgs: Vec<f64> = Vec::new();
     let mut rpm_avgs: Vec<f64> = Vec::new();
     let mut interval_starts: Vec<Instant> = Vec::new();
-    let mut last_bytes = 0;
+    let moved = |loads: &[Load]| -> u64 {
+        if upload {
+            loads.iter().map(Load::acked).sum()
+        } else {
+            bytes.load(Ordering::Relaxed)
+        }
+    };
+    let mut last_bytes = moved(&loads);
+    let mut last_at = Instant::now();
     let mut saturated = false;
     let mut result_rpm = None;
     while Instant::now() < end {
-        let at = Instant::now();
-        interval_starts.push(at);
+        interval_starts.push(last_at);
         tokio::time::sleep(interval).await;
-        let now_bytes = bytes.load(Ordering::Relaxed);
-        let secs = at.elapsed().as_secs_f64();
-        per_interval.push((now_bytes - last_bytes) as f64 * 8.0 / secs);
+        // Bytes and time since the last measurement (a new connection's set-up between two
+        // intervals counts in the next one, both its bytes and its time).
+        let now_bytes = moved(&loads);
+        let now = Instant::now();
+        let secs = now.duration_since(last_at).as_secs_f64();
+        per_interval.push(now_bytes.saturating_sub(last_bytes) as f64 * 8.0 / secs);
         last_bytes = now_bytes;
+        last_at = now;
         let w = &per_interval[per_interval.len().saturating_sub(MAD)..];
         goodput_avgs.push(w.iter().sum::<f64>() / w.len() as f64);
         let since = interval_starts[interval_starts.len().saturating_sub(MAD)];
@@ -441,7 +489,7 @@ async fn leg(
         flows: loads.len(),
         intervals,
         confidence,
-        bytes: bytes.load(Ordering::Relaxed),
+        bytes: moved(&loads),
     })
 }
 
@@ -457,7 +505,7 @@ async fn run(args: SpeedtestArgs) -> Result<(), Failure> {
     let urls = Arc::new(config(&net, &target).await?);
     let progress = !args.json && std::io::stderr().is_terminal();
     // Idle latency: ten GETs one after another on one idle connection.
-    let (mux, _, _) = net.connect(&urls.small, false).await?;
+    let (mux, ..) = net.connect(&urls.small, false).await?;
     let mut idle = Vec::new();
     for _ in 0..10 {
         let (status, _, d) = get(&mux, &urls.small, 1).await?;
