@@ -315,7 +315,7 @@ pub(crate) fn admit(req: &Request, state: &State, conn: &ConnInfo) -> (Admitted,
 }
 
 /// The methods some route of the server answers: what `OPTIONS *` announces.
-const SERVER_METHODS: &str = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE";
+pub(crate) const SERVER_METHODS: &str = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE";
 
 /// The answer to a request for `*`, the server as a whole: `OPTIONS *` (RFC 9110 §9.3.7, a
 /// "ping" that names no resource) is 204 with the methods the server answers somewhere;

@@ -35,10 +35,8 @@ pub(crate) async fn dispatch(state: &State, req: &mut Request, alt_svc: Option<&
                     StatusCode::METHOD_NOT_ALLOWED,
                     "this server is not a forward proxy ([connect] is not configured)\n",
                 );
-                r.headers.insert(
-                    http::header::ALLOW,
-                    http::HeaderValue::from_static("GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE"),
-                );
+                r.headers
+                    .insert(http::header::ALLOW, http::HeaderValue::from_static(crate::app::respond::SERVER_METHODS));
                 r
             }
         };
