@@ -19,13 +19,14 @@ const LAYERS: [&str; 8] = ["config", "message", "handlers", "acme", "state", "ap
 const HANDLERS: [&str; 5] = ["builtin", "speedtest", "static_files", "proxy", "tunnel"];
 
 /// Crates that are pure logic: what their manifests must not depend on.
-const PURE: [(&str, &[&str]); 6] = [
+const PURE: [(&str, &[&str]); 7] = [
     ("tune", &["tokio", "quinn", "quinn-proto", "rustls", "libc", "sluice-sys"]),
     ("h2", &["tokio", "quinn", "rustls", "libc"]),
     ("h3", &["tokio", "quinn", "rustls", "libc"]),
     ("hpack", &["tokio", "quinn", "rustls", "libc"]),
     ("qpack", &["tokio", "quinn", "rustls", "libc"]),
     ("http", &["tokio", "quinn", "rustls", "libc"]),
+    ("quiclb", &["tokio", "quinn", "quinn-proto", "rustls", "libc", "sluice-sys"]),
 ];
 
 /// A source file's module path from the crate root (`io/h2.rs` is `["io", "h2"]`, `main.rs` is

@@ -117,6 +117,9 @@ pub(crate) struct Quic {
     /// Bound bytes in flight near the measured bandwidth-delay product (`io/quic_pace.rs`, the
     /// policy of `sluice_tune::inflight`), over whatever the congestion controller allows.
     pub(crate) limit_inflight: bool,
+    /// QUIC-LB connection ids (draft-ietf-quic-load-balancers-21): the configuration and this
+    /// server's id; `None`: quinn's random ids.
+    pub(crate) lb: Option<(sluice_quiclb::Config, Vec<u8>)>,
 }
 
 impl Default for Quic {
@@ -129,6 +132,7 @@ impl Default for Quic {
             socket_buffer: 8 << 20,
             stream_window: 16 << 20,
             limit_inflight: true,
+            lb: None,
         }
     }
 }
@@ -579,7 +583,45 @@ fn quic(src: &Source<'_>, raw: &RawQuic) -> Result<Quic, ConfigError> {
         socket_buffer,
         stream_window,
         limit_inflight: raw.limit_inflight.unwrap_or(d.limit_inflight),
+        lb: quic_lb(src, raw)?,
     })
+}
+
+/// `[quic] server_id` and the `lb_*` keys: QUIC-LB connection ids.
+fn quic_lb(src: &Source<'_>, raw: &RawQuic) -> Result<Option<(sluice_quiclb::Config, Vec<u8>)>, ConfigError> {
+    let Some(sid) = &raw.server_id else {
+        if let Some(k) = &raw.lb_key {
+            return Err(src.err(k.span(), "`lb_key` without `server_id`"));
+        }
+        return Ok(None);
+    };
+    let server_id = sluice_quiclb::unhex(sid.get_ref())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| src.err(sid.span(), "`server_id` is hex, 1 to 15 octets (\"0a1b\")"))?;
+    let key = match &raw.lb_key {
+        None => None,
+        Some(k) => Some(
+            sluice_quiclb::unhex(k.get_ref())
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .ok_or_else(|| src.err(k.span(), "`lb_key` is 32 hex digits (an AES-128 key)"))?,
+        ),
+    };
+    let cfg = sluice_quiclb::Config {
+        config_id: raw.lb_config_id.as_ref().map_or(0, |c| *c.get_ref()),
+        server_id_len: server_id.len(),
+        nonce_len: raw.lb_nonce_len.as_ref().map_or(8, |n| *n.get_ref()),
+        key,
+        encode_len: true,
+    };
+    if let Err(e) = cfg.check() {
+        let span = match e.0 {
+            m if m.contains("configuration id") => raw.lb_config_id.as_ref().map(|c| c.span()),
+            m if m.contains("nonce") => raw.lb_nonce_len.as_ref().map(|c| c.span()),
+            _ => None,
+        };
+        return Err(src.err(span.unwrap_or(sid.span()), format!("QUIC-LB: {e}")));
+    }
+    Ok(Some((cfg, server_id)))
 }
 
 fn tcp(src: &Source<'_>, raw: &RawTcp) -> Result<Tcp, ConfigError> {

@@ -48,6 +48,10 @@ pub(super) struct RawQuic {
     pub(super) socket_buffer: Option<Spanned<usize>>,
     pub(super) stream_window: Option<Spanned<u32>>,
     pub(super) limit_inflight: Option<bool>,
+    pub(super) server_id: Option<Spanned<String>>,
+    pub(super) lb_config_id: Option<Spanned<u8>>,
+    pub(super) lb_nonce_len: Option<Spanned<usize>>,
+    pub(super) lb_key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -558,3 +558,27 @@ fn acme_orders_and_refusals() {
     let e = err("[[listener]]\naddr = \"127.0.0.1:8443\"\ntls = true\n[[site]]\nhosts = [\"a.example.com\"]\nbuiltin = true\n[acme]\nchallenge = \"http-01\"\n");
     assert!(e.msg.contains("needs a cleartext"), "{e}");
 }
+
+#[test]
+fn quic_lb_and_connect_sections() {
+    let dir = tempfile::tempdir().unwrap();
+    let c =
+        parse_in(dir.path(), "[quic]\nserver_id = \"0A1b\"\nlb_key = \"8f95f09245765f80256934e50c66207f\"\n").unwrap();
+    let (lb, sid) = c.quic.lb.unwrap();
+    assert_eq!((sid, lb.config_id, lb.nonce_len, lb.key.is_some()), (vec![0x0a, 0x1b], 0, 8, true));
+    for (text, line) in [
+        ("[quic]\nserver_id = \"xyz\"\n", 2),
+        ("[quic]\nserver_id = \"0a\"\nlb_key = \"00\"\n", 3),
+        ("[quic]\nlb_key = \"8f95f09245765f80256934e50c66207f\"\n", 2),
+        ("[quic]\nserver_id = \"0a\"\nlb_nonce_len = 19\n", 3),
+        ("[quic]\nserver_id = \"0a\"\nlb_config_id = 7\n", 3),
+        ("[connect]\ncredentials = \"users\"\n", 2),
+        ("[connect]\nallow = [\"example.com\"]\n", 2),
+    ] {
+        let e = err(text);
+        assert_eq!(e.position().map(|p| p.0), Some(line), "{text}: {e}");
+    }
+    let c = parse_in(dir.path(), "[connect]\nallow = [\"10.0.0.0/8:*\"]\nudp = false\n").unwrap();
+    assert!(!c.udp_tunnels() && c.connect.is_some());
+    assert!(parse_in(dir.path(), "").unwrap().connect.is_none());
+}

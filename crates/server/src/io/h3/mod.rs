@@ -74,7 +74,14 @@ pub(crate) fn endpoint(addr: SocketAddr, tls: Arc<rustls::ServerConfig>, cfg: &C
     let socket = std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot listen on UDP {addr}: {e}"))?;
     size_buffers(&socket, cfg.quic.socket_buffer);
     let server = server_config(tls, cfg)?;
-    let ep = quinn::Endpoint::new(endpoint_config(), Some(server.clone()), socket, Arc::new(quinn::TokioRuntime))
+    let mut ep_cfg = endpoint_config();
+    if let Some((lb, server_id)) = &cfg.quic.lb {
+        let enc = Arc::new(
+            sluice_quiclb::Encoder::new(lb.clone(), server_id).map_err(|e| format!("QUIC-LB configuration: {e}"))?,
+        );
+        ep_cfg.cid_generator(move || Box::new(LbCids { enc: enc.clone(), rng: ring::rand::SystemRandom::new() }));
+    }
+    let ep = quinn::Endpoint::new(ep_cfg, Some(server.clone()), socket, Arc::new(quinn::TokioRuntime))
         .map_err(|e| format!("cannot start QUIC on {addr}: {e}"))?;
     Ok(Listener { ep, server })
 }
@@ -122,6 +129,45 @@ fn size_buffers(socket: &std::net::UdpSocket, want: usize) {
             Ok(got) => tracing::debug!(got, "UDP {what} buffer"),
             Err(e) => tracing::warn!(%e, "cannot size the UDP {what} buffer"),
         }
+    }
+}
+
+/// QUIC-LB connection ids for quinn (draft-ietf-quic-load-balancers-21 §5.4): every id this
+/// server issues carries its server id, in the clear or encrypted, behind the configuration id
+/// and the encoded length, with a fresh random nonce (so no two ids of a connection are
+/// related to an observer without the key).
+struct LbCids {
+    enc: Arc<sluice_quiclb::Encoder>,
+    rng: ring::rand::SystemRandom,
+}
+
+impl quinn_proto::ConnectionIdGenerator for LbCids {
+    fn generate_cid(&mut self) -> quinn_proto::ConnectionId {
+        use ring::rand::SecureRandom;
+        let mut nonce = [0u8; 18];
+        let n = self.enc.config().nonce_len;
+        // The system RNG does not fail once it has worked (ring checks it at start); should it,
+        // the nonce stays zeros and the ids stay valid, only linkable.
+        let _ = self.rng.fill(&mut nonce[..n]);
+        quinn_proto::ConnectionId::new(&self.enc.encode(&nonce[..n], 0))
+    }
+
+    fn validate(&self, cid: &quinn_proto::ConnectionId) -> Result<(), quinn_proto::InvalidCid> {
+        let c = self.enc.config();
+        let ok = cid.len() == c.cid_len() && sluice_quiclb::Decoder::config_id_of(cid) == Some(c.config_id);
+        if ok {
+            Ok(())
+        } else {
+            Err(quinn_proto::InvalidCid)
+        }
+    }
+
+    fn cid_len(&self) -> usize {
+        self.enc.config().cid_len()
+    }
+
+    fn cid_lifetime(&self) -> Option<std::time::Duration> {
+        None
     }
 }
 
