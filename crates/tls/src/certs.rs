@@ -436,15 +436,18 @@ pub fn take_hello_sni() -> Option<Option<Box<str>>> {
 /// Builds a rustls server configuration serving `certs` (selected by SNI, the first is the
 /// fallback) and offering the `alpn` protocols in order of preference.
 pub fn server_config(certs: &[LoadedCert], alpn: &[&[u8]]) -> Result<Arc<rustls::ServerConfig>, String> {
-    server_config_with(certs, alpn, None)
+    server_config_with(certs, alpn, None, None)
 }
 
 /// [`server_config`] with the [`Dynamic`] certificates: chosen first for the names they cover;
 /// with `acme-tls/1` among `alpn`, a validation handshake gets its challenge certificate.
+/// `tickets` seals TLS 1.3 session tickets (`crate::tickets`: keys shared through a file);
+/// without it, keys of rustls's own in memory.
 pub fn server_config_with(
     certs: &[LoadedCert],
     alpn: &[&[u8]],
     dynamic: Option<Arc<Dynamic>>,
+    tickets: Option<Arc<dyn rustls::server::ProducesTickets>>,
 ) -> Result<Arc<rustls::ServerConfig>, String> {
     if certs.is_empty() {
         return Err("no certificate to serve".into());
@@ -460,7 +463,9 @@ pub fn server_config_with(
     // keys rustls hands over (`records.rs`).
     cfg.enable_secret_extraction = true;
     // Stateless TLS 1.3 resumption; without a ticketer rustls falls back to its in-memory cache.
-    if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
+    if let Some(t) = tickets {
+        cfg.ticketer = t;
+    } else if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
         cfg.ticketer = ticketer;
     }
     Ok(Arc::new(cfg))

@@ -22,6 +22,7 @@ pub mod split;
 pub mod stream;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
+pub mod tickets;
 
 pub use certs::{LoadedCert, Served, ServedCert};
 pub use client::client_config;

@@ -342,15 +342,18 @@ fn generation(cfg: Config, previous: Option<&State>) -> Result<(Generation, watc
         }
         _ => &[b"h2", b"http/1.1"],
     };
+    // Session-ticket keys from the data directory: kept across reloads, and shared by every
+    // instance that shares the directory (a ticket from one resumes on another).
+    let tickets = || Some(sluice_tls::tickets::for_dir(&cfg.data_dir) as Arc<dyn rustls::server::ProducesTickets>);
     let tls = if certs.is_empty() {
         None
     } else {
-        Some(sluice_tls::certs::server_config_with(&certs, alpn, dynamic.clone())?)
+        Some(sluice_tls::certs::server_config_with(&certs, alpn, dynamic.clone(), tickets())?)
     };
     let quic_tls = if certs.is_empty() || !cfg.quic.enabled {
         None
     } else {
-        Some(sluice_tls::certs::server_config_with(&certs, &[b"h3"], dynamic)?)
+        Some(sluice_tls::certs::server_config_with(&certs, &[b"h3"], dynamic, tickets())?)
     };
     let state = Arc::new(State::after(cfg, previous));
     let (stop_tx, stop) = watch::channel(Stop::Run);
