@@ -353,7 +353,7 @@ impl Tunnels {
             .await
             .unwrap_or(false);
         if !ok {
-            tracing::info!(peer = %req.peer, user, "proxy credentials refused");
+            tracing::info!(peer = %req.peer, user = ?user, "proxy credentials refused");
             return Err(challenge());
         }
         let mut v = self.verified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
