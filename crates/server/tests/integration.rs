@@ -181,6 +181,24 @@ fn path_traversal_is_refused() {
     }
 }
 
+/// Plain HTTP sent to the TLS listener gets a 400 that says to use https (as nginx answers),
+/// not a TLS alert; the listener goes on serving TLS.
+#[test]
+fn plain_http_on_the_tls_port_is_told_to_use_https() {
+    require_tool!("curl", "plain_http_on_the_tls_port_is_told_to_use_https");
+    let srv = Server::start();
+    let out = support::run(
+        std::process::Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", "--max-time", "10"])
+            .arg(format!("http://127.0.0.1:{}/", srv.tls_port)),
+        std::time::Duration::from_secs(20),
+    );
+    assert!(out.stdout.ends_with("\n400"), "{}", out.stdout);
+    assert!(out.stdout.contains("use https://"), "{}", out.stdout);
+    assert_eq!(curl(&srv, Proto::H2Tls, "/", &[]).status, 200);
+    assert!(!srv.log().contains("panicked"), "{}", srv.log());
+}
+
 #[test]
 fn speedtest_download_has_the_asked_size() {
     require_tool!("curl", "speedtest_download_has_the_asked_size");

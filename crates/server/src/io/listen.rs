@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
@@ -117,6 +117,14 @@ pub(crate) async fn accept_loop(
     }
 }
 
+/// Whether a connection to a TLS listener opens with plain HTTP: its first byte is an
+/// uppercase letter (a method) where a TLS record starts with 0x16 (a handshake). One peek,
+/// by `deadline`; a connection that sends nothing is left to the TLS handshake's deadline.
+async fn plain_http_on_tls(tcp: &TcpStream, deadline: tokio::time::Instant) -> bool {
+    let mut first = [0u8; 1];
+    matches!(tokio::time::timeout_at(deadline, tcp.peek(&mut first)).await, Ok(Ok(1)) if first[0].is_ascii_uppercase())
+}
+
 async fn serve_connection(
     tcp: TcpStream,
     peer: SocketAddr,
@@ -135,6 +143,23 @@ async fn serve_connection(
         }
     }
     let header_timeout = state.cfg.timeouts.header;
+    // The peek and the TLS handshake share one deadline: a silent client is closed after the
+    // header timeout, not twice it.
+    let handshake_deadline = tokio::time::Instant::now() + header_timeout;
+    if tls.is_some() && plain_http_on_tls(&tcp, handshake_deadline).await {
+        // As nginx does: a clear answer instead of a TLS alert the client cannot read (and
+        // rustls is not asked to parse text as records).
+        tracing::debug!(%peer, "plain HTTP on a TLS listener: 400");
+        let mut tcp = tcp;
+        let body = "This port speaks HTTPS: use https:// for this address.\n";
+        let resp = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = tokio::time::timeout(header_timeout, tcp.write_all(resp.as_bytes())).await;
+        crate::io::linger::close(tcp).await;
+        return;
+    }
     // Every connection's writes must keep up with the minimum rate (a peer that stops reading
     // is cut off, its slot freed): below TLS, so handshakes are covered too.
     let tcp = WriteProgress::new(tcp, state.write_rule());
@@ -146,19 +171,20 @@ async fn serve_connection(
         // future that owns it.
         let (stream, info, h2) = {
             let events = crate::message::metrics::events();
-            let stream = match tokio::time::timeout(header_timeout, TlsStream::accept(tcp, t.config.clone())).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, %e, "TLS handshake failed");
-                    events.tls_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    events.tls_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return;
-                }
-            };
+            let stream =
+                match tokio::time::timeout_at(handshake_deadline, TlsStream::accept(tcp, t.config.clone())).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, %e, "TLS handshake failed");
+                        events.tls_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        events.tls_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                };
             if stream.alpn_protocol() == Some(sluice_tls::certs::ACME_TLS_ALPN) {
                 // A TLS-ALPN-01 validation: the handshake was all (RFC 8737 §3).
                 return;
