@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""speedtest_page.py: run Sluice's speed-test page in headless Chromium, in real time, through
-the DevTools protocol (PyPI `websockets`), and print its results.
+"""speedtest_page.py: run Sluice's speed-test page (or any page that sets window.sluiceResults
+and document.body.dataset.done = "1" when it is done) in headless Chromium, in real time,
+through the DevTools protocol (PyPI `websockets`), and print its results.
 
 Usage: speedtest_page.py URL [--width W] [--height H] [--timeout S] [--screenshot FILE [--full]]
                           [--chrome-arg FLAG]...

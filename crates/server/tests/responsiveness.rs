@@ -95,40 +95,35 @@ fn sluice_speedtest_measures_rpm() {
     assert!(srv.log().contains("GET 127.0.0.1:") && srv.log().contains("/__nq/large"), "{}", srv.log());
 }
 
-/// One run of the speed-test page in headless Chromium at `width`: its results JSON and its
-/// layout report (both written into the page when it is done).
+/// One run of the speed-test page in headless Chromium at `width` (a phone's below 600 px),
+/// in real time over the DevTools protocol (scripts/speedtest_page.py): its results JSON and
+/// its layout report (both written into the page when it is done).
 fn page_run(srv: &Server, width: u32) -> (serde_json::Value, serde_json::Value) {
-    let spki = support::spki_pin(&srv.scratch("data/self-signed-cert.pem"));
-    let profile = tempfile::tempdir().unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/speedtest_page.py");
     let out = run(
-        Command::new("chromium")
-            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
-            .arg(format!("--window-size={width},900"))
-            .args(["--virtual-time-budget=120000", "--dump-dom"])
-            .arg(format!("https://localhost:{}/speedtest.html?auto=1&quick=1", srv.tls_port)),
+        Command::new("python3")
+            .arg(&script)
+            .arg(format!("https://localhost:{}/speedtest.html?auto=1&quick=1", srv.tls_port))
+            .args(["--width", &width.to_string(), "--height", "900", "--timeout", "60"]),
         Duration::from_secs(120),
     );
-    let pre = |id: &str| -> serde_json::Value {
-        let start =
-            out.stdout.find(&format!("<pre id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id}:\n{}", out.stdout));
-        let body = &out.stdout[start..];
-        let body = &body[body.find('>').unwrap() + 1..body.find("</pre>").unwrap()];
-        let text = body.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("#{id}: {e}: {text}"))
-    };
-    (pre("results-json"), pre("layout"))
+    let r: serde_json::Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}\n{}", out.stdout, out.stderr, srv.log()));
+    (r["results"].clone(), r["layout"].clone())
 }
 
 /// The built-in speed-test page, run whole by headless Chromium over HTTP/2: idle latency,
 /// downloads and uploads (each with its protocol), latency under load on the loaded connection
 /// and on a separate one (the other loopback name), RPM; and every part of the page on screen
-/// and inside the viewport at a narrow (headless Chromium's floor, 500 px) and a desktop width.
+/// and inside the viewport at a phone's width (390 px, emulated) and a desktop's.
 #[test]
 fn the_speed_test_page_runs_in_chromium() {
     const TEST: &str = "the_speed_test_page_runs_in_chromium";
     require_tool!("chromium", TEST);
+    // The DevTools client (scripts/speedtest_page.py).
+    if !support::python_has("websockets", TEST) {
+        return;
+    }
     let srv = Server::start();
     // The embedded site's files, served as static files from the test's document root.
     let site = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("site");
@@ -156,7 +151,7 @@ fn the_speed_test_page_runs_in_chromium() {
                 "{id} at {width}: {layout}"
             );
         }
-        assert!(layout["width"].as_u64().unwrap() <= u64::from(width.max(500)), "{layout}");
+        assert_eq!(layout["width"].as_u64(), Some(u64::from(width)), "{layout}");
     }
     // The server's side of it.
     let log = srv.log();
