@@ -31,6 +31,7 @@
 //! request-body credit, quinn's wakers).
 
 mod driver;
+mod keys;
 mod send;
 mod streams;
 
@@ -73,13 +74,20 @@ pub(crate) struct Listener {
 pub(crate) fn endpoint(addr: SocketAddr, tls: Arc<rustls::ServerConfig>, cfg: &Config) -> Result<Listener, String> {
     let socket = std::net::UdpSocket::bind(addr).map_err(|e| format!("cannot listen on UDP {addr}: {e}"))?;
     size_buffers(&socket, cfg.quic.socket_buffer);
-    let server = server_config(tls, cfg)?;
+    let mut server = server_config(tls, cfg)?;
     let mut ep_cfg = endpoint_config();
+    let shared = keys::load(&cfg.data_dir);
+    if let Some((reset, _)) = &shared {
+        ep_cfg.reset_key(reset.clone());
+    }
     if let Some((lb, server_id)) = &cfg.quic.lb {
         let enc = Arc::new(
             sluice_quiclb::Encoder::new(lb.clone(), server_id).map_err(|e| format!("QUIC-LB configuration: {e}"))?,
         );
         ep_cfg.cid_generator(move || Box::new(LbCids { enc: enc.clone(), rng: ring::rand::SystemRandom::new() }));
+    }
+    if let Some((_, token)) = shared {
+        server.token_key(token);
     }
     let ep = quinn::Endpoint::new(ep_cfg, Some(server.clone()), socket, Arc::new(quinn::TokioRuntime))
         .map_err(|e| format!("cannot start QUIC on {addr}: {e}"))?;
