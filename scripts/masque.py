@@ -156,6 +156,16 @@ def open_udp(c, port, host, uport, auth=None):
     return Tunnel(c, sid)
 
 
+async def udp_tunnel(c, a, out):
+    """A CONNECT-UDP tunnel to a.host:a.tport once the server's SETTINGS are in; its status
+    goes into out."""
+    await settings(c)
+    t = open_udp(c, a.port, a.host, a.tport)
+    await t.response()
+    out["status"] = t.status
+    return t
+
+
 def config():
     # Packets up to 1,452 bytes (quinn's largest by default) carry a whole 1,200-byte QUIC
     # packet of a tunnelled connection in one DATAGRAM frame.
@@ -213,10 +223,7 @@ async def run_udp(a):
 async def run_flood(a):
     out = {}
     async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
-        await settings(c)
-        t = open_udp(c, a.port, a.host, a.tport)
-        await t.response()
-        out["status"] = t.status
+        t = await udp_tunnel(c, a, out)
         start = time.monotonic()
         for i in range(a.count):
             c.h3.send_datagram(t.sid, b"\x00" + b"f" * a.size)
@@ -250,10 +257,7 @@ async def run_flood(a):
 async def run_bench(a):
     out = {}
     async with connect(a.proxy, a.port, configuration=config(), create_protocol=Client) as c:
-        await settings(c)
-        t = open_udp(c, a.port, a.host, a.tport)
-        await t.response()
-        out["status"] = t.status
+        t = await udp_tunnel(c, a, out)
         payload = b"b" * a.size
         in_flight, sent, back = 0, 0, 0
         send = (lambda: c.h3.send_data(t.sid, capsule(payload), end_stream=False)) if a.capsules else \

@@ -7,32 +7,10 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::varint::{decode as get_varint, encode as put_varint};
+
 /// The DATAGRAM capsule type (RFC 9297 §3.5).
 pub const DATAGRAM: u64 = 0x00;
-
-/// Append `v` as a QUIC variable-length integer (`v` < 2^62).
-pub fn put_varint(v: u64, out: &mut Vec<u8>) {
-    debug_assert!(v < 1 << 62);
-    match v {
-        0..=0x3f => out.push(v as u8),
-        0x40..=0x3fff => out.extend_from_slice(&(0x4000 | v as u16).to_be_bytes()),
-        0x4000..=0x3fff_ffff => out.extend_from_slice(&(0x8000_0000 | v as u32).to_be_bytes()),
-        _ => out.extend_from_slice(&(0xc000_0000_0000_0000 | v).to_be_bytes()),
-    }
-}
-
-/// A QUIC variable-length integer at the start of `b`, and its length; `None` if `b` is
-/// shorter than the integer.
-pub fn get_varint(b: &[u8]) -> Option<(u64, usize)> {
-    let first = *b.first()?;
-    let len = 1usize << (first >> 6);
-    let bytes = b.get(..len)?;
-    let mut v = u64::from(first & 0x3f);
-    for &x in &bytes[1..] {
-        v = (v << 8) | u64::from(x);
-    }
-    Some((v, len))
-}
 
 /// A DATAGRAM capsule carrying a UDP payload (Context ID 0).
 pub fn udp_capsule(payload: &[u8]) -> Bytes {
@@ -120,21 +98,6 @@ impl CapsuleReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn varints_round_trip_at_every_length() {
-        // RFC 9000 §A.1's examples.
-        assert_eq!(get_varint(&[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c]), Some((151_288_809_941_952_652, 8)));
-        assert_eq!(get_varint(&[0x9d, 0x7f, 0x3e, 0x7d]), Some((494_878_333, 4)));
-        assert_eq!(get_varint(&[0x7b, 0xbd]), Some((15_293, 2)));
-        assert_eq!(get_varint(&[0x25]), Some((37, 1)));
-        assert_eq!(get_varint(&[0x7b]), None);
-        for v in [0, 63, 64, 16_383, 16_384, (1 << 30) - 1, 1 << 30, (1 << 62) - 1] {
-            let mut b = Vec::new();
-            put_varint(v, &mut b);
-            assert_eq!(get_varint(&b), Some((v, b.len())));
-        }
-    }
 
     #[test]
     fn capsules_come_out_whole_however_the_stream_is_cut() {

@@ -16,6 +16,7 @@ pub mod priority;
 pub mod request;
 pub mod response;
 pub mod sched;
+pub mod varint;
 
 pub use budget::Budget;
 pub use packed::PackedFields;

@@ -554,7 +554,7 @@ impl Driver {
 /// receiver to drop those it cannot yet place); one for a full queue too, and counted.
 async fn read_datagrams(quic: quinn::Connection, routes: Routes) {
     while let Ok(d) = quic.read_datagram().await {
-        let Some((quarter, n)) = sluice_http::capsule::get_varint(&d) else { continue };
+        let Some((quarter, n)) = sluice_http::varint::decode(&d) else { continue };
         let tx = routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&quarter).cloned();
         if let Some(tx) = tx {
             if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(d.slice(n..)) {
